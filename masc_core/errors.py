@@ -1,0 +1,22 @@
+"""Errors that reach users as one clear line.
+
+Every error raised on bad input says which input was wrong, what was wrong
+with it and what to do about it, in a single line. Callers (the CLI, the
+ComfyUI nodes) print ``str(error)`` and never a traceback.
+"""
+
+
+class MascError(Exception):
+    """Base class of the errors this package raises on purpose."""
+
+    def __init__(self, message: str):
+        # One line, always: a multi-line message would be cut by the UIs.
+        super().__init__(" ".join(str(message).split()))
+
+
+class MascInputError(MascError, ValueError):
+    """An input (image, mask, prompt, option) cannot be used as given."""
+
+
+class MascModelError(MascError):
+    """A checkpoint is missing, incomplete or not a SigLIP/SigLIP2 model."""
