@@ -1,0 +1,300 @@
+"""The frozen SigLIP2 model and what MaSC asks of it.
+
+``MascEncoder`` owns one loaded checkpoint and answers three questions:
+
+- ``encode_images``: the patch tokens of each image (one vision forward per
+  distinct image, batched; NaFlex images of different aspect ratios are
+  padded into one batch under the attention mask);
+- ``encode_texts``: the pooled text embedding of each prompt;
+- ``pool``: SigLIP2's trained attention pooler run over given tokens with
+  some positions hidden (MaSC's background-only pool).
+
+Every encoded image and prompt is cached by content (bounded by bytes), so
+scoring the same reference against many outputs, or the same outputs under
+another prompt, does not run the model again.
+
+The forward passes call the checkpoint's own transformers modules
+(embeddings, encoder, layer norms, heads) directly rather than the model's
+``forward``, whose signature changed between transformers 4 and 5; the
+arithmetic is the same.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+
+from . import checkpoint as checkpoints
+from .cache import DEFAULT_CACHE_BYTES, LRUCache, content_key
+from .devices import resolve_device, resolve_dtype
+from .preprocess import PreprocessSpec, prepare_image
+from .tokenizer import SiglipTextTokenizer
+
+ProgressCallback = Callable[[int, int], None]
+"""Called as ``progress(done, total)`` after each batch of images; may raise to cancel."""
+
+DEFAULT_BATCH_SIZE = 8
+
+
+@dataclass
+class ImageTokens:
+    """The vision tower's output for one image (SigLIP2 has no CLS token)."""
+
+    tokens: torch.Tensor
+    """[Hp * Wp, D] patch tokens, row-major over the grid, in the model's dtype."""
+
+    grid: tuple[int, int]
+    """Patch grid (rows, columns)."""
+
+    @property
+    def num_patches(self) -> int:
+        return self.grid[0] * self.grid[1]
+
+
+class MascEncoder:
+    """A loaded SigLIP2 checkpoint, ready to encode images and prompts for MaSC.
+
+    Build one with :meth:`load`. The model can be moved with :meth:`to` (ComfyUI
+    moves it between GPU and CPU); inputs always follow the model's current
+    device.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        info: checkpoints.CheckpointInfo,
+        spec: PreprocessSpec,
+        tokenizer: SiglipTextTokenizer,
+        *,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+    ):
+        self.model = model
+        self.info = info
+        self.spec = spec
+        self.tokenizer = tokenizer
+        self.batch_size = max(1, int(batch_size))
+        self.image_cache = LRUCache(cache_bytes)
+        self.text_cache = LRUCache(min(cache_bytes, 64 * 1024 * 1024))
+        self.forward_counts = {"images": 0, "texts": 0}
+
+    # ------------------------------------------------------------------ loading
+
+    @classmethod
+    def load(
+        cls,
+        model: str | os.PathLike = checkpoints.PAPER_MODEL_ID,
+        *,
+        device: str | torch.device | None = "auto",
+        precision: str | torch.dtype | None = "fp32",
+        max_num_patches: int | None = None,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        cache_dir: str | None = None,
+    ) -> "MascEncoder":
+        """Load a SigLIP2 checkpoint from a folder (HF layout) or a Hub id.
+
+        ``device``: auto (cuda > mps > cpu), cpu, cuda[:N] or mps.
+        ``precision``: fp32 (default; the paper's package numbers), bf16, fp16
+        or auto (fp32 on CPU, bf16/fp16 on GPU).
+        ``max_num_patches``: NaFlex patch budget (default 1024, as the paper).
+        ``cache_bytes``: memory for cached image features (0 disables).
+        ``batch_size``: images per vision forward.
+        """
+        folder, source = checkpoints.resolve(model, cache_dir=cache_dir)
+        info = checkpoints.inspect(folder, source)
+        target = resolve_device(device)
+        dtype = resolve_dtype(precision, target)
+        spec = PreprocessSpec.from_configs(
+            naflex=info.naflex,
+            vision_config=info.vision_config,
+            preprocessor_config=info.preprocessor_config,
+            max_num_patches=max_num_patches,
+        )
+        tokenizer = SiglipTextTokenizer.from_folder(folder, model_type=info.model_type, max_length=info.text_length)
+        network = checkpoints.load_model(info).to(device=target, dtype=dtype)
+        return cls(network, info, spec, tokenizer, cache_bytes=cache_bytes, batch_size=batch_size)
+
+    # ------------------------------------------------------------------ placement
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.model.parameters()).dtype
+
+    def to(self, device: str | torch.device) -> "MascEncoder":
+        """Move the model (cached features stay on the CPU)."""
+        self.model.to(device)
+        return self
+
+    @property
+    def embed_dim(self) -> int:
+        return int(self.model.vision_model.post_layernorm.normalized_shape[0])
+
+    def describe(self) -> dict:
+        """Name, kind, patch budget, device and precision, for logs and reports."""
+        return {
+            "model": self.info.source,
+            "kind": "naflex" if self.spec.naflex else "fixed",
+            "max_num_patches": self.spec.max_num_patches if self.spec.naflex else None,
+            "image_size": list(self.spec.image_size) if self.spec.image_size else None,
+            "patch_size": self.spec.patch_size,
+            "device": str(self.device),
+            "precision": str(self.dtype).replace("torch.", ""),
+        }
+
+    def clear_cache(self) -> None:
+        self.image_cache.clear()
+        self.text_cache.clear()
+
+    # ------------------------------------------------------------------ images
+
+    def image_key(self, image: np.ndarray) -> str:
+        """Cache key of an RGB uint8 image under this encoder's preprocessing."""
+        return content_key(image)
+
+    def encode_images(
+        self,
+        images: Sequence[np.ndarray],
+        *,
+        progress: ProgressCallback | None = None,
+    ) -> list[ImageTokens]:
+        """Patch tokens for each RGB uint8 [H, W, 3] image, on the model's device.
+
+        Images already in the cache (same pixels) and repeated images within
+        the call are not encoded again.
+        """
+        device = self.device
+        keys = [self.image_key(img) for img in images]
+        found: dict[str, ImageTokens] = {}
+        todo: list[int] = []
+        queued: set[str] = set()
+        for index, key in enumerate(keys):
+            if key in found or key in queued:
+                continue
+            cached = self.image_cache.get(key)
+            if cached is not None:
+                found[key] = ImageTokens(cached.tokens.to(device, non_blocking=True), cached.grid)
+            else:
+                todo.append(index)
+                queued.add(key)
+        total = len(todo)
+        done = 0
+        for start in range(0, total, self.batch_size):
+            chunk = todo[start : start + self.batch_size]
+            prepared = [prepare_image(images[i], self.spec) for i in chunk]
+            hidden = self._vision_forward(prepared)
+            for row, (index, item) in enumerate(zip(chunk, prepared)):
+                count = item.grid[0] * item.grid[1]
+                tokens = hidden[row, :count]
+                result = ImageTokens(tokens, item.grid)
+                found[keys[index]] = result
+                stored = tokens.to("cpu", copy=True) if tokens.device.type != "cpu" else tokens.clone()
+                self.image_cache.put(keys[index], ImageTokens(stored, item.grid), stored.numel() * stored.element_size())
+            done += len(chunk)
+            if progress is not None:
+                progress(done, total)
+        return [found[key] for key in keys]
+
+    @torch.inference_mode()
+    def _vision_forward(self, prepared: Sequence) -> torch.Tensor:
+        """Last hidden states [B, L, D] (post layer norm) for a batch of prepared images."""
+        vision = self.model.vision_model
+        device, dtype = self.device, self.dtype
+        self.forward_counts["images"] += len(prepared)
+        if not self.spec.naflex:
+            pixels = torch.stack([p.pixels for p in prepared]).to(device)
+            embeddings = vision.embeddings(pixels.to(dtype))
+            hidden = vision.encoder(inputs_embeds=embeddings).last_hidden_state
+            return vision.post_layernorm(hidden)
+        lengths = [p.pixels.shape[0] for p in prepared]
+        longest = max(lengths)
+        width = prepared[0].pixels.shape[1]
+        pixels = torch.zeros(len(prepared), longest, width, dtype=torch.float32)
+        valid = torch.zeros(len(prepared), longest, dtype=torch.bool)
+        for row, item in enumerate(prepared):
+            pixels[row, : lengths[row]] = item.pixels
+            valid[row, : lengths[row]] = True
+        shapes = torch.tensor([p.grid for p in prepared], dtype=torch.long, device=device)
+        embeddings = vision.embeddings(pixels.to(device), shapes)
+        mask = None
+        if not bool(valid.all()):
+            # Additive key mask [B, 1, 1, L]: padded positions get no attention.
+            # Float rather than bool because transformers' eager attention adds it.
+            mask = torch.zeros(len(prepared), 1, 1, longest, dtype=dtype)
+            mask.masked_fill_(~valid[:, None, None, :], torch.finfo(dtype).min)
+            mask = mask.to(device)
+        hidden = vision.encoder(inputs_embeds=embeddings, attention_mask=mask).last_hidden_state
+        return vision.post_layernorm(hidden)
+
+    # ------------------------------------------------------------------ text
+
+    def encode_texts(self, texts: Sequence[str]) -> torch.Tensor:
+        """Pooled text embeddings [len(texts), D] (float32, model device), one forward per new text."""
+        device = self.device
+        rows: dict[str, torch.Tensor] = {}
+        missing = []
+        for text in texts:
+            if text in rows or text in missing:
+                continue
+            cached = self.text_cache.get(text)
+            if cached is not None:
+                rows[text] = cached.to(device)
+            else:
+                missing.append(text)
+        if missing:
+            embedded = self._text_forward(missing)
+            for text, row in zip(missing, embedded):
+                rows[text] = row
+                stored = row.to("cpu", copy=True)
+                self.text_cache.put(text, stored, stored.numel() * stored.element_size())
+        return torch.stack([rows[text] for text in texts])
+
+    @torch.inference_mode()
+    def _text_forward(self, texts: Sequence[str]) -> torch.Tensor:
+        text = self.model.text_model
+        self.forward_counts["texts"] += len(texts)
+        ids = self.tokenizer(list(texts)).to(self.device)
+        embeddings = text.embeddings(input_ids=ids)
+        # No attention mask: SigLIP's text tower was trained attending to its padding.
+        hidden = text.encoder(inputs_embeds=embeddings).last_hidden_state
+        hidden = text.final_layer_norm(hidden)
+        return text.head(hidden[:, -1, :]).float()
+
+    # ------------------------------------------------------------------ pooler
+
+    @torch.inference_mode()
+    def pool(
+        self,
+        tokens: torch.Tensor,
+        hidden: torch.Tensor,
+        *,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """SigLIP2's attention pool over ``tokens`` [B, L, D] with ``hidden`` [B, L] (True = excluded).
+
+        The trained probe, attention, layer norm and MLP are used unchanged;
+        only the visibility of the tokens changes. Returns the pooled
+        embeddings [B, D] (float32) and, with ``need_weights``, the probe's
+        attention over the L positions averaged over heads [B, L].
+        """
+        head = self.model.vision_model.head
+        tokens = tokens.to(self.dtype)
+        probe = head.probe.expand(tokens.shape[0], -1, -1)
+        attended, weights = head.attention(
+            probe,
+            tokens,
+            tokens,
+            key_padding_mask=hidden.to(tokens.device),
+            need_weights=need_weights,
+            average_attn_weights=True,
+        )
+        pooled = attended + head.mlp(head.layernorm(attended))
+        return pooled[:, 0].float(), (weights[:, 0].float() if weights is not None else None)

@@ -1,0 +1,94 @@
+"""Rendering MaSC's patch-level heatmaps over images.
+
+The numbers come from ``scoring.Heatmaps`` (one value per patch); this
+module upsamples them to the image's size and paints them over the image:
+
+- reference match: each reference patch's best cosine with the output
+  (which parts of the concept survived); patches outside the reference mask
+  are greyed out, since CP ignores them;
+- output presence: each output patch's best cosine with the reference's
+  foreground (where the concept appears);
+- background attention: the PF pooler's attention over the output's
+  background (what drives PF); hidden foreground patches are greyed out.
+
+Cosines are drawn on a fixed 0..1 scale, so colours compare across images
+and runs; attention is drawn relative to its maximum in each image.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+# Viridis, sampled at 9 points (perceptually uniform, readable in grayscale).
+_VIRIDIS = np.array(
+    [
+        [68, 1, 84], [71, 44, 122], [59, 81, 139], [44, 113, 142], [33, 144, 141],
+        [39, 173, 129], [92, 200, 99], [170, 220, 50], [253, 231, 37],
+    ],
+    dtype=np.float32,
+)
+COSINE_RANGE = (0.0, 1.0)
+
+
+def upsample(grid: np.ndarray, size: tuple[int, int], *, mode: str = "bilinear") -> np.ndarray:
+    """A [rows, cols] grid resized to (height, width); non-finite cells become 0 first."""
+    values = np.nan_to_num(np.asarray(grid, dtype=np.float32), nan=0.0, posinf=0.0, neginf=0.0)
+    tensor = torch.from_numpy(values)[None, None]
+    if mode == "nearest":
+        out = F.interpolate(tensor, size=size, mode="nearest")
+    else:
+        out = F.interpolate(tensor, size=size, mode="bilinear", align_corners=False)
+    return out[0, 0].numpy()
+
+
+def colorize(values: np.ndarray, vmin: float, vmax: float) -> np.ndarray:
+    """Map values to viridis RGB uint8 (values clipped to [vmin, vmax])."""
+    span = max(vmax - vmin, 1e-12)
+    t = np.clip((np.asarray(values, dtype=np.float32) - vmin) / span, 0.0, 1.0) * (len(_VIRIDIS) - 1)
+    low = np.floor(t).astype(np.int64)
+    high = np.minimum(low + 1, len(_VIRIDIS) - 1)
+    frac = (t - low)[..., None]
+    rgb = _VIRIDIS[low] * (1.0 - frac) + _VIRIDIS[high] * frac
+    return np.clip(np.rint(rgb), 0, 255).astype(np.uint8)
+
+
+def overlay(
+    image: np.ndarray,
+    grid: np.ndarray,
+    *,
+    vmin: float,
+    vmax: float,
+    muted: np.ndarray | None = None,
+    alpha: float = 0.6,
+) -> np.ndarray:
+    """Paint ``grid`` (patch values) over an RGB uint8 image; ``muted`` patches are greyed instead."""
+    height, width = image.shape[:2]
+    heat = colorize(upsample(grid, (height, width)), vmin, vmax).astype(np.float32)
+    base = image.astype(np.float32)
+    blended = base * (1.0 - alpha) + heat * alpha
+    if muted is not None:
+        weight = upsample(np.asarray(muted, dtype=np.float32), (height, width), mode="nearest")[..., None]
+        gray = base.mean(axis=2, keepdims=True) * 0.5 + 64.0
+        blended = blended * (1.0 - weight) + gray * weight
+    return np.clip(np.rint(blended), 0, 255).astype(np.uint8)
+
+
+def reference_overlay(reference: np.ndarray, match: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """Which parts of the concept survived: best-match cosine per reference patch, on the reference."""
+    return overlay(reference, match, vmin=COSINE_RANGE[0], vmax=COSINE_RANGE[1], muted=~np.asarray(keep, bool))
+
+
+def presence_overlay(output: np.ndarray, presence: np.ndarray) -> np.ndarray:
+    """Where the concept appears: best cosine against the reference foreground, on the output."""
+    return overlay(output, presence, vmin=COSINE_RANGE[0], vmax=COSINE_RANGE[1])
+
+
+def attention_overlay(output: np.ndarray, attention: np.ndarray | None, hidden: np.ndarray | None) -> np.ndarray:
+    """What drives PF: the pooler's attention over the background (relative to its maximum)."""
+    if attention is None:
+        muted = np.ones((1, 1), bool) if hidden is None else np.asarray(hidden, bool)
+        return overlay(output, np.zeros_like(muted, dtype=np.float32), vmin=0.0, vmax=1.0, muted=muted)
+    peak = float(np.max(attention)) if np.size(attention) else 0.0
+    return overlay(output, attention, vmin=0.0, vmax=max(peak, 1e-12), muted=hidden)
