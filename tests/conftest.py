@@ -1,0 +1,119 @@
+"""Shared fixtures: random-weight SigLIP2 checkpoints built here, real photos, masks.
+
+No network: the checkpoints are built with transformers configs and a
+tokenizer trained with ``tokenizers``, saved in Hugging Face layout, and
+loaded through the real loading code.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+from PIL import Image
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+DATA = os.path.join(ROOT, "tests", "data", "dreambench")
+PROMPT = "A photo of a Dog ON the beach, next to a red ball"
+
+
+def photo_path(name: str) -> str:
+    return os.path.join(DATA, f"{name}.jpg")
+
+
+def load_photo(name: str) -> np.ndarray:
+    return np.asarray(Image.open(photo_path(name)).convert("RGB"))
+
+
+def box_mask(height: int, width: int, top=0.25, left=0.25, bottom=0.75, right=0.75, dtype=np.uint8) -> np.ndarray:
+    """A rectangle of foreground (255 or 1.0) on background."""
+    mask = np.zeros((height, width), dtype=dtype)
+    value = 255 if dtype == np.uint8 else 1
+    mask[int(top * height) : int(bottom * height), int(left * width) : int(right * width)] = value
+    return mask
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    from masc_core.synthetic import train_tokenizer
+
+    return train_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def checkpoint_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("checkpoints")
+
+
+@pytest.fixture(scope="session")
+def naflex_dir(checkpoint_root, tokenizer) -> str:
+    from masc_core.synthetic import build_checkpoint
+
+    return build_checkpoint(os.path.join(checkpoint_root, "tiny-siglip2-naflex"), naflex=True, tokenizer=tokenizer, seed=1)
+
+
+@pytest.fixture(scope="session")
+def fixed_dir(checkpoint_root, tokenizer) -> str:
+    from masc_core.synthetic import build_checkpoint
+
+    return build_checkpoint(
+        os.path.join(checkpoint_root, "tiny-siglip2-fixed-224"), naflex=False, tokenizer=tokenizer, seed=2
+    )
+
+
+@pytest.fixture(scope="session")
+def fixed_bicubic_dir(checkpoint_root, tokenizer) -> str:
+    from masc_core.synthetic import build_checkpoint
+
+    return build_checkpoint(
+        os.path.join(checkpoint_root, "tiny-siglip2-fixed-256-bicubic"), naflex=False, image_size=256, resample=3,
+        tokenizer=tokenizer, seed=3,
+    )
+
+
+@pytest.fixture(scope="session")
+def naflex_encoder(naflex_dir):
+    from masc_core import MascEncoder
+
+    return MascEncoder.load(naflex_dir, device="cpu")
+
+
+@pytest.fixture(scope="session")
+def fixed_encoder(fixed_dir):
+    from masc_core import MascEncoder
+
+    return MascEncoder.load(fixed_dir, device="cpu")
+
+
+@pytest.fixture(params=["naflex", "fixed"])
+def encoder(request, naflex_encoder, fixed_encoder):
+    """Each test using it runs on both architectures."""
+    return naflex_encoder if request.param == "naflex" else fixed_encoder
+
+
+@pytest.fixture(scope="session")
+def files(tmp_path_factory):
+    """Real photos (and crops of other aspect ratios) with masks, as files."""
+    root = tmp_path_factory.mktemp("files")
+    paths = {}
+    for name in ["dog_00", "dog_01", "dog_02", "cat_00", "teapot_00", "red_cartoon_00"]:
+        image = load_photo(name)
+        paths[name] = photo_path(name)
+        mask_path = os.path.join(root, f"{name}_mask.png")
+        Image.fromarray(box_mask(*image.shape[:2])).save(mask_path)
+        paths[name + "_mask"] = mask_path
+    crops = {"wide": (0, 0, 512, 288), "tall": (64, 0, 448, 512), "odd": (3, 17, 500, 390)}
+    for label, box in crops.items():
+        image = Image.open(photo_path("dog_01")).convert("RGB").crop(box)
+        path = os.path.join(root, f"dog_01_{label}.png")
+        image.save(path)
+        paths[f"dog_01_{label}"] = path
+        mask_path = os.path.join(root, f"dog_01_{label}_mask.png")
+        Image.fromarray(box_mask(image.height, image.width, 0.2, 0.3, 0.9, 0.7)).save(mask_path)
+        paths[f"dog_01_{label}_mask"] = mask_path
+    return paths
