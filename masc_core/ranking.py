@@ -1,0 +1,114 @@
+"""Ranking and selecting outputs by their MaSC scores (best-of-N, rejection sampling).
+
+The key an output is ranked by is CP, PF, or a weighted sum of the two
+(``by="both"``: ``cp_weight * CP + pf_weight * PF``). Scores are absolute,
+so an output's key never depends on the rest of the batch.
+
+An output *passes* when its key is defined, it clears the thresholds given
+(``min_cp``, ``min_pf``), and, with ``reject_small_masks``, its mask is not
+below the paper's filter (a near-empty mask usually means the subject was
+not rendered). ``select`` keeps the best ``top_k`` of the passing outputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from .errors import MascInputError
+from .scoring import ImageScore
+
+RANK_KEYS = ("cp", "pf", "both")
+
+
+@dataclass
+class RankedItem:
+    """One output in a ranking."""
+
+    index: int
+    """Position in the scored batch."""
+    cp: float | None
+    pf: float | None
+    key: float | None
+    """The value ranked by; None if undefined."""
+    passed: bool
+    reasons: list[str] = field(default_factory=list)
+    """Why the output did not pass (empty when it did)."""
+
+
+@dataclass
+class Ranking:
+    """Outputs best first, and which of them are selected."""
+
+    items: list[RankedItem]
+    """All outputs, best first (undefined keys last, ties in batch order)."""
+    selected: list[int]
+    """Batch indices of the selected outputs, best first."""
+    by: str
+
+    @property
+    def order(self) -> list[int]:
+        return [item.index for item in self.items]
+
+    def table(self) -> str:
+        """A readable ranking, one line per output."""
+        lines = [f"rank  index  {'CP':>7}  {'PF':>7}  {self.by:>7}  status"]
+        for rank, item in enumerate(self.items, start=1):
+            status = "selected" if item.index in self.selected else ("passed" if item.passed else "; ".join(item.reasons))
+            lines.append(
+                f"{rank:>4}  {item.index:>5}  {_fmt(item.cp):>7}  {_fmt(item.pf):>7}  {_fmt(item.key):>7}  {status}"
+            )
+        return "\n".join(lines)
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:+.4f}"
+
+
+def ranking_key(score: ImageScore, by: str, cp_weight: float = 1.0, pf_weight: float = 1.0) -> float | None:
+    """The value ``score`` is ranked by, or None when it is undefined."""
+    if by == "cp":
+        return score.cp
+    if by == "pf":
+        return score.pf
+    if score.cp is None or score.pf is None:
+        return None
+    return cp_weight * score.cp + pf_weight * score.pf
+
+
+def rank(
+    scores: Sequence[ImageScore],
+    *,
+    by: str = "both",
+    cp_weight: float = 1.0,
+    pf_weight: float = 1.0,
+    top_k: int | None = None,
+    min_cp: float | None = None,
+    min_pf: float | None = None,
+    reject_small_masks: bool = False,
+) -> Ranking:
+    """Rank scored outputs and select the best ``top_k`` that pass (all passing ones if ``top_k`` is None)."""
+    if by not in RANK_KEYS:
+        raise MascInputError(f"rank by '{by}' is unknown: use cp, pf or both")
+    if top_k is not None and top_k < 1:
+        raise MascInputError(f"top_k is {top_k}: keep at least 1 image")
+    items = []
+    for score in scores:
+        key = ranking_key(score, by, cp_weight, pf_weight)
+        reasons = []
+        if key is None:
+            missing = [name for name, value in (("CP", score.cp), ("PF", score.pf)) if value is None and (by in (name.lower(), "both"))]
+            details = [r for r in (score.cp_undefined if "CP" in missing else None, score.pf_undefined if "PF" in missing else None) if r]
+            reasons.append(f"{' and '.join(missing)} undefined" + (f" ({'; '.join(details)})" if details else ""))
+        if min_cp is not None and (score.cp is None or score.cp < min_cp):
+            reasons.append(f"CP below {min_cp:g}" if score.cp is not None else "CP undefined")
+        if min_pf is not None and (score.pf is None or score.pf < min_pf):
+            reasons.append(f"PF below {min_pf:g}" if score.pf is not None else "PF undefined")
+        if reject_small_masks and score.small_foreground:
+            reasons.append("mask below the size filter (subject probably not rendered)")
+        unique = list(dict.fromkeys(reasons))
+        items.append(RankedItem(score.index, score.cp, score.pf, key, not unique, unique))
+    items.sort(key=lambda item: (item.key is None, -(item.key if item.key is not None else 0.0), item.index))
+    passing = [item.index for item in items if item.passed]
+    selected = passing if top_k is None else passing[:top_k]
+    return Ranking(items=items, selected=selected, by=by)
