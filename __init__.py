@@ -1,4 +1,16 @@
-"""MaSC for ComfyUI: ComfyUI loads this file as the node pack's entry point."""
+"""MaSC for ComfyUI: ComfyUI loads this file as the node pack's entry point.
 
-NODE_CLASS_MAPPINGS = {}
-NODE_DISPLAY_NAME_MAPPINGS = {}
+ComfyUI imports the pack as a package named after its folder, and has a
+top-level module called ``nodes`` of its own: everything here is imported
+relatively.
+"""
+
+from .nodes import NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS
+from .nodes.host import register_model_folders
+
+register_model_folders()
+
+# Shows each scoring node's per-image scores as text on the node.
+WEB_DIRECTORY = "./web"
+
+__all__ = ["NODE_CLASS_MAPPINGS", "NODE_DISPLAY_NAME_MAPPINGS", "WEB_DIRECTORY"]

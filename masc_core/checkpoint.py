@@ -83,14 +83,20 @@ def _read_json(path: str, what: str) -> dict:
     return value
 
 
-def download(repo_id: str, *, cache_dir: str | None = None) -> str:
-    """Download (or reuse the cached copy of) a Hub checkpoint; return its folder."""
+def download(repo_id: str, *, cache_dir: str | None = None, local_dir: str | None = None) -> str:
+    """Download (or reuse the cached copy of) a Hub checkpoint; return its folder.
+
+    ``local_dir`` puts the files in that folder (e.g. ComfyUI's models/masc)
+    instead of the Hugging Face cache.
+    """
     try:
         from huggingface_hub import snapshot_download
     except ImportError:  # pragma: no cover - huggingface_hub comes with transformers
         raise MascModelError(f"cannot download '{repo_id}': huggingface_hub is not installed") from None
     try:
-        return snapshot_download(repo_id=repo_id, allow_patterns=_DOWNLOAD_PATTERNS, cache_dir=cache_dir)
+        return snapshot_download(
+            repo_id=repo_id, allow_patterns=_DOWNLOAD_PATTERNS, cache_dir=cache_dir, local_dir=local_dir
+        )
     except Exception as exc:  # network, auth (gated models), missing repo
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise MascModelError(
@@ -99,7 +105,9 @@ def download(repo_id: str, *, cache_dir: str | None = None) -> str:
         ) from None
 
 
-def resolve(name_or_path: str | os.PathLike, *, cache_dir: str | None = None) -> tuple[str, str]:
+def resolve(
+    name_or_path: str | os.PathLike, *, cache_dir: str | None = None, local_dir: str | None = None
+) -> tuple[str, str]:
     """(local folder, source name) for a folder path or a Hub id."""
     name = os.fspath(name_or_path)
     if not name or not name.strip():
@@ -109,7 +117,7 @@ def resolve(name_or_path: str | os.PathLike, *, cache_dir: str | None = None) ->
     if os.path.exists(name):
         raise MascModelError(f"model '{name}' is a file: pass the checkpoint's folder (the one holding config.json)")
     if looks_like_hub_id(name):
-        return download(name, cache_dir=cache_dir), name
+        return download(name, cache_dir=cache_dir, local_dir=local_dir), name
     raise MascModelError(
         f"model '{name}' does not exist: pass a checkpoint folder (Hugging Face layout) or a Hub id such as {PAPER_MODEL_ID}"
     )

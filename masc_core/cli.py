@@ -16,6 +16,7 @@ import sys
 from typing import Callable, Sequence
 
 from .errors import MascError, MascInputError
+from .report import score_table
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
@@ -81,31 +82,6 @@ def read_pairs(args: argparse.Namespace):
     return refs, ref_masks, outs, out_masks
 
 
-def _format(value: float | None) -> str:
-    return "   n/a" if value is None else f"{value:+.4f}"
-
-
-def print_table(rows: Sequence[dict], stream=None) -> None:
-    """A readable table of per-image results (image, CP, PF, mask share, notes)."""
-    stream = stream or sys.stdout
-    name_width = max([5] + [len(os.path.basename(str(r["image"]))) for r in rows])
-    stream.write(f"{'image':<{name_width}}  {'CP':>7}  {'PF':>7}  {'mask':>6}  notes\n")
-    for r in rows:
-        notes = []
-        if r.get("cp_undefined"):
-            notes.append("CP: " + r["cp_undefined"])
-        if r.get("pf_undefined"):
-            notes.append("PF: " + r["pf_undefined"])
-        if r.get("small_foreground"):
-            notes.append("mask below the paper's filter")
-        fraction = r.get("foreground_fraction")
-        share = "   -  " if fraction is None else f"{100 * fraction:5.1f}%"
-        stream.write(
-            f"{os.path.basename(str(r['image'])):<{name_width}}  {_format(r.get('cp')):>7}  {_format(r.get('pf')):>7}  "
-            f"{share}  {'; '.join(notes)}\n"
-        )
-
-
 def write_heatmaps(directory: str, batch, refs, outs, out_paths) -> list[str]:
     """Save the three overlays per output as PNGs; return the paths."""
     from PIL import Image
@@ -164,7 +140,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         json.dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print_table(rows)
+        sys.stdout.write(score_table(batch.scores, [os.path.basename(p) for p in args.out]) + "\n")
         if rows and rows[0].get("encoded_prompt") is not None:
             sys.stdout.write(f"PF text: {rows[0]['encoded_prompt']!r}\n")
         for path in heatmap_files:

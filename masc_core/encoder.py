@@ -95,6 +95,7 @@ class MascEncoder:
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         batch_size: int = DEFAULT_BATCH_SIZE,
         cache_dir: str | None = None,
+        download_dir: str | None = None,
     ) -> "MascEncoder":
         """Load a SigLIP2 checkpoint from a folder (HF layout) or a Hub id.
 
@@ -104,8 +105,10 @@ class MascEncoder:
         ``max_num_patches``: NaFlex patch budget (default 1024, as the paper).
         ``cache_bytes``: memory for cached image features (0 disables).
         ``batch_size``: images per vision forward.
+        ``cache_dir`` / ``download_dir``: where a Hub id is downloaded (the
+        Hugging Face cache layout, or a plain folder such as ComfyUI's models/masc/<name>).
         """
-        folder, source = checkpoints.resolve(model, cache_dir=cache_dir)
+        folder, source = checkpoints.resolve(model, cache_dir=cache_dir, local_dir=download_dir)
         info = checkpoints.inspect(folder, source)
         target = resolve_device(device)
         dtype = resolve_dtype(precision, target)

@@ -92,3 +92,21 @@ def attention_overlay(output: np.ndarray, attention: np.ndarray | None, hidden: 
         return overlay(output, np.zeros_like(muted, dtype=np.float32), vmin=0.0, vmax=1.0, muted=muted)
     peak = float(np.max(attention)) if np.size(attention) else 0.0
     return overlay(output, attention, vmin=0.0, vmax=max(peak, 1e-12), muted=hidden)
+
+
+def with_caption(image: np.ndarray, text: str) -> np.ndarray:
+    """The image with ``text`` on a dark band along its top (for previews that show scores)."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    height, width = image.shape[:2]
+    size = max(10, min(48, width // 22))
+    try:
+        font = ImageFont.load_default(size=size)
+    except TypeError:  # Pillow < 10.1 has one fixed-size default font
+        font = ImageFont.load_default()
+    canvas = Image.fromarray(image)
+    draw = ImageDraw.Draw(canvas, "RGBA")
+    band = int(size * 1.5)
+    draw.rectangle([0, 0, width, band], fill=(0, 0, 0, 170))
+    draw.text((max(2, size // 3), max(1, size // 5)), text, fill=(255, 255, 255, 255), font=font)
+    return np.asarray(canvas)

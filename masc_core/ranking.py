@@ -86,8 +86,13 @@ def rank(
     min_cp: float | None = None,
     min_pf: float | None = None,
     reject_small_masks: bool = False,
+    min_foreground: float | None = None,
 ) -> Ranking:
-    """Rank scored outputs and select the best ``top_k`` that pass (all passing ones if ``top_k`` is None)."""
+    """Rank scored outputs and select the best ``top_k`` that pass (all passing ones if ``top_k`` is None).
+
+    ``min_foreground`` re-decides the mask-size flag from each output's
+    ``foreground_fraction`` (default: the flag computed at scoring time).
+    """
     if by not in RANK_KEYS:
         raise MascInputError(f"rank by '{by}' is unknown: use cp, pf or both")
     if top_k is not None and top_k < 1:
@@ -104,7 +109,10 @@ def rank(
             reasons.append(f"CP below {min_cp:g}" if score.cp is not None else "CP undefined")
         if min_pf is not None and (score.pf is None or score.pf < min_pf):
             reasons.append(f"PF below {min_pf:g}" if score.pf is not None else "PF undefined")
-        if reject_small_masks and score.small_foreground:
+        small = score.small_foreground
+        if min_foreground is not None and score.foreground_fraction is not None:
+            small = score.foreground_fraction < min_foreground
+        if reject_small_masks and small:
             reasons.append("mask below the size filter (subject probably not rendered)")
         unique = list(dict.fromkeys(reasons))
         items.append(RankedItem(score.index, score.cp, score.pf, key, not unique, unique))

@@ -1,0 +1,25 @@
+"""The MaSC node pack: thin ComfyUI adapters over masc_core."""
+
+from .encoder_node import MaSCLoadEncoder
+from .scoring_nodes import MaSCConceptPreservation, MaSCPromptFollowing, MaSCScore, MaSCStripSubject
+from .selection_nodes import MaSCGate, MaSCSelectBest
+
+NODE_CLASS_MAPPINGS = {
+    "MaSCLoadEncoder": MaSCLoadEncoder,
+    "MaSCConceptPreservation": MaSCConceptPreservation,
+    "MaSCPromptFollowing": MaSCPromptFollowing,
+    "MaSCStripSubject": MaSCStripSubject,
+    "MaSCScore": MaSCScore,
+    "MaSCSelectBest": MaSCSelectBest,
+    "MaSCGate": MaSCGate,
+}
+
+NODE_DISPLAY_NAME_MAPPINGS = {
+    "MaSCLoadEncoder": "Load MaSC Encoder",
+    "MaSCConceptPreservation": "MaSC Concept Preservation",
+    "MaSCPromptFollowing": "MaSC Prompt Following",
+    "MaSCStripSubject": "Strip Subject",
+    "MaSCScore": "MaSC Score",
+    "MaSCSelectBest": "MaSC Select Best",
+    "MaSCGate": "MaSC Gate",
+}

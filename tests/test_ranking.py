@@ -43,3 +43,9 @@ def test_bad_arguments():
         rank(scores(), by="x")
     with pytest.raises(MascInputError, match="top_k is 0"):
         rank(scores(), top_k=0)
+
+
+def test_min_foreground_redecides_the_flag():
+    items = [ImageScore(index=0, cp=0.5, pf=0.1, foreground_fraction=0.08), ImageScore(index=1, cp=0.4, pf=0.1, foreground_fraction=0.2)]
+    assert rank(items, reject_small_masks=True).selected == [0, 1]
+    assert rank(items, reject_small_masks=True, min_foreground=0.1).selected == [1]

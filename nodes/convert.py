@@ -1,0 +1,103 @@
+"""Conversions between ComfyUI's types and masc_core's, and node-side formatting."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from ..masc_core import heatmaps as render
+from ..masc_core.errors import MascInputError
+from ..masc_core.images import to_rgb_uint8_list
+from ..masc_core.report import caption
+from ..masc_core.scoring import ScoreBatch
+
+_LOADIMAGE_EMPTY_MASK = (64, 64)
+
+
+def comfy_images(images: torch.Tensor, name: str) -> list[np.ndarray]:
+    """ComfyUI IMAGE [B,H,W,C] float 0..1 -> list of RGB uint8 arrays (alpha dropped)."""
+    return to_rgb_uint8_list(images, name)
+
+
+def comfy_masks(masks: torch.Tensor | None) -> torch.Tensor | None:
+    """ComfyUI MASK ([B,H,W] or [H,W]) as [B,H,W] float on the CPU."""
+    if masks is None:
+        return None
+    masks = masks.detach().float().cpu()
+    return masks[None] if masks.ndim == 2 else masks
+
+
+def check_reference_mask(mask: torch.Tensor, images: list[np.ndarray]) -> None:
+    """Refuse an all-empty reference mask with advice, since CP cannot be computed from it.
+
+    LoadImage's MASK output is an all-zero 64x64 when the file has no alpha
+    channel: the usual way this happens.
+    """
+    if float(mask.max()) > 0.0:
+        return
+    hint = "draw the subject's mask or load it with Load Image (as Mask), channel red"
+    if tuple(mask.shape[-2:]) == _LOADIMAGE_EMPTY_MASK and images[0].shape[:2] != _LOADIMAGE_EMPTY_MASK:
+        hint = (
+            "it is the empty 64x64 mask Load Image gives for a picture without alpha: load the subject's mask "
+            "with Load Image (as Mask), channel red, or make one with MaSC Auto Mask"
+        )
+    raise MascInputError(f"reference_mask is empty (all zero): CP averages over the subject's patches; {hint}")
+
+
+def to_comfy_image_batch(images: Sequence[np.ndarray]) -> torch.Tensor:
+    """RGB uint8 arrays of one size -> ComfyUI IMAGE [B,H,W,3] float 0..1."""
+    stacked = np.stack([np.asarray(img, dtype=np.uint8) for img in images])
+    return torch.from_numpy(stacked).float().div_(255.0)
+
+
+def reference_overlays(batch: ScoreBatch, references: list[np.ndarray]) -> list[np.ndarray]:
+    """For each output, for each reference view: which parts of the concept survived."""
+    maps = batch.heatmaps
+    painted = []
+    for n, score in enumerate(batch.scores):
+        for k, reference in enumerate(references):
+            image = render.reference_overlay(reference, maps.reference_match[n][k], maps.reference_keep[k])
+            painted.append(render.with_caption(image, f"#{n} view {k}  CP {_value(score.cp_per_reference[k])}"))
+    return painted
+
+
+def presence_overlays(batch: ScoreBatch, outputs: list[np.ndarray]) -> list[np.ndarray]:
+    """For each output: where the concept appears."""
+    maps = batch.heatmaps
+    return [
+        render.with_caption(render.presence_overlay(outputs[n], maps.output_presence[n]), caption(score))
+        for n, score in enumerate(batch.scores)
+    ]
+
+
+def attention_overlays(batch: ScoreBatch, outputs: list[np.ndarray]) -> list[np.ndarray]:
+    """For each output: the PF pooler's attention over its background."""
+    maps = batch.heatmaps
+    return [
+        render.with_caption(
+            render.attention_overlay(outputs[n], maps.background_attention[n], maps.output_hidden[n]), caption(score)
+        )
+        for n, score in enumerate(batch.scores)
+    ]
+
+
+def _value(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:+.4f}"
+
+
+def batch_value(values: list[float | None]) -> float:
+    """The FLOAT output: the value for a batch of one, the mean of the defined values otherwise.
+
+    NaN when nothing is defined (the report says why).
+    """
+    defined = [v for v in values if v is not None]
+    if not defined:
+        return float("nan")
+    return float(defined[0]) if len(values) == 1 else float(sum(defined) / len(defined))
+
+
+def empty_image() -> torch.Tensor:
+    """A 64x64 black IMAGE, for heatmap outputs when heatmaps are switched off."""
+    return torch.zeros(1, 64, 64, 3)

@@ -1,0 +1,284 @@
+"""The scoring nodes: Concept Preservation, Prompt Following, Score (both), Strip Subject.
+
+Each converts ComfyUI's types, calls ``masc_core.score_images`` once (one
+vision forward per distinct image, batched), and formats the results: a
+FLOAT, a MASC_SCORES object for the selection nodes, heatmap IMAGEs and a
+text report. The per-image scores are shown on the node (captioned previews
+and text).
+"""
+
+from __future__ import annotations
+
+from ..masc_core import heatmaps as render
+from ..masc_core.report import caption, score_table
+from ..masc_core.scoring import ScoreBatch, score_images
+from ..masc_core.stripping import strip_subject
+from . import host
+from .convert import (
+    attention_overlays,
+    batch_value,
+    check_reference_mask,
+    comfy_images,
+    comfy_masks,
+    empty_image,
+    presence_overlays,
+    reference_overlays,
+    to_comfy_image_batch,
+)
+from .encoder_node import CATEGORY, MASC_ENCODER
+
+MASC_SCORES = "MASC_SCORES"
+
+ENCODER_INPUT = (MASC_ENCODER, {"tooltip": "From Load MaSC Encoder."})
+IMAGE_INPUT = ("IMAGE", {"tooltip": "The generated image(s) to score; a batch of N is scored in one pass."})
+REFERENCE_INPUT = ("IMAGE", {"tooltip": "Reference view(s) of the subject. A batch = several views of one subject; CP is the mean over views."})
+REFERENCE_MASK_INPUT = (
+    "MASK",
+    {"tooltip": "The subject in the reference (white = subject), one per view or one for all; resized to the image. "
+                "Load Image's MASK is 1 - alpha: invert it for a cut-out with a transparent background."},
+)
+OUTPUT_MASK_INPUT = (
+    "MASK",
+    {"tooltip": "The subject in each generated image (white = subject), one per image or one for all. PF hides it and pools the background."},
+)
+PROMPT_INPUT = ("STRING", {"multiline": True, "default": "", "tooltip": "The prompt the image was generated from."})
+SUBJECT_INPUT = (
+    "STRING",
+    {"default": "", "tooltip": "The subject's name, removed from the prompt before PF (e.g. 'dog'); several names comma-separated ('sks dog, dog')."},
+)
+HEATMAPS_INPUT = ("BOOLEAN", {"default": True, "tooltip": "Render heatmap overlays (switch off to save time on large batches)."})
+
+
+def run_scoring(
+    encoder,
+    image,
+    *,
+    mask=None,
+    reference_image=None,
+    reference_mask=None,
+    prompt=None,
+    subject=None,
+    cp: bool,
+    pf: bool,
+    heatmaps: bool,
+):
+    """Convert, score once, return (batch, output arrays, reference arrays)."""
+    outputs = comfy_images(image, "image")
+    references = comfy_images(reference_image, "reference_image") if cp else []
+    reference_masks = comfy_masks(reference_mask) if cp else None
+    if cp:
+        check_reference_mask(reference_masks, references)
+    masc = encoder.ready()
+    batch = score_images(
+        masc,
+        outputs,
+        reference=references or None,
+        reference_mask=reference_masks,
+        mask=comfy_masks(mask),
+        prompt=prompt if pf else None,
+        subject=subject,
+        cp=cp,
+        pf=pf,
+        heatmaps=heatmaps,
+        progress=host.progress_callback(len(outputs) + len(references)),
+    )
+    return batch, outputs, references
+
+
+def report_text(batch: ScoreBatch) -> str:
+    """The node's text output: one line per image, then the text PF compared with."""
+    lines = [score_table(batch.scores)]
+    first = batch.scores[0]
+    if first.encoded_prompt is not None:
+        lines.append(f"PF text: {first.encoded_prompt!r}" + ("" if first.subject_found else " (subject not found in the prompt)"))
+    return "\n".join(lines)
+
+
+def previews(batch: ScoreBatch, overlays: list, outputs: list) -> list:
+    """Captioned images for the node's preview: the overlays, or the outputs when heatmaps are off."""
+    if overlays:
+        return overlays
+    return [render.with_caption(img, caption(score)) for img, score in zip(outputs, batch.scores)]
+
+
+def node_result(report: str, shown: list, result: tuple, prefix: str) -> dict:
+    """ComfyUI's return: outputs, plus the captioned previews and the report shown on the node."""
+    return {"ui": {"images": host.save_previews(shown, prefix), "text": [report]}, "result": result}
+
+
+class MaSCConceptPreservation:
+    """Node: MaSC Concept Preservation (Eq. 1)."""
+
+    DESCRIPTION = (
+        "Concept preservation: for each reference patch under the reference mask, its best cosine with any patch "
+        "of the generated image; CP is their mean. The generated image is searched in full, so no output mask is needed."
+    )
+    CATEGORY = CATEGORY
+    OUTPUT_NODE = True
+    FUNCTION = "score"
+    RETURN_TYPES = ("FLOAT", MASC_SCORES, "IMAGE", "IMAGE", "STRING")
+    RETURN_NAMES = ("cp", "scores", "reference_heatmap", "image_heatmap", "report")
+    OUTPUT_TOOLTIPS = (
+        "CP of the image (batch of one), or the mean CP of the batch; NaN when undefined (the report says why).",
+        "Per-image scores, for MaSC Select Best and MaSC Gate.",
+        "On each reference view, per output: each patch's best match (which parts of the concept survived); grey = outside the mask.",
+        "On each output: each patch's best match with the reference's subject (where the concept appears).",
+        "Per-image scores as text.",
+    )
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "encoder": ENCODER_INPUT,
+                "reference_image": REFERENCE_INPUT,
+                "reference_mask": REFERENCE_MASK_INPUT,
+                "image": IMAGE_INPUT,
+                "heatmaps": HEATMAPS_INPUT,
+            },
+            "optional": {
+                "mask": ("MASK", {"tooltip": "Optional: the subject in each generated image. CP does not use it; it sets the mask-size flag the selection nodes can filter on."}),
+            },
+        }
+
+    def score(self, encoder, reference_image, reference_mask, image, heatmaps=True, mask=None):
+        batch, outputs, references = run_scoring(
+            encoder, image, mask=mask, reference_image=reference_image, reference_mask=reference_mask, cp=True, pf=False, heatmaps=heatmaps
+        )
+        reference_maps = reference_overlays(batch, references) if heatmaps else []
+        presence_maps = presence_overlays(batch, outputs) if heatmaps else []
+        report = report_text(batch)
+        result = (
+            batch_value(batch.cp),
+            batch,
+            to_comfy_image_batch(reference_maps) if reference_maps else empty_image(),
+            to_comfy_image_batch(presence_maps) if presence_maps else empty_image(),
+            report,
+        )
+        return node_result(report, previews(batch, presence_maps, outputs), result, "masc_cp")
+
+
+class MaSCPromptFollowing:
+    """Node: MaSC Prompt Following (Eq. 2)."""
+
+    DESCRIPTION = (
+        "Prompt following: SigLIP2's attention pooler over the generated image's background only (the subject is "
+        "hidden), compared with the prompt without the subject's name."
+    )
+    CATEGORY = CATEGORY
+    OUTPUT_NODE = True
+    FUNCTION = "score"
+    RETURN_TYPES = ("FLOAT", "STRING", MASC_SCORES, "IMAGE", "STRING")
+    RETURN_NAMES = ("pf", "stripped_prompt", "scores", "heatmap", "report")
+    OUTPUT_TOOLTIPS = (
+        "PF of the image (batch of one), or the mean PF of the batch; NaN when undefined (the report says why).",
+        "The prompt without the subject: the text PF actually compares with.",
+        "Per-image scores, for MaSC Select Best and MaSC Gate.",
+        "On each output: the pooler's attention over the background (what drives PF); grey = hidden subject.",
+        "Per-image scores as text.",
+    )
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "encoder": ENCODER_INPUT,
+                "image": IMAGE_INPUT,
+                "mask": OUTPUT_MASK_INPUT,
+                "prompt": PROMPT_INPUT,
+                "subject": SUBJECT_INPUT,
+                "heatmaps": HEATMAPS_INPUT,
+            }
+        }
+
+    def score(self, encoder, image, mask, prompt, subject, heatmaps=True):
+        batch, outputs, _ = run_scoring(encoder, image, mask=mask, prompt=prompt, subject=subject, cp=False, pf=True, heatmaps=heatmaps)
+        attention_maps = attention_overlays(batch, outputs) if heatmaps else []
+        report = report_text(batch)
+        result = (
+            batch_value(batch.pf),
+            batch.scores[0].encoded_prompt,
+            batch,
+            to_comfy_image_batch(attention_maps) if attention_maps else empty_image(),
+            report,
+        )
+        return node_result(report, previews(batch, attention_maps, outputs), result, "masc_pf")
+
+
+class MaSCScore:
+    """Node: MaSC Score (CP and PF from one forward pass per image)."""
+
+    DESCRIPTION = (
+        "CP and PF together, from one SigLIP2 forward pass per image (the reference once, each generated image once). "
+        "Feed 'scores' to MaSC Select Best or MaSC Gate."
+    )
+    CATEGORY = CATEGORY
+    OUTPUT_NODE = True
+    FUNCTION = "score"
+    RETURN_TYPES = ("FLOAT", "FLOAT", MASC_SCORES, "STRING", "IMAGE", "IMAGE", "IMAGE", "STRING")
+    RETURN_NAMES = ("cp", "pf", "scores", "stripped_prompt", "reference_heatmap", "image_heatmap", "attention_heatmap", "report")
+    OUTPUT_TOOLTIPS = (
+        "CP (batch of one) or the batch's mean CP; NaN when undefined.",
+        "PF (batch of one) or the batch's mean PF; NaN when undefined.",
+        "Per-image scores, for MaSC Select Best and MaSC Gate.",
+        "The prompt without the subject: the text PF compares with.",
+        "On each reference view, per output: which parts of the concept survived.",
+        "On each output: where the concept appears.",
+        "On each output: the PF pooler's attention over the background.",
+        "Per-image scores as text.",
+    )
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "encoder": ENCODER_INPUT,
+                "reference_image": REFERENCE_INPUT,
+                "reference_mask": REFERENCE_MASK_INPUT,
+                "image": IMAGE_INPUT,
+                "prompt": PROMPT_INPUT,
+                "subject": SUBJECT_INPUT,
+                "heatmaps": HEATMAPS_INPUT,
+            },
+            "optional": {"mask": OUTPUT_MASK_INPUT},
+        }
+
+    def score(self, encoder, reference_image, reference_mask, image, prompt, subject, heatmaps=True, mask=None):
+        batch, outputs, references = run_scoring(
+            encoder, image, mask=mask, reference_image=reference_image, reference_mask=reference_mask,
+            prompt=prompt, subject=subject, cp=True, pf=True, heatmaps=heatmaps,
+        )
+        reference_maps = reference_overlays(batch, references) if heatmaps else []
+        presence_maps = presence_overlays(batch, outputs) if heatmaps else []
+        attention_maps = attention_overlays(batch, outputs) if heatmaps else []
+        report = report_text(batch)
+        result = (
+            batch_value(batch.cp),
+            batch_value(batch.pf),
+            batch,
+            batch.scores[0].encoded_prompt,
+            to_comfy_image_batch(reference_maps) if reference_maps else empty_image(),
+            to_comfy_image_batch(presence_maps) if presence_maps else empty_image(),
+            to_comfy_image_batch(attention_maps) if attention_maps else empty_image(),
+            report,
+        )
+        return node_result(report, previews(batch, presence_maps, outputs), result, "masc_score")
+
+
+class MaSCStripSubject:
+    """Node: Strip Subject."""
+
+    DESCRIPTION = "Removes the subject's name from the prompt with the paper's rule: shows the exact text MaSC's PF encodes."
+    CATEGORY = CATEGORY
+    FUNCTION = "strip"
+    RETURN_TYPES = ("STRING",)
+    RETURN_NAMES = ("stripped_prompt",)
+    OUTPUT_TOOLTIPS = ("The prompt without 'a/an/the <name>' (or the bare name), whitespace collapsed.",)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"prompt": PROMPT_INPUT, "subject": SUBJECT_INPUT}}
+
+    def strip(self, prompt, subject):
+        stripped = strip_subject(prompt, subject)
+        return {"ui": {"text": [stripped]}, "result": (stripped,)}

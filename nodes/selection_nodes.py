@@ -1,0 +1,202 @@
+"""Acting on scores: MaSC Select Best (best-of-N) and MaSC Gate (rejection sampling).
+
+Both rank with ``masc_core.ranking`` and carry IMAGE, LATENT and MASK
+batches along in the same order, so the chosen seeds can go on to upscaling
+or refinement without decoding or re-encoding. When nothing passes they
+block the downstream nodes (ComfyUI's ExecutionBlocker) instead of failing
+the queue, so Auto Queue with an incrementing seed keeps trying.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..masc_core.errors import MascInputError
+from ..masc_core.ranking import RANK_KEYS, rank
+from ..masc_core.scoring import ScoreBatch
+from . import host
+from .encoder_node import CATEGORY
+from .scoring_nodes import MASC_SCORES
+
+OFF = -1.0
+"""Threshold value meaning "no threshold" (cosines are >= -1)."""
+
+THRESHOLD_INPUTS = {
+    "min_cp": ("FLOAT", {"default": OFF, "min": -1.0, "max": 1.0, "step": 0.005, "tooltip": "Keep only images with CP at least this (-1 = no threshold)."}),
+    "min_pf": ("FLOAT", {"default": OFF, "min": -1.0, "max": 1.0, "step": 0.005, "tooltip": "Keep only images with PF at least this (-1 = no threshold)."}),
+    "reject_small_masks": (
+        "BOOLEAN",
+        {"default": False, "tooltip": "Reject images whose mask covers less than min_foreground of the image: usually the subject was not rendered (the paper's filter)."},
+    ),
+    "min_foreground": ("FLOAT", {"default": 0.05, "min": 0.0, "max": 1.0, "step": 0.005, "tooltip": "The mask-size filter's threshold, as a share of the image (paper: 0.05)."}),
+}
+CARRIED_INPUTS = {
+    "latent": ("LATENT", {"tooltip": "Optional: the latents of the same batch, selected in the same order (keeps batch_index so a seed can be re-run)."}),
+    "mask": ("MASK", {"tooltip": "Optional: masks of the same batch, selected in the same order."}),
+}
+
+
+def _threshold(value: float) -> float | None:
+    return None if value is None or value <= OFF else float(value)
+
+
+def check_batch(scores: ScoreBatch, images: torch.Tensor) -> None:
+    if not isinstance(scores, ScoreBatch):
+        raise MascInputError("scores is not a MaSC scores object: connect the 'scores' output of a MaSC scoring node")
+    if images.shape[0] != len(scores.scores):
+        raise MascInputError(
+            f"images has {images.shape[0]} images but scores has {len(scores.scores)}: connect the same batch that was scored"
+        )
+
+
+def select_images(images: torch.Tensor, indices: list[int]) -> torch.Tensor:
+    return images[indices]
+
+
+def select_mask(mask: torch.Tensor | None, indices: list[int], count: int):
+    if mask is None:
+        return None
+    mask = mask[None] if mask.ndim == 2 else mask
+    if mask.shape[0] == 1:
+        return mask
+    if mask.shape[0] != count:
+        raise MascInputError(f"mask has {mask.shape[0]} masks for {count} images: connect the masks of the scored batch")
+    return mask[indices]
+
+
+def select_latent(latent: dict | None, indices: list[int], count: int):
+    """Slice samples, noise_mask and batch_index together (ComfyUI's noise uses batch_index)."""
+    if latent is None:
+        return None
+    samples = latent["samples"]
+    if samples.shape[0] != count:
+        raise MascInputError(f"latent has {samples.shape[0]} samples for {count} images: connect the latents of the scored batch")
+    chosen = dict(latent)
+    chosen["samples"] = samples[indices].clone()
+    noise_mask = latent.get("noise_mask")
+    if noise_mask is not None and noise_mask.shape[0] == count:
+        chosen["noise_mask"] = noise_mask[indices].clone()
+    original = latent.get("batch_index", list(range(count)))
+    chosen["batch_index"] = [original[i] for i in indices]
+    return chosen
+
+
+def blocked(count: int) -> tuple:
+    """Outputs that silently skip their consumers (no error, the queue goes on)."""
+    return tuple(host.ExecutionBlocker(None) for _ in range(count))
+
+
+class MaSCSelectBest:
+    """Node: MaSC Select Best."""
+
+    DESCRIPTION = (
+        "Best-of-N: ranks a scored batch by CP, PF or a weighted sum, keeps the top k that pass the optional "
+        "thresholds, and passes the chosen images (and their latents and masks) on in rank order. If none passes, "
+        "the downstream nodes are skipped instead of failing the queue."
+    )
+    CATEGORY = CATEGORY
+    FUNCTION = "select"
+    RETURN_TYPES = ("IMAGE", "LATENT", "MASK", "INT", "STRING", "STRING")
+    RETURN_NAMES = ("images", "latent", "mask", "best_index", "indices", "ranking")
+    OUTPUT_TOOLTIPS = (
+        "The chosen images, best first.",
+        "Their latents (if a latent was connected), best first.",
+        "Their masks (if a mask was connected), best first.",
+        "Batch index of the best image (for Latent From Batch / Image From Batch); -1 if none passed.",
+        "Batch indices of the chosen images, best first, comma-separated.",
+        "The whole ranking as text.",
+    )
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "scores": (MASC_SCORES, {"tooltip": "From a MaSC scoring node, for the same batch as 'images'."}),
+                "images": ("IMAGE", {"tooltip": "The scored batch."}),
+                "rank_by": (list(RANK_KEYS), {"default": "both", "tooltip": "cp, pf, or both = cp_weight*CP + pf_weight*PF."}),
+                "cp_weight": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of CP when ranking by both."}),
+                "pf_weight": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of PF when ranking by both."}),
+                "top_k": ("INT", {"default": 1, "min": 1, "max": 4096, "tooltip": "How many of the best passing images to keep."}),
+                **THRESHOLD_INPUTS,
+            },
+            "optional": dict(CARRIED_INPUTS),
+        }
+
+    def select(self, scores, images, rank_by, cp_weight, pf_weight, top_k, min_cp, min_pf, reject_small_masks, min_foreground, latent=None, mask=None):
+        check_batch(scores, images)
+        ranking = rank(
+            scores.scores, by=rank_by, cp_weight=cp_weight, pf_weight=pf_weight, top_k=int(top_k),
+            min_cp=_threshold(min_cp), min_pf=_threshold(min_pf), reject_small_masks=bool(reject_small_masks),
+            min_foreground=float(min_foreground),
+        )
+        table = ranking.table()
+        chosen = ranking.selected
+        count = images.shape[0]
+        if not chosen:
+            text = "no image passed; downstream nodes skipped\n" + table
+            return {"ui": {"text": [text]}, "result": blocked(3) + (-1, "", text)}
+        result = (
+            select_images(images, chosen),
+            select_latent(latent, chosen, count) if latent is not None else blocked(1)[0],
+            select_mask(mask, chosen, count) if mask is not None else blocked(1)[0],
+            chosen[0],
+            ", ".join(str(i) for i in chosen),
+            table,
+        )
+        return {"ui": {"text": [table]}, "result": result}
+
+
+class MaSCGate:
+    """Node: MaSC Gate."""
+
+    DESCRIPTION = (
+        "Rejection sampling: passes the images whose scores clear the thresholds. When none does, the downstream "
+        "nodes (e.g. Save Image) are skipped instead of failing the queue, so Auto Queue with an incrementing seed "
+        "keeps trying until something is saved."
+    )
+    CATEGORY = CATEGORY
+    FUNCTION = "gate"
+    RETURN_TYPES = ("IMAGE", "LATENT", "MASK", "INT", "STRING")
+    RETURN_NAMES = ("images", "latent", "mask", "passed", "report")
+    OUTPUT_TOOLTIPS = (
+        "The images that passed, in batch order.",
+        "Their latents (if a latent was connected).",
+        "Their masks (if a mask was connected).",
+        "How many images passed.",
+        "Which images passed and why the others did not.",
+    )
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        required = {
+            "scores": (MASC_SCORES, {"tooltip": "From a MaSC scoring node, for the same batch as 'images'."}),
+            "images": ("IMAGE", {"tooltip": "The scored batch."}),
+            **THRESHOLD_INPUTS,
+        }
+        required["min_cp"] = ("FLOAT", dict(THRESHOLD_INPUTS["min_cp"][1], default=0.5))
+        return {"required": required, "optional": dict(CARRIED_INPUTS)}
+
+    def gate(self, scores, images, min_cp, min_pf, reject_small_masks, min_foreground, latent=None, mask=None):
+        check_batch(scores, images)
+        cp_on, pf_on = _threshold(min_cp), _threshold(min_pf)
+        by = "both" if (cp_on is not None and pf_on is not None) else ("pf" if pf_on is not None else "cp")
+        ranking = rank(
+            scores.scores, by=by, min_cp=cp_on, min_pf=pf_on, reject_small_masks=bool(reject_small_masks),
+            min_foreground=float(min_foreground),
+        )
+        passed = sorted(ranking.selected)
+        count = images.shape[0]
+        lines = [f"{len(passed)} of {count} passed" + ("" if passed else "; downstream nodes skipped")]
+        for item in sorted(ranking.items, key=lambda x: x.index):
+            lines.append(f"#{item.index}: " + ("pass" if item.passed else "reject (" + "; ".join(item.reasons) + ")"))
+        report = "\n".join(lines)
+        if not passed:
+            return {"ui": {"text": [report]}, "result": blocked(3) + (0, report)}
+        result = (
+            select_images(images, passed),
+            select_latent(latent, passed, count) if latent is not None else blocked(1)[0],
+            select_mask(mask, passed, count) if mask is not None else blocked(1)[0],
+            len(passed),
+            report,
+        )
+        return {"ui": {"text": [report]}, "result": result}
