@@ -1,0 +1,248 @@
+"""The node pack without ComfyUI: import as ComfyUI does, node contracts, API workflows, scores = masc_core's."""
+
+from __future__ import annotations
+
+import glob
+import inspect
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from comfy_harness import CORE_NODES, ROOT, import_pack, run_graph
+from conftest import box_mask, load_photo, photo_path
+
+WORKFLOWS = sorted(glob.glob(os.path.join(ROOT, "workflows", "api", "*.json")))
+# Graphs that need a diffusion checkpoint (or other models absent here) are not run in CI.
+NEEDS_DIFFUSION = {"CheckpointLoaderSimple", "KSampler", "VAEDecode"}
+
+
+@pytest.fixture(scope="module")
+def pack():
+    return import_pack()
+
+
+@pytest.fixture(scope="module")
+def comfy_dirs(tmp_path_factory, naflex_dir):
+    """A models dir with the test checkpoint under the paper's name, and an input dir with photos and masks."""
+    root = tmp_path_factory.mktemp("comfy")
+    target = root / "models" / "masc" / "google" / "siglip2-so400m-patch16-naflex"
+    shutil.copytree(naflex_dir, target)
+    inputs = root / "input"
+    inputs.mkdir()
+    for name in ["dog_00", "dog_01", "dog_02", "cat_00"]:
+        shutil.copy(photo_path(name), inputs / f"{name}.jpg")
+        Image.fromarray(box_mask(512, 512)).save(inputs / f"{name}_mask.png")
+    os.environ["MASC_MODELS_DIR"] = str(root / "models")
+    return {"models": str(root / "models"), "input": str(inputs), "checkpoint": str(target)}
+
+
+def node_classes(pack):
+    return pack.NODE_CLASS_MAPPINGS
+
+
+def test_pack_imports_as_comfyui_loads_it(pack):
+    assert set(pack.NODE_CLASS_MAPPINGS) == set(pack.NODE_DISPLAY_NAME_MAPPINGS)
+    assert all(name.startswith("MaSC") for name in pack.NODE_CLASS_MAPPINGS)  # core ids are never shadowed
+    assert pack.NODE_DISPLAY_NAME_MAPPINGS["MaSCLoadEncoder"] == "Load MaSC Encoder"
+    assert pack.NODE_DISPLAY_NAME_MAPPINGS["MaSCConceptPreservation"] == "MaSC Concept Preservation"
+    assert pack.NODE_DISPLAY_NAME_MAPPINGS["MaSCPromptFollowing"] == "MaSC Prompt Following"
+    assert pack.NODE_DISPLAY_NAME_MAPPINGS["MaSCStripSubject"] == "Strip Subject"
+    assert os.path.isfile(os.path.join(ROOT, pack.WEB_DIRECTORY, "masc_scores.js"))
+    assert pack.__name__ == ROOT.replace(".", "_x_")
+
+
+@pytest.mark.parametrize("node_id", sorted(import_pack().NODE_CLASS_MAPPINGS))
+def test_node_contract(pack, node_id, comfy_dirs):
+    cls = pack.NODE_CLASS_MAPPINGS[node_id]
+    spec = cls.INPUT_TYPES()
+    assert set(spec) <= {"required", "optional", "hidden"} and spec["required"]
+    assert cls.CATEGORY == "MaSC" and cls.DESCRIPTION
+    returns = cls.RETURN_TYPES
+    assert isinstance(returns, tuple) and all(isinstance(t, str) for t in returns)
+    assert len(cls.RETURN_NAMES) == len(returns) == len(cls.OUTPUT_TOOLTIPS)
+    function = getattr(cls, cls.FUNCTION)
+    parameters = inspect.signature(function).parameters
+    names = [p for p in parameters if p != "self"]
+    required, optional = list(spec["required"]), list(spec.get("optional", {}))
+    assert sorted(names) == sorted(required + optional)
+    for name in optional:
+        assert parameters[name].default is None, f"optional input {name} needs a default of None"
+    for section in ("required", "optional"):
+        for name, entry in spec.get(section, {}).items():
+            assert isinstance(entry, tuple) and 1 <= len(entry) <= 2
+            kind = entry[0]
+            assert isinstance(kind, (str, list)) and (not isinstance(kind, list) or kind)
+            assert entry[1].get("tooltip"), f"{node_id}.{name} has no tooltip"
+            if "default" in entry[1] and isinstance(kind, list):
+                assert entry[1]["default"] in kind
+    json.dumps(spec)  # /object_info serializes it
+
+
+def test_encoder_models_combo_lists_folders_and_the_hub_id(pack, comfy_dirs):
+    from_pack = pack.NODE_CLASS_MAPPINGS["MaSCLoadEncoder"].INPUT_TYPES()["required"]["model"][0]
+    assert from_pack == ["google/siglip2-so400m-patch16-naflex"]  # local folder listed once, hub id not repeated
+    os.makedirs(os.path.join(comfy_dirs["models"], "masc", "not-a-checkpoint"))
+    assert "not-a-checkpoint" not in pack.NODE_CLASS_MAPPINGS["MaSCLoadEncoder"].INPUT_TYPES()["required"]["model"][0]
+
+
+def load_encoder(pack, **overrides):
+    options = dict(model="google/siglip2-so400m-patch16-naflex", device="cpu", precision="fp32", max_patches=1024)
+    options.update(overrides)
+    return pack.NODE_CLASS_MAPPINGS["MaSCLoadEncoder"]().load(**options)[0]
+
+
+def test_encoder_is_loaded_once_and_shared(pack, comfy_dirs):
+    first = load_encoder(pack)
+    assert load_encoder(pack) is first
+    assert load_encoder(pack, max_patches=256) is not first
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=[os.path.basename(p) for p in WORKFLOWS])
+def test_api_workflows_run(pack, comfy_dirs, path):
+    with open(path) as handle:
+        graph = json.load(handle)
+    types_used = {node["class_type"] for node in graph.values()}
+    if types_used & NEEDS_DIFFUSION:
+        pytest.skip("needs a diffusion checkpoint")
+    missing = {t for t in types_used if t not in pack.NODE_CLASS_MAPPINGS and t not in CORE_NODES}
+    assert not missing, f"unknown node types {missing}"
+    from importlib import import_module
+
+    blocker = import_module(pack.__name__ + ".nodes.host").ExecutionBlocker
+    result = run_graph(graph, pack.NODE_CLASS_MAPPINGS, comfy_dirs["input"], blocker)
+    assert result["shown"] or result["saved"] or result["previews"]
+    for node_id, value in result["shown"].items():
+        if isinstance(value, float):
+            assert not np.isnan(value)
+
+
+def float_image(name):
+    return torch.from_numpy(load_photo(name).astype(np.float32) / 255.0)[None]
+
+
+def test_node_scores_equal_masc_core_on_the_same_pixels(pack, comfy_dirs):
+    from masc_core import MascEncoder, score_images
+
+    nodes = pack.NODE_CLASS_MAPPINGS
+    encoder = load_encoder(pack)
+    ref, out = float_image("dog_00"), torch.cat([float_image("dog_01"), float_image("cat_00")])
+    ref_mask = torch.from_numpy(box_mask(512, 512, dtype=np.float32))[None]
+    out_mask = torch.from_numpy(box_mask(512, 512, 0.1, 0.2, 0.9, 0.6, dtype=np.float32))[None]
+    prompt = "A photo of a DOG on the beach"
+    node = nodes["MaSCScore"]().score(encoder, ref, ref_mask, out, prompt, "dog", heatmaps=True, mask=out_mask)
+    cp, pf, scores, stripped = node["result"][:4]
+    direct = score_images(
+        MascEncoder.load(comfy_dirs["checkpoint"], device="cpu"),
+        [load_photo("dog_01"), load_photo("cat_00")],
+        reference=load_photo("dog_00"), reference_mask=box_mask(512, 512), mask=box_mask(512, 512, 0.1, 0.2, 0.9, 0.6),
+        prompt=prompt, subject="dog",
+    )
+    assert [s.cp for s in scores.scores] == pytest.approx(direct.cp, abs=1e-6)
+    assert [s.pf for s in scores.scores] == pytest.approx(direct.pf, abs=1e-6)
+    assert cp == pytest.approx(np.mean(direct.cp), abs=1e-6) and pf == pytest.approx(np.mean(direct.pf), abs=1e-6)
+    assert stripped == "A photo of on the beach"
+    reference_heatmap, image_heatmap, attention_heatmap, report = node["result"][4:]
+    assert reference_heatmap.shape == image_heatmap.shape == attention_heatmap.shape == (2, 512, 512, 3)
+    assert report.splitlines()[1].startswith("#0") and "PF text: 'A photo of on the beach'" in report
+    assert node["ui"]["text"] == [report]
+    # The separate CP and PF nodes agree with MaSC Score, and a batch of one gives that image's value.
+    single_cp = nodes["MaSCConceptPreservation"]().score(encoder, ref, ref_mask, out[:1], heatmaps=False)["result"][0]
+    single_pf = nodes["MaSCPromptFollowing"]().score(encoder, out[:1], out_mask, prompt, "dog", heatmaps=False)["result"][0]
+    assert single_cp == pytest.approx(direct.cp[0], abs=1e-6) and single_pf == pytest.approx(direct.pf[0], abs=1e-6)
+
+
+def pack_errors(pack):
+    """The pack's own copy of masc_core's errors (ComfyUI imports masc_core inside the pack)."""
+    from importlib import import_module
+
+    return import_module(pack.__name__ + ".masc_core.errors")
+
+
+def test_empty_reference_mask_from_load_image_is_explained(pack, comfy_dirs):
+    MascInputError = pack_errors(pack).MascInputError
+    encoder = load_encoder(pack)
+    with pytest.raises(MascInputError, match="empty 64x64 mask Load Image gives"):
+        pack.NODE_CLASS_MAPPINGS["MaSCConceptPreservation"]().score(
+            encoder, float_image("dog_00"), torch.zeros(1, 64, 64), float_image("dog_01"), heatmaps=False
+        )
+
+
+def test_batch_counts_that_do_not_fit_name_the_input(pack, comfy_dirs):
+    MascInputError = pack_errors(pack).MascInputError
+    encoder = load_encoder(pack)
+    images = torch.cat([float_image("dog_01")] * 3)
+    with pytest.raises(MascInputError, match="mask has 2 masks for 3 images"):
+        pack.NODE_CLASS_MAPPINGS["MaSCPromptFollowing"]().score(encoder, images, torch.ones(2, 64, 64), "p", "dog", heatmaps=False)
+
+
+def test_missing_output_mask_is_stated_in_the_report(pack, comfy_dirs):
+    encoder = load_encoder(pack)
+    out = pack.NODE_CLASS_MAPPINGS["MaSCScore"]().score(
+        encoder, float_image("dog_00"), torch.ones(1, 64, 64), float_image("dog_01"), "a dog", "dog", heatmaps=False
+    )
+    assert np.isnan(out["result"][1])
+    assert "no output mask given" in out["result"][-1]
+
+
+def scored_batch(pack, count=4):
+    encoder = load_encoder(pack)
+    photos = ["dog_01", "cat_00", "dog_02", "teapot_00"][:count]
+    images = torch.cat([float_image(p) for p in photos])
+    masks = torch.from_numpy(np.stack([box_mask(512, 512, 0.1, 0.1, 0.1 + 0.2 * (i + 1), 0.5, np.float32) for i in range(count)]))
+    node = pack.NODE_CLASS_MAPPINGS["MaSCScore"]().score(
+        encoder, float_image("dog_00"), torch.from_numpy(box_mask(512, 512, dtype=np.float32)), images, "a dog in the snow", "dog",
+        heatmaps=False, mask=masks,
+    )
+    return node["result"][2], images, masks
+
+
+def test_select_best_carries_latents_and_masks_in_rank_order(pack, comfy_dirs):
+    scores, images, masks = scored_batch(pack)
+    latent = {"samples": torch.arange(4, dtype=torch.float32).view(4, 1, 1, 1).expand(4, 4, 8, 8).clone(), "batch_index": [10, 11, 12, 13]}
+    node = pack.NODE_CLASS_MAPPINGS["MaSCSelectBest"]()
+    result = node.select(scores, images, "cp", 1.0, 1.0, 2, -1.0, -1.0, False, 0.05, latent=latent, mask=masks)["result"]
+    chosen_images, chosen_latent, chosen_mask, best, indices, ranking = result
+    order = sorted(range(4), key=lambda i: -scores.scores[i].cp)[:2]
+    assert best == order[0] and indices == f"{order[0]}, {order[1]}"
+    assert torch.equal(chosen_images, images[order])
+    assert chosen_latent["samples"][:, 0, 0, 0].tolist() == [float(i) for i in order]
+    assert chosen_latent["batch_index"] == [10 + i for i in order]
+    assert torch.equal(chosen_mask, masks[order])
+    assert ranking.splitlines()[1].split()[1] == str(order[0])
+
+
+def test_select_best_and_gate_block_downstream_when_nothing_passes(pack, comfy_dirs):
+    from importlib import import_module
+
+    blocker = import_module(pack.__name__ + ".nodes.host").ExecutionBlocker
+    scores, images, _ = scored_batch(pack)
+    select = pack.NODE_CLASS_MAPPINGS["MaSCSelectBest"]().select(scores, images, "cp", 1.0, 1.0, 1, 0.9999, -1.0, False, 0.05)
+    images_out, latent_out, mask_out, best, indices, ranking = select["result"]
+    assert all(isinstance(v, blocker) and v.message is None for v in (images_out, latent_out, mask_out))
+    assert best == -1 and "no image passed" in ranking
+    gate = pack.NODE_CLASS_MAPPINGS["MaSCGate"]().gate(scores, images, 0.9999, -1.0, False, 0.05)
+    assert isinstance(gate["result"][0], blocker) and gate["result"][3] == 0
+    assert "0 of 4 passed; downstream nodes skipped" in gate["result"][4]
+
+
+def test_gate_passes_what_clears_the_thresholds(pack, comfy_dirs):
+    scores, images, masks = scored_batch(pack)
+    cps = [s.cp for s in scores.scores]
+    threshold = sorted(cps)[1] + 1e-9  # the two best pass
+    fractions = [s.foreground_fraction for s in scores.scores]
+    gate = pack.NODE_CLASS_MAPPINGS["MaSCGate"]().gate(scores, images, threshold, -1.0, True, 0.09, mask=masks)["result"]
+    expected = [i for i in range(4) if cps[i] >= threshold and fractions[i] >= 0.09]
+    assert gate[3] == len(expected) and torch.equal(gate[0], images[expected])
+    assert torch.equal(gate[2], masks[expected])
+    with pytest.raises(pack_errors(pack).MascInputError, match="images has 3 images but scores has 4"):
+        pack.NODE_CLASS_MAPPINGS["MaSCGate"]().gate(scores, images[:3], 0.5, -1.0, False, 0.05)
+
+
+def test_strip_subject_node(pack):
+    out = pack.NODE_CLASS_MAPPINGS["MaSCStripSubject"]().strip("a photo of a sks dog on the beach", "sks dog, dog")
+    assert out["result"] == ("a photo of on the beach",) and out["ui"]["text"] == ["a photo of on the beach"]
