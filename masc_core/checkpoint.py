@@ -70,7 +70,8 @@ def looks_like_hub_id(name: str) -> bool:
     return bool(_HUB_ID.match(name)) and not os.path.exists(name)
 
 
-def _read_json(path: str, what: str) -> dict:
+def read_json(path: str, what: str) -> dict:
+    """A JSON object from a checkpoint file, or a one-line MascModelError naming the file."""
     try:
         with open(path, encoding="utf-8") as handle:
             value = json.load(handle)
@@ -132,7 +133,7 @@ def inspect(folder: str, source: str | None = None) -> CheckpointInfo:
             f"model folder '{source}' has no config.json: it is not a Hugging Face checkpoint folder "
             "(pick the folder that holds config.json and model.safetensors)"
         )
-    config = _read_json(config_path, "config")
+    config = read_json(config_path, "config")
     model_type = str(config.get("model_type") or "")
     if model_type not in SUPPORTED_MODEL_TYPES:
         shown = model_type or "unknown"
@@ -163,13 +164,13 @@ def inspect(folder: str, source: str | None = None) -> CheckpointInfo:
         )
     tokenizer_config_path = os.path.join(folder, "tokenizer_config.json")
     if os.path.isfile(tokenizer_config_path):
-        declared = str(_read_json(tokenizer_config_path, "tokenizer config").get("tokenizer_class") or "")
+        declared = str(read_json(tokenizer_config_path, "tokenizer config").get("tokenizer_class") or "")
         if declared.startswith("SiglipTokenizer"):
             raise MascModelError(
                 f"model folder '{source}' is a SigLIP (v1) checkpoint: MaSC is defined on SigLIP2; use e.g. {PAPER_MODEL_ID}"
             )
     preprocessor_path = os.path.join(folder, "preprocessor_config.json")
-    preprocessor = _read_json(preprocessor_path, "preprocessor config") if os.path.isfile(preprocessor_path) else {}
+    preprocessor = read_json(preprocessor_path, "preprocessor config") if os.path.isfile(preprocessor_path) else {}
     if config["vision_config"].get("vision_use_head") is False:
         raise MascModelError(
             f"model folder '{source}' has no attention-pooling head (vision_use_head=false): PF needs SigLIP2's pooler"

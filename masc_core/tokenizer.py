@@ -21,11 +21,11 @@ the ``tokenizers`` library alone:
 
 from __future__ import annotations
 
-import json
 import os
 
 import torch
 
+from .checkpoint import read_json
 from .errors import MascModelError
 
 
@@ -98,13 +98,7 @@ class SiglipTextTokenizer:
         """Load the tokenizer of a checkpoint folder (tokenizer.json + tokenizer_config.json)."""
         tokenizer_file = os.path.join(folder, "tokenizer.json")
         config_file = os.path.join(folder, "tokenizer_config.json")
-        config = {}
-        if os.path.exists(config_file):
-            try:
-                with open(config_file, encoding="utf-8") as handle:
-                    config = json.load(handle)
-            except (OSError, ValueError) as exc:
-                raise MascModelError(f"'{config_file}' is not valid JSON ({exc}): re-download the checkpoint") from None
+        config = read_json(config_file, "tokenizer config") if os.path.exists(config_file) else {}
         declared = str(config.get("tokenizer_class") or "")
         # transformers 5 loads Siglip2Tokenizer (which lowercases) for every
         # siglip2 checkpoint whatever tokenizer_config says, and for siglip
