@@ -24,14 +24,17 @@ from .encoder import ImageTokens, MascEncoder
 from .errors import MascError, MascInputError, MascModelError
 from .masks import FOREGROUND_THRESHOLD, MIN_FOREGROUND_FRACTION
 from .scoring import Heatmaps, ImageScore, ReferenceInfo, ScoreBatch, score_images
+from .segmentation import CLIPSEG_MODEL_ID, ClipSegSegmenter
 from .stripping import parse_subject_names, strip_subject
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CLIPSEG_MODEL_ID",
     "FOREGROUND_THRESHOLD",
     "MIN_FOREGROUND_FRACTION",
     "PAPER_MODEL_ID",
+    "ClipSegSegmenter",
     "Heatmaps",
     "ImageScore",
     "ImageTokens",

@@ -1,0 +1,505 @@
+"""Built-in subject masks: text-prompted segmentation with CLIPSeg.
+
+MaSC needs a foreground mask for the reference (CP) and for each output
+(PF). The metric does not care where masks come from, and the paper found
+that CLIPSeg (Lüddecke & Ecker, CVPR 2022) masks score as well as SAM3's
+(appendix 6.1: CP alpha +0.482 with CLIPSeg vs +0.471 with SAM3, PF within
+0.005), so a CLIPSeg checkpoint prompted with the subject's name is enough
+to mask every image of a best-of-N batch.
+
+``ClipSegSegmenter`` owns one loaded ``CLIPSegForImageSegmentation``
+checkpoint (e.g. CIDAS/clipseg-rd64-refined, from a folder or the Hub):
+
+- ``probabilities``: per pixel, the probability that it shows the subject,
+  at each image's own size. Several names ("sks dog, dog") are combined by
+  the per-pixel maximum over names.
+- ``masks``: those probabilities thresholded (>= threshold) to 0/1 and
+  optionally dilated by a number of pixels.
+
+How the model is driven, and why:
+
+- Images are preprocessed here, not by transformers' image processor
+  (which needs torchvision in transformers 5 and resized differently in
+  4.x): resize to the processor's size (352 x 352 for CIDAS) with
+  antialiasing, exactly as transformers 5 does, then ImageNet
+  normalization; see :mod:`masc_core.preprocess`.
+- Prompts are tokenized with CLIP's BPE by :mod:`masc_core.clip_tokenizer`.
+- The vision tower runs once per image and stops at the deepest layer the
+  decoder reads (``extract_layers``; layers 10-12 of CIDAS's 12 feed
+  nothing); the text tower runs once per distinct name; only CLIPSeg's small
+  decoder runs once per (image, name) pair. transformers' own forward would
+  run the whole vision tower once per pair. The arithmetic is the same as
+  transformers' forward (the tests compare the logits).
+- The decoder's 352 x 352 logits are resized to the image (bilinear), then
+  the sigmoid gives probabilities.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import numbers
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from . import checkpoint as checkpoints
+from .clip_tokenizer import ClipTextTokenizer
+from .devices import resolve_device, resolve_dtype
+from .errors import MascInputError, MascModelError
+from .images import to_rgb_uint8_list
+from .preprocess import PreprocessSpec, prepare_image
+from .stripping import parse_subject_names
+
+CLIPSEG_MODEL_ID = "CIDAS/clipseg-rd64-refined"
+"""The usual CLIPSeg checkpoint (ViT-B/16 CLIP, refined decoder with 64 channels)."""
+
+DEFAULT_THRESHOLD = 0.4
+"""Probability at or above which a pixel is foreground."""
+
+DEFAULT_BATCH_SIZE = 8
+
+ProgressCallback = Callable[[int, int], None]
+"""Called as ``progress(done, total)`` after each batch of images; may raise to cancel."""
+
+# Weights that text-prompted segmentation never reads: a checkpoint without
+# them still gives the same masks.
+_UNUSED_WEIGHTS = ("position_ids", "clip.logit_scale", "clip.visual_projection", "clip.vision_model.post_layernorm")
+
+
+# ---------------------------------------------------------------------- checkpoints
+
+
+@dataclass
+class ClipSegCheckpoint:
+    """What a CLIPSeg checkpoint folder holds, checked before any weight is read."""
+
+    folder: str
+    source: str
+    config: dict
+    preprocessor_config: dict
+    weight_files: list[str] = field(default_factory=list)
+
+    @property
+    def vision_config(self) -> dict:
+        return self.config.get("vision_config") or {}
+
+    @property
+    def text_config(self) -> dict:
+        return self.config.get("text_config") or {}
+
+    @property
+    def extract_layers(self) -> list[int]:
+        """Vision layers (0-based) whose outputs the decoder reads, CIDAS: [3, 6, 9]."""
+        return [int(i) for i in self.config.get("extract_layers") or (3, 6, 9)]
+
+    @property
+    def text_length(self) -> int:
+        """Longest prompt in tokens (CLIP: 77)."""
+        return int(self.text_config.get("max_position_embeddings") or 77)
+
+
+def _snapshot_folder(folder: str) -> str:
+    """The checkpoint inside a Hugging Face cache folder (models--owner--name), else ``folder``.
+
+    Other ComfyUI packs download CLIPSeg with ``cache_dir=models/clipseg``,
+    which leaves that layout; pointing at it should just work.
+    """
+    if os.path.isfile(os.path.join(folder, "config.json")):
+        return folder
+    snapshots = os.path.join(folder, "snapshots")
+    if not os.path.isdir(snapshots):
+        return folder
+    ref = os.path.join(folder, "refs", "main")
+    if os.path.isfile(ref):
+        with open(ref, encoding="utf-8") as handle:
+            pinned = os.path.join(snapshots, handle.read().strip())
+        if os.path.isfile(os.path.join(pinned, "config.json")):
+            return pinned
+    candidates = [os.path.join(snapshots, n) for n in os.listdir(snapshots)]
+    candidates = [c for c in candidates if os.path.isfile(os.path.join(c, "config.json"))]
+    return max(candidates, key=os.path.getmtime) if candidates else folder
+
+
+def resolve_clipseg(
+    model: str | os.PathLike, *, cache_dir: str | None = None, download_dir: str | None = None
+) -> tuple[str, str]:
+    """(local folder, source name) of a CLIPSeg checkpoint folder or Hub id (downloaded on first use)."""
+    name = os.fspath(model) if model is not None else ""
+    if not name.strip():
+        raise MascModelError(f"no CLIPSeg model given: pass a checkpoint folder or a Hub id such as {CLIPSEG_MODEL_ID}")
+    if not os.path.exists(name) and not checkpoints.looks_like_hub_id(name):
+        raise MascModelError(
+            f"CLIPSeg model '{name}' does not exist: pass a CLIPSeg checkpoint folder (Hugging Face layout, "
+            f"e.g. ComfyUI's models/clipseg/clipseg-rd64-refined) or a Hub id such as {CLIPSEG_MODEL_ID}"
+        )
+    options: dict[str, Any] = {"cache_dir": cache_dir}
+    if download_dir:
+        options["local_dir"] = download_dir
+    folder, source = checkpoints.resolve(name, **options)
+    return _snapshot_folder(folder), source
+
+
+def inspect_clipseg(folder: str, source: str | None = None) -> ClipSegCheckpoint:
+    """Check that ``folder`` is a usable CLIPSeg checkpoint, without loading weights."""
+    source = source or folder
+    config_path = os.path.join(folder, "config.json")
+    if not os.path.isfile(config_path):
+        raise MascModelError(
+            f"CLIPSeg model folder '{source}' has no config.json: it is not a Hugging Face checkpoint folder "
+            "(pick the folder that holds config.json and model.safetensors)"
+        )
+    config = checkpoints.read_json(config_path, "config")
+    model_type = str(config.get("model_type") or "")
+    if model_type != "clipseg":
+        raise MascModelError(
+            f"model folder '{source}' holds a '{model_type or 'unknown'}' model, not CLIPSeg: built-in masks need a "
+            f"CLIPSeg checkpoint such as {CLIPSEG_MODEL_ID}"
+        )
+    names = sorted(os.listdir(folder))
+    weights = [n for n in names if n.endswith(".safetensors")]
+    if not weights:
+        others = [n for n in names if n.endswith((".bin", ".pt", ".pth", ".ckpt", ".msgpack", ".h5"))]
+        found = f" (found {', '.join(others)})" if others else ""
+        raise MascModelError(
+            f"CLIPSeg model folder '{source}' has no .safetensors weights{found}: only safetensors are loaded; "
+            "download the safetensors version of the checkpoint"
+        )
+    if "tokenizer.json" not in names and not {"vocab.json", "merges.txt"} <= set(names):
+        raise MascModelError(
+            f"CLIPSeg model folder '{source}' has no tokenizer.json (nor vocab.json + merges.txt): "
+            "copy the tokenizer files that came with the checkpoint into it"
+        )
+    preprocessor_path = os.path.join(folder, "preprocessor_config.json")
+    if not os.path.isfile(preprocessor_path):
+        raise MascModelError(
+            f"CLIPSeg model folder '{source}' has no preprocessor_config.json: copy the one that came with the "
+            "checkpoint (it gives the input size and normalization)"
+        )
+    info = ClipSegCheckpoint(
+        folder=folder,
+        source=source,
+        config=config,
+        preprocessor_config=checkpoints.read_json(preprocessor_path, "preprocessor config"),
+        weight_files=weights,
+    )
+    layers = int(info.vision_config.get("num_hidden_layers") or 12)
+    if not info.extract_layers or min(info.extract_layers) < 0 or max(info.extract_layers) >= layers:
+        raise MascModelError(
+            f"CLIPSeg model folder '{source}' has extract_layers {info.extract_layers} for a {layers}-layer vision "
+            "tower: the config is inconsistent; re-download the checkpoint"
+        )
+    return info
+
+
+def clipseg_preprocess_spec(info: ClipSegCheckpoint) -> PreprocessSpec:
+    """How the checkpoint wants its images (ViTImageProcessor: square resize, rescale, normalize)."""
+    config = dict(info.preprocessor_config)
+    size = config.get("size")
+    if isinstance(size, (int, float)):  # older processor configs give one number
+        config["size"] = {"height": int(size), "width": int(size)}
+    spec = PreprocessSpec.from_configs(naflex=False, vision_config=info.vision_config, preprocessor_config=config)
+    height, width = spec.image_size
+    if height != width:
+        raise MascModelError(
+            f"CLIPSeg model folder '{info.source}' asks for {height}x{width} inputs: CLIPSeg's decoder needs a "
+            "square size; fix 'size' in preprocessor_config.json"
+        )
+    return spec
+
+
+def load_clipseg_model(info: ClipSegCheckpoint) -> torch.nn.Module:
+    """The transformers CLIPSeg model of a checked checkpoint, float32, CPU, eval mode."""
+    try:
+        import transformers
+    except ImportError:  # pragma: no cover - a declared dependency
+        raise MascModelError("transformers is not installed: pip install 'transformers>=4.50'") from None
+    model_class = getattr(transformers, "CLIPSegForImageSegmentation", None)
+    if model_class is None:  # pragma: no cover - in transformers since 4.25
+        raise MascModelError(f"transformers {transformers.__version__} has no CLIPSegForImageSegmentation: upgrade it")
+    try:
+        with checkpoints._quiet_transformers(transformers):
+            model, loading = model_class.from_pretrained(
+                info.folder, local_files_only=True, use_safetensors=True, output_loading_info=True
+            )
+    except Exception as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise MascModelError(f"CLIPSeg model folder '{info.source}' could not be loaded: {reason}") from None
+    missing = [k for k in loading.get("missing_keys", []) if not any(part in k for part in _UNUSED_WEIGHTS)]
+    if missing:
+        # transformers would fill them with random values: masks would be silently wrong.
+        shown = ", ".join(sorted(missing)[:3]) + (" ..." if len(missing) > 3 else "")
+        raise MascModelError(
+            f"CLIPSeg model folder '{info.source}' lacks {len(missing)} weights ({shown}): the checkpoint is "
+            "incomplete or not a CLIPSegForImageSegmentation model"
+        )
+    model = model.float().eval()
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+    return model
+
+
+# ---------------------------------------------------------------------- inputs
+
+
+def check_threshold(threshold: Any, name: str = "threshold") -> float:
+    """A probability threshold in 0..1, or a one-line MascInputError naming ``name``."""
+    if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not math.isfinite(float(threshold)):
+        raise MascInputError(f"{name} {threshold!r} is not a number: pass a probability in 0..1 such as {DEFAULT_THRESHOLD}")
+    if not 0.0 <= float(threshold) <= 1.0:
+        raise MascInputError(
+            f"{name} {threshold!r} is outside 0..1: pass a probability such as {DEFAULT_THRESHOLD} "
+            "(higher keeps fewer pixels)"
+        )
+    return float(threshold)
+
+
+def check_dilation(dilation: Any, name: str = "dilation") -> int:
+    """A dilation in whole pixels >= 0, or a one-line MascInputError naming ``name``."""
+    if isinstance(dilation, bool) or not isinstance(dilation, numbers.Real) or not float(dilation).is_integer():
+        raise MascInputError(f"{name} {dilation!r} is not a whole number of pixels: pass 0 (none) or a positive integer")
+    if dilation < 0:
+        raise MascInputError(f"{name} {dilation!r} is negative: pass 0 (none) or a positive number of pixels")
+    return int(dilation)
+
+
+def subject_prompts(subject: Any, name: str = "subject") -> list[str]:
+    """The text prompts for CLIPSeg: the subject's name(s), "sks dog, dog" or a list of names."""
+    if not isinstance(subject, (str, list, tuple)):
+        raise MascInputError(
+            f"{name} is a {type(subject).__name__}: give the subject's name as text, e.g. 'dog' (several: 'sks dog, dog')"
+        )
+    names = parse_subject_names(subject)
+    if not names:
+        raise MascInputError(
+            f"{name} is empty: give the subject's name as CLIPSeg's text prompt, e.g. 'dog' (several: 'sks dog, dog')"
+        )
+    return names
+
+
+# ---------------------------------------------------------------------- mask operations
+
+
+def threshold_mask(probabilities: torch.Tensor, threshold: float) -> torch.Tensor:
+    """0/1 float mask: 1 where the probability is >= ``threshold`` (0 keeps every pixel)."""
+    return (probabilities >= threshold).to(torch.float32)
+
+
+def dilate_mask(mask: torch.Tensor, pixels: int) -> torch.Tensor:
+    """Grow a 0/1 [H, W] mask by ``pixels`` in every direction (a square of side 2 * pixels + 1).
+
+    A max-pool, done as two 1-D passes (rows, then columns) so the cost grows
+    with ``pixels`` rather than its square.
+    """
+    if pixels <= 0:
+        return mask
+    radius = min(int(pixels), max(mask.shape))  # any larger radius gives the same mask
+    size = 2 * radius + 1
+    grown = F.max_pool2d(mask[None, None], kernel_size=(1, size), stride=1, padding=(0, radius))
+    grown = F.max_pool2d(grown, kernel_size=(size, 1), stride=1, padding=(radius, 0))
+    return grown[0, 0]
+
+
+# ---------------------------------------------------------------------- the segmenter
+
+
+class ClipSegSegmenter:
+    """A loaded CLIPSeg checkpoint that turns images and a subject name into masks.
+
+    Build one with :meth:`load`. The model can be moved with :meth:`to`
+    (ComfyUI moves it between GPU and CPU); inputs always follow the model's
+    current device, and results come back as float32 CPU tensors.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        info: ClipSegCheckpoint,
+        spec: PreprocessSpec,
+        tokenizer: ClipTextTokenizer,
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+    ):
+        self.model = model
+        self.info = info
+        self.spec = spec
+        self.tokenizer = tokenizer
+        self.batch_size = max(1, int(batch_size))
+        self.extract_layers = info.extract_layers
+        layer = model.clip.vision_model.encoder.layers[0]
+        # transformers 4's encoder layers take (hidden, attention_mask,
+        # causal_attention_mask) and return a tuple; 5's take (hidden,
+        # attention_mask) and return the tensor.
+        self._layer_takes_causal_mask = "causal_attention_mask" in inspect.signature(layer.forward).parameters
+        self.forward_counts = {"images": 0, "texts": 0, "pairs": 0}
+
+    @classmethod
+    def load(
+        cls,
+        model: str | os.PathLike = CLIPSEG_MODEL_ID,
+        *,
+        device: str | torch.device | None = "auto",
+        precision: str | torch.dtype | None = "fp32",
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        cache_dir: str | None = None,
+        download_dir: str | None = None,
+    ) -> "ClipSegSegmenter":
+        """Load a CLIPSeg checkpoint from a folder (HF layout) or a Hub id.
+
+        ``model``: a folder holding config.json (model_type "clipseg"),
+        safetensors weights, tokenizer.json (or vocab.json + merges.txt) and
+        preprocessor_config.json, e.g. ComfyUI's models/clipseg/<name>; a
+        Hugging Face cache folder (models--CIDAS--clipseg-rd64-refined) also
+        works; or a Hub id, downloaded on first use. Only safetensors are
+        read; remote code never runs.
+        ``device``: auto (cuda > mps > cpu), cpu, cuda[:N] or mps.
+        ``precision``: fp32 (default), bf16, fp16 or auto.
+        ``batch_size``: images per vision forward (each with every name).
+        ``cache_dir`` / ``download_dir``: where a Hub id is downloaded (the
+        Hugging Face cache layout, or a plain folder).
+        """
+        folder, source = resolve_clipseg(model, cache_dir=cache_dir, download_dir=download_dir)
+        info = inspect_clipseg(folder, source)
+        spec = clipseg_preprocess_spec(info)
+        tokenizer = ClipTextTokenizer.from_folder(folder, max_length=info.text_length)
+        target = resolve_device(device)
+        dtype = resolve_dtype(precision, target)
+        network = load_clipseg_model(info).to(device=target, dtype=dtype)
+        return cls(network, info, spec, tokenizer, batch_size=batch_size)
+
+    # ------------------------------------------------------------------ placement
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.model.parameters()).dtype
+
+    def to(self, device: str | torch.device) -> "ClipSegSegmenter":
+        """Move the model."""
+        self.model.to(device)
+        return self
+
+    def describe(self) -> dict:
+        """Name, input size, device and precision, for logs and reports."""
+        return {
+            "model": self.info.source,
+            "kind": "clipseg",
+            "image_size": list(self.spec.image_size),
+            "device": str(self.device),
+            "precision": str(self.dtype).replace("torch.", ""),
+        }
+
+    # ------------------------------------------------------------------ public API
+
+    def probabilities(
+        self,
+        images: Any,
+        subject: str | Sequence[str],
+        *,
+        progress: ProgressCallback | None = None,
+    ) -> list[torch.Tensor]:
+        """Per pixel, the probability (0..1) that it shows the subject.
+
+        images: one image, a list, or a [B,H,W,C] batch (PIL, numpy or torch;
+            uint8 or float 0..1; RGBA and grayscale accepted).
+        subject: the subject's name, CLIPSeg's text prompt; several names
+            ("sks dog, dog" or a list) give the per-pixel maximum over names.
+        progress: ``progress(done, total)`` after each batch of images.
+
+        Returns one float32 CPU tensor [H, W] per image, at that image's own
+        size, always a list (images of a ComfyUI batch share a size, so
+        ``torch.stack`` makes the [B, H, W] MASK batch).
+        """
+        names = subject_prompts(subject)
+        arrays = to_rgb_uint8_list(images, "images")
+        return [p.cpu() for p in self._iter_probabilities(arrays, names, progress)]
+
+    def masks(
+        self,
+        images: Any,
+        subject: str | Sequence[str],
+        *,
+        threshold: float = DEFAULT_THRESHOLD,
+        dilation: int = 0,
+        progress: ProgressCallback | None = None,
+    ) -> list[torch.Tensor]:
+        """0/1 subject masks (float32 CPU tensors [H, W], one per image, at its size).
+
+        A pixel is foreground when its probability (see :meth:`probabilities`)
+        is >= ``threshold`` (0..1; 0 keeps every pixel). ``dilation`` then
+        grows the mask by that many pixels in every direction, which helps PF
+        hide the subject's soft edges.
+        """
+        threshold = check_threshold(threshold)
+        dilation = check_dilation(dilation)
+        names = subject_prompts(subject)
+        arrays = to_rgb_uint8_list(images, "images")
+        return [
+            dilate_mask(threshold_mask(p, threshold), dilation).cpu()
+            for p in self._iter_probabilities(arrays, names, progress)
+        ]
+
+    # ------------------------------------------------------------------ forward passes
+
+    def _iter_probabilities(
+        self, arrays: Sequence[np.ndarray], names: Sequence[str], progress: ProgressCallback | None
+    ) -> Iterator[torch.Tensor]:
+        """Probability maps on the model's device, image by image, batch by batch."""
+        conditional = self._text_embeddings(names)
+        total = len(arrays)
+        for start in range(0, total, self.batch_size):
+            chunk = arrays[start : start + self.batch_size]
+            pixels = torch.stack([prepare_image(image, self.spec).pixels for image in chunk])
+            logits = self._logits(pixels, conditional)
+            for image, per_name in zip(chunk, logits):
+                yield self._at_image_size(per_name, image.shape[:2])
+            if progress is not None:
+                progress(start + len(chunk), total)
+
+    @staticmethod
+    def _at_image_size(logits: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+        """[names, S, S] logits -> [H, W] probabilities: bilinear resize, sigmoid, max over names."""
+        resized = F.interpolate(logits[:, None].float(), size=tuple(size), mode="bilinear", align_corners=False)
+        return resized[:, 0].sigmoid().amax(dim=0)
+
+    @torch.inference_mode()
+    def _text_embeddings(self, names: Sequence[str]) -> torch.Tensor:
+        """Projected text embeddings [len(names), projection_dim], model device and dtype."""
+        clip = self.model.clip
+        ids, attention = self.tokenizer(list(names))
+        self.forward_counts["texts"] += len(names)
+        pooled = clip.text_model(input_ids=ids.to(self.device), attention_mask=attention.to(self.device)).pooler_output
+        return clip.text_projection(pooled)
+
+    @torch.inference_mode()
+    def _logits(self, pixels: torch.Tensor, conditional: torch.Tensor) -> torch.Tensor:
+        """Decoder logits [B, names, S, S] for B prepared images and every name's embedding."""
+        count, names = pixels.shape[0], conditional.shape[0]
+        activations = self._vision_activations(pixels)
+        # One decoder row per (image, name) pair, image-major.
+        activations = [a.repeat_interleave(names, dim=0) for a in activations]
+        self.forward_counts["pairs"] += count * names
+        logits = self.model.decoder(activations, conditional.repeat(count, 1)).logits
+        return logits.reshape(count, names, *logits.shape[-2:])
+
+    def _vision_activations(self, pixels: torch.Tensor) -> list[torch.Tensor]:
+        """Outputs of the vision layers in ``extract_layers``, running no layer past the deepest one."""
+        vision = self.model.clip.vision_model
+        self.forward_counts["images"] += pixels.shape[0]
+        hidden = vision.embeddings(pixels.to(self.device, self.dtype), interpolate_pos_encoding=True)
+        hidden = vision.pre_layrnorm(hidden)
+        wanted = set(self.extract_layers)
+        outputs: dict[int, torch.Tensor] = {}
+        for index, layer in enumerate(vision.encoder.layers[: max(wanted) + 1]):
+            result = layer(hidden, None, None) if self._layer_takes_causal_mask else layer(hidden, None)
+            hidden = result[0] if isinstance(result, tuple) else result
+            if index in wanted:
+                outputs[index] = hidden
+        return [outputs[i] for i in self.extract_layers]
