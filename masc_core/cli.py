@@ -167,6 +167,21 @@ def build_parser() -> argparse.ArgumentParser:
 # Other modules (rank, eval, bench) add their sub-parsers here.
 _EXTRA_PARSERS: list[Callable] = []
 
+from .mask_cli import add_mask_parser, cmd_mask  # noqa: E402 - registered once the list exists
+
+_EXTRA_PARSERS.append(add_mask_parser)
+COMMANDS["mask"] = cmd_mask
+
+
+def _add_bench_parser(commands) -> None:
+    from .bench import add_parser, command
+
+    add_parser(commands)
+    COMMANDS["bench"] = command
+
+
+_EXTRA_PARSERS.append(_add_bench_parser)
+
 
 def _quiet_libraries() -> None:
     """Keep third-party progress bars and advice off the CLI's stderr."""

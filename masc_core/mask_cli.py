@@ -1,0 +1,100 @@
+"""``python -m masc_core mask``: subject masks from CLIPSeg, written as PNG files.
+
+One mask per image, named ``<image stem>_mask.png`` in ``--out-dir``, at the
+image's size, white (255) on the subject and black (0) elsewhere: the files
+``score --ref-mask/--out-mask`` expect. Nothing else is written. stdout gets
+one line per mask with its share of the image, flagged when it is below the
+paper's 5% filter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from .errors import MascInputError
+
+
+def add_mask_parser(commands) -> None:
+    """Register the ``mask`` sub-command on the CLI's sub-parsers."""
+    parser = commands.add_parser("mask", help="subject masks from CLIPSeg (text-prompted), as PNG files")
+    parser.add_argument(
+        "--model", required=True,
+        help="CLIPSeg checkpoint folder (Hugging Face layout) or Hub id, e.g. CIDAS/clipseg-rd64-refined",
+    )
+    parser.add_argument("--image", nargs="+", required=True, metavar="IMG", help="images to mask")
+    parser.add_argument(
+        "--subject", required=True, help="the subject's name, CLIPSeg's prompt; several comma-separated ('sks dog, dog')"
+    )
+    parser.add_argument(
+        "--threshold", type=float, default=0.4, help="probability at or above which a pixel is the subject (default 0.4)"
+    )
+    parser.add_argument("--dilate", type=int, default=0, metavar="PIXELS", help="grow each mask by this many pixels (default 0)")
+    parser.add_argument(
+        "--out-dir", required=True, metavar="DIR", help="folder for the <stem>_mask.png files (created if missing)"
+    )
+    parser.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:N or mps")
+    parser.add_argument("--precision", default="fp32", choices=("auto", "fp32", "bf16", "fp16"), help="model precision")
+    parser.add_argument("--batch-size", type=int, default=8, help="images per forward (default 8)")
+
+
+def mask_paths(images: list[str], out_dir: str) -> list[str]:
+    """``<out_dir>/<stem>_mask.png`` per image; two images with one stem would overwrite each other, so refuse."""
+    seen: dict[str, str] = {}
+    paths = []
+    for image in images:
+        stem = os.path.splitext(os.path.basename(image))[0]
+        if stem in seen:
+            raise MascInputError(
+                f"--image '{seen[stem]}' and '{image}' would both be written as {stem}_mask.png: "
+                "rename one or mask them with separate --out-dir runs"
+            )
+        seen[stem] = image
+        paths.append(os.path.join(out_dir, f"{stem}_mask.png"))
+    return paths
+
+
+def _check_out_dir(out_dir: str) -> None:
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise MascInputError(f"--out-dir '{out_dir}' is a file: pass a folder (it is created if missing)")
+
+
+def _make_out_dir(out_dir: str) -> None:
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as exc:
+        raise MascInputError(
+            f"--out-dir '{out_dir}' could not be created ({exc.strerror or exc}): pick a writable folder"
+        ) from None
+
+
+def cmd_mask(args: argparse.Namespace) -> int:
+    import numpy as np
+    from PIL import Image
+
+    from .images import load_image_file
+    from .masks import MIN_FOREGROUND_FRACTION
+    from .segmentation import ClipSegSegmenter, check_dilation, check_threshold, subject_prompts
+
+    # Everything that can be checked without the model is checked first.
+    threshold = check_threshold(args.threshold, "--threshold")
+    dilation = check_dilation(args.dilate, "--dilate")
+    subject = subject_prompts(args.subject, "--subject")
+    targets = mask_paths(args.image, args.out_dir)
+    images = [load_image_file(path, "--image") for path in args.image]
+    _check_out_dir(args.out_dir)
+
+    segmenter = ClipSegSegmenter.load(args.model, device=args.device, precision=args.precision, batch_size=args.batch_size)
+    masks = segmenter.masks(images, subject, threshold=threshold, dilation=dilation)
+    _make_out_dir(args.out_dir)  # only once there is something to write
+    for target, mask in zip(targets, masks):
+        pixels = (mask.numpy() * 255).astype(np.uint8)
+        try:
+            Image.fromarray(pixels).save(target)
+        except OSError as exc:
+            raise MascInputError(f"--out-dir: '{target}' could not be written ({exc}): pick a writable folder") from None
+        fraction = float(mask.mean())
+        note = "  below the paper's 5% filter" if fraction < MIN_FOREGROUND_FRACTION else ""
+        sys.stdout.write(f"{target}  {100 * fraction:5.1f}%{note}\n")
+    return 0
