@@ -1,6 +1,7 @@
 """The MaSC node pack: thin ComfyUI adapters over masc_core."""
 
 from .encoder_node import MaSCLoadEncoder
+from .mask_nodes import MaSCAutoMask, MaSCLoadAutoMaskModel
 from .scoring_nodes import MaSCConceptPreservation, MaSCPromptFollowing, MaSCScore, MaSCStripSubject
 from .selection_nodes import MaSCGate, MaSCSelectBest
 
@@ -12,6 +13,8 @@ NODE_CLASS_MAPPINGS = {
     "MaSCScore": MaSCScore,
     "MaSCSelectBest": MaSCSelectBest,
     "MaSCGate": MaSCGate,
+    "MaSCLoadAutoMaskModel": MaSCLoadAutoMaskModel,
+    "MaSCAutoMask": MaSCAutoMask,
 }
 
 NODE_DISPLAY_NAME_MAPPINGS = {
@@ -22,4 +25,6 @@ NODE_DISPLAY_NAME_MAPPINGS = {
     "MaSCScore": "MaSC Score",
     "MaSCSelectBest": "MaSC Select Best",
     "MaSCGate": "MaSC Gate",
+    "MaSCLoadAutoMaskModel": "Load MaSC Auto Mask Model",
+    "MaSCAutoMask": "MaSC Auto Mask",
 }

@@ -2,44 +2,12 @@
 
 from __future__ import annotations
 
-import weakref
-
-import torch
-
-from ..masc_core.checkpoint import PAPER_MODEL_ID, looks_like_hub_id
+from ..masc_core.checkpoint import PAPER_MODEL_ID
 from ..masc_core.encoder import MascEncoder
 from . import host
 
 MASC_ENCODER = "MASC_ENCODER"
 CATEGORY = "MaSC"
-
-
-class ManagedEncoder:
-    """The MASC_ENCODER value: a loaded ``MascEncoder`` plus ComfyUI's handle on its weights.
-
-    Inside ComfyUI the model is registered with a ModelPatcher, so it shares
-    VRAM with diffusion models: ComfyUI offloads it when they need room, and
-    ``ready()`` loads it back before scoring. This object keeps the strong
-    reference ComfyUI's model list does not (it holds patchers weakly).
-    """
-
-    def __init__(self, encoder: MascEncoder, patcher, compute_device: torch.device):
-        self.encoder = encoder
-        self.patcher = patcher
-        self.compute_device = compute_device
-
-    def ready(self) -> MascEncoder:
-        """The encoder, with its weights on the compute device."""
-        host.load_for_inference(self.patcher, self.compute_device, self.encoder.model)
-        return self.encoder
-
-    def __repr__(self) -> str:
-        info = self.encoder.describe()
-        return f"MASC_ENCODER({info['model']}, {info['kind']}, {info['precision']}, {self.compute_device})"
-
-
-# Same inputs -> the same loaded model, for as long as some graph holds it.
-_LOADED: "weakref.WeakValueDictionary[tuple, ManagedEncoder]" = weakref.WeakValueDictionary()
 
 
 class MaSCLoadEncoder:
@@ -76,23 +44,7 @@ class MaSCLoadEncoder:
         }
 
     def load(self, model: str, device: str, precision: str, max_patches: int):
-        host.register_model_folders()
-        key = (model, device, precision, int(max_patches))
-        cached = _LOADED.get(key)
-        if cached is not None:
-            return (cached,)
-        folder = host.find_checkpoint("masc", model)
-        compute = host.load_device(device)
-        offload = host.offload_device()
-        dtype = host.pick_dtype(precision, compute)
-        download_dir = host.download_folder("masc", model) if folder is None and looks_like_hub_id(model) else None
-        encoder = MascEncoder.load(
-            folder or model,
-            device=offload,
-            precision=dtype,
-            max_num_patches=int(max_patches),
-            download_dir=download_dir,
-        )
-        managed = ManagedEncoder(encoder, host.make_patcher(encoder.model, compute, offload), compute)
-        _LOADED[key] = managed
-        return (managed,)
+        def build(path, offload, dtype, download_dir):
+            return MascEncoder.load(path, device=offload, precision=dtype, max_num_patches=int(max_patches), download_dir=download_dir)
+
+        return (host.load_shared("masc", model, device, precision, build, int(max_patches)),)

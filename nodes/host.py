@@ -9,6 +9,7 @@ equivalents, so the node code has a single path.
 from __future__ import annotations
 
 import os
+import weakref
 from typing import Callable
 
 import torch
@@ -166,6 +167,58 @@ def load_for_inference(patcher, fallback_device: torch.device, module: torch.nn.
         model_management.load_models_gpu([patcher], force_full_load=True)
     else:
         module.to(fallback_device)
+
+
+class ManagedModel:
+    """A loaded masc_core model (encoder or segmenter) plus ComfyUI's handle on its weights.
+
+    Inside ComfyUI the torch module is registered with a ModelPatcher, so it
+    shares VRAM with diffusion models: ComfyUI offloads it when they need
+    room, and ``ready()`` loads it back before use. This object keeps the
+    strong reference ComfyUI's model list does not (it holds patchers weakly).
+    """
+
+    def __init__(self, core, compute_device: torch.device):
+        self.core = core
+        self.compute_device = compute_device
+        self.patcher = make_patcher(core.model, compute_device, offload_device())
+
+    def ready(self):
+        """The masc_core object, with its weights on the compute device."""
+        load_for_inference(self.patcher, self.compute_device, self.core.model)
+        return self.core
+
+    def __repr__(self) -> str:
+        info = self.core.describe()
+        return f"{type(self.core).__name__}({info['model']}, {info['precision']}, {self.compute_device})"
+
+
+# Same inputs -> the same loaded model, for as long as some graph holds it.
+_LOADED: "weakref.WeakValueDictionary[tuple, ManagedModel]" = weakref.WeakValueDictionary()
+
+
+def load_shared(kind: str, name: str, device: str, precision: str, build: Callable, *options) -> ManagedModel:
+    """Load a checkpoint once per (kind, name, device, precision, options) and share it.
+
+    ``build(path_or_id, device, dtype, download_dir)`` makes the masc_core
+    object; it is created on the offload device and moved to the compute
+    device by ComfyUI when a node needs it. A Hub id is downloaded into
+    models/<kind>/<owner>--<name>.
+    """
+    from ..masc_core.checkpoint import looks_like_hub_id
+
+    register_model_folders()
+    key = (kind, name, device, precision, *options)
+    cached = _LOADED.get(key)
+    if cached is not None:
+        return cached
+    folder = find_checkpoint(kind, name)
+    compute = load_device(device)
+    dtype = pick_dtype(precision, compute)
+    download_dir = download_folder(kind, name) if folder is None and looks_like_hub_id(name) else None
+    managed = ManagedModel(build(folder or name, offload_device(), dtype, download_dir), compute)
+    _LOADED[key] = managed
+    return managed
 
 
 def check_interrupt() -> None:

@@ -29,9 +29,12 @@ def pack():
 @pytest.fixture(scope="module")
 def comfy_dirs(tmp_path_factory, naflex_dir):
     """A models dir with the test checkpoint under the paper's name, and an input dir with photos and masks."""
+    from masc_core.synthetic import build_clipseg_checkpoint
+
     root = tmp_path_factory.mktemp("comfy")
     target = root / "models" / "masc" / "google" / "siglip2-so400m-patch16-naflex"
     shutil.copytree(naflex_dir, target)
+    build_clipseg_checkpoint(root / "models" / "clipseg" / "CIDAS" / "clipseg-rd64-refined", seed=0)
     inputs = root / "input"
     inputs.mkdir()
     for name in ["dog_00", "dog_01", "dog_02", "cat_00"]:
@@ -241,6 +244,36 @@ def test_gate_passes_what_clears_the_thresholds(pack, comfy_dirs):
     assert torch.equal(gate[2], masks[expected])
     with pytest.raises(pack_errors(pack).MascInputError, match="images has 3 images but scores has 4"):
         pack.NODE_CLASS_MAPPINGS["MaSCGate"]().gate(scores, images[:3], 0.5, -1.0, False, 0.05)
+
+
+def load_segmenter(pack):
+    return pack.NODE_CLASS_MAPPINGS["MaSCLoadAutoMaskModel"]().load("CIDAS/clipseg-rd64-refined", "cpu", "fp32")[0]
+
+
+def test_auto_mask_node_masks_a_batch_and_feeds_scoring(pack, comfy_dirs):
+    from masc_core.segmentation import ClipSegSegmenter
+
+    segmenter = load_segmenter(pack)
+    assert load_segmenter(pack) is segmenter
+    images = torch.cat([float_image("dog_01"), float_image("cat_00")])
+    node = pack.NODE_CLASS_MAPPINGS["MaSCAutoMask"]()
+    masks, preview, report = node.mask(segmenter, images, "dog", 0.5, 0)["result"]
+    assert masks.shape == (2, 512, 512) and set(torch.unique(masks).tolist()) == {0.0, 1.0}  # non-trivial masks
+    assert preview.shape == (2, 512, 512, 3)
+    direct = ClipSegSegmenter.load(
+        os.path.join(comfy_dirs["models"], "clipseg", "CIDAS", "clipseg-rd64-refined"), device="cpu"
+    ).masks([load_photo("dog_01"), load_photo("cat_00")], "dog", threshold=0.5)
+    assert torch.equal(masks, torch.stack(direct))
+    for i, line in enumerate(report.splitlines()):
+        assert line.startswith(f"#{i}: mask covers {100 * float(masks[i].mean()):.1f}%")
+    looser = node.mask(segmenter, images, "dog", 0.2, 0)["result"][0]
+    grown = node.mask(segmenter, images, "dog", 0.5, 6)["result"][0]
+    assert looser.sum() >= masks.sum() and grown.sum() >= masks.sum()
+    score = pack.NODE_CLASS_MAPPINGS["MaSCScore"]().score(
+        load_encoder(pack), float_image("dog_00"), torch.from_numpy(box_mask(512, 512, dtype=np.float32)), images,
+        "a dog", "dog", heatmaps=False, mask=grown,
+    )["result"][2]
+    assert [s.foreground_fraction for s in score.scores] == pytest.approx([float(m.mean()) for m in grown], abs=1e-6)
 
 
 def test_strip_subject_node(pack):
