@@ -194,12 +194,12 @@ class MascEncoder:
             chunk = todo[start : start + self.batch_size]
             prepared = [prepare_image(images[i], self.spec) for i in chunk]
             hidden = self._vision_forward(prepared)
+            # One device-to-host copy per batch for the cache, not one per image.
+            hidden_host = hidden.to("cpu") if hidden.device.type != "cpu" else hidden
             for row, (index, item) in enumerate(zip(chunk, prepared)):
                 count = item.grid[0] * item.grid[1]
-                tokens = hidden[row, :count]
-                result = ImageTokens(tokens, item.grid)
-                found[keys[index]] = result
-                stored = tokens.to("cpu", copy=True) if tokens.device.type != "cpu" else tokens.clone()
+                found[keys[index]] = ImageTokens(hidden[row, :count], item.grid)
+                stored = hidden_host[row, :count].clone()
                 self.image_cache.put(keys[index], ImageTokens(stored, item.grid), stored.numel() * stored.element_size())
             done += len(chunk)
             if progress is not None:
