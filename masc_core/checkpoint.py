@@ -28,7 +28,7 @@ PAPER_MODEL_ID = "google/siglip2-so400m-patch16-naflex"
 
 SUPPORTED_MODEL_TYPES = ("siglip2", "siglip")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_DOWNLOAD_PATTERNS = ["*.json", "*.safetensors", "tokenizer.model"]
+_DOWNLOAD_PATTERNS = ["*.json", "*.safetensors", "tokenizer.model", "merges.txt"]
 
 
 @dataclass
