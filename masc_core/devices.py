@@ -52,3 +52,26 @@ def resolve_dtype(precision: str | torch.dtype | None, device: torch.device) -> 
     if name not in DTYPES:
         raise MascInputError(f"precision '{precision}' is unknown: use one of {', '.join(PRECISION_CHOICES)}")
     return DTYPES[name]
+
+
+class ModelPlacement:
+    """Device and precision of a wrapper's ``self.model``, and moving it.
+
+    ComfyUI moves the underlying module between GPU and CPU behind the
+    wrapper's back, so both are read from the parameters, never stored.
+    """
+
+    model: torch.nn.Module
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.model.parameters()).dtype
+
+    def to(self, device: str | torch.device):
+        """Move the model; returns self."""
+        self.model.to(device)
+        return self

@@ -30,7 +30,7 @@ import torch
 
 from . import checkpoint as checkpoints
 from .cache import DEFAULT_CACHE_BYTES, LRUCache, content_key
-from .devices import resolve_device, resolve_dtype
+from .devices import ModelPlacement, resolve_device, resolve_dtype
 from .preprocess import PreprocessSpec, prepare_image
 from .tokenizer import SiglipTextTokenizer
 
@@ -55,12 +55,12 @@ class ImageTokens:
         return self.grid[0] * self.grid[1]
 
 
-class MascEncoder:
+class MascEncoder(ModelPlacement):
     """A loaded SigLIP2 checkpoint, ready to encode images and prompts for MaSC.
 
     Build one with :meth:`load`. The model can be moved with :meth:`to` (ComfyUI
     moves it between GPU and CPU); inputs always follow the model's current
-    device.
+    device, and cached features stay on the CPU.
     """
 
     def __init__(
@@ -123,19 +123,6 @@ class MascEncoder:
         return cls(network, info, spec, tokenizer, cache_bytes=cache_bytes, batch_size=batch_size)
 
     # ------------------------------------------------------------------ placement
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.model.parameters()).device
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return next(self.model.parameters()).dtype
-
-    def to(self, device: str | torch.device) -> "MascEncoder":
-        """Move the model (cached features stay on the CPU)."""
-        self.model.to(device)
-        return self
 
     @property
     def embed_dim(self) -> int:

@@ -49,7 +49,7 @@ import torch.nn.functional as F
 
 from . import checkpoint as checkpoints
 from .clip_tokenizer import ClipTextTokenizer
-from .devices import resolve_device, resolve_dtype
+from .devices import ModelPlacement, resolve_device, resolve_dtype
 from .errors import MascInputError, MascModelError
 from .images import to_rgb_uint8_list
 from .preprocess import PreprocessSpec, prepare_image
@@ -307,7 +307,7 @@ def dilate_mask(mask: torch.Tensor, pixels: int) -> torch.Tensor:
 # ---------------------------------------------------------------------- the segmenter
 
 
-class ClipSegSegmenter:
+class ClipSegSegmenter(ModelPlacement):
     """A loaded CLIPSeg checkpoint that turns images and a subject name into masks.
 
     Build one with :meth:`load`. The model can be moved with :meth:`to`
@@ -372,19 +372,6 @@ class ClipSegSegmenter:
         return cls(network, info, spec, tokenizer, batch_size=batch_size)
 
     # ------------------------------------------------------------------ placement
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.model.parameters()).device
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return next(self.model.parameters()).dtype
-
-    def to(self, device: str | torch.device) -> "ClipSegSegmenter":
-        """Move the model."""
-        self.model.to(device)
-        return self
 
     def describe(self) -> dict:
         """Name, input size, device and precision, for logs and reports."""
