@@ -26,6 +26,7 @@ import torch
 
 from .checkpoint import read_json
 from .errors import MascModelError
+from .tokenizer import require_token_id, token_text
 
 CLIP_SPLIT_PATTERN = r"""<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+"""
 """CLIP's pre-tokenization regex (transformers 5's CLIPTokenizer)."""
@@ -37,24 +38,6 @@ DEFAULT_SPECIAL_TOKENS = {
     "pad_token": "<|endoftext|>",
     "unk_token": "<|endoftext|>",
 }
-
-
-def _token_text(value, default: str) -> str:
-    if value is None:
-        return default
-    if isinstance(value, dict):
-        return str(value.get("content", default))
-    return str(value)
-
-
-def _require_id(tokenizer, token: str, role: str) -> int:
-    token_id = tokenizer.token_to_id(token)
-    if token_id is None:
-        raise MascModelError(
-            f"the CLIP tokenizer has no id for its {role} {token!r}: the tokenizer files are inconsistent; "
-            "re-download the checkpoint"
-        )
-    return token_id
 
 
 def build_clip_tokenizer(vocab: dict[str, int], merges: list, special_tokens: dict[str, str] | None = None):
@@ -92,8 +75,8 @@ def build_clip_tokenizer(vocab: dict[str, int], merges: list, special_tokens: di
     specials = list(dict.fromkeys(tokens[k] for k in ("bos_token", "eos_token", "pad_token", "unk_token")))
     tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
     tokenizer.post_processor = processors.RobertaProcessing(
-        (tokens["eos_token"], _require_id(tokenizer, tokens["eos_token"], "eos_token")),
-        (tokens["bos_token"], _require_id(tokenizer, tokens["bos_token"], "bos_token")),
+        (tokens["eos_token"], require_token_id(tokenizer, tokens["eos_token"], "eos_token")),
+        (tokens["bos_token"], require_token_id(tokenizer, tokens["bos_token"], "bos_token")),
         trim_offsets=False,
         add_prefix_space=False,
     )
@@ -131,9 +114,9 @@ class ClipTextTokenizer:
     """Turns prompts into CLIP token ids and an attention mask, padded to the longest prompt."""
 
     def __init__(self, vocab: dict[str, int], merges: list, tokenizer_config: dict, *, max_length: int):
-        special = {role: _token_text(tokenizer_config.get(role), default) for role, default in DEFAULT_SPECIAL_TOKENS.items()}
+        special = {role: token_text(tokenizer_config.get(role), default) for role, default in DEFAULT_SPECIAL_TOKENS.items()}
         tokenizer = build_clip_tokenizer(vocab, merges, special)
-        pad_id = _require_id(tokenizer, special["pad_token"], "pad_token")
+        pad_id = require_token_id(tokenizer, special["pad_token"], "pad_token")
         tokenizer.enable_truncation(max_length=max_length)
         tokenizer.enable_padding(direction="right", pad_id=pad_id, pad_token=special["pad_token"])
         self._tokenizer = tokenizer

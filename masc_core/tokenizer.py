@@ -29,12 +29,23 @@ from .checkpoint import read_json
 from .errors import MascModelError
 
 
-def _token_text(value, default: str) -> str:
+def token_text(value, default: str) -> str:
+    """A special token from a tokenizer config entry (a string or an AddedToken dict)."""
     if value is None:
         return default
     if isinstance(value, dict):
         return str(value.get("content", default))
     return str(value)
+
+
+def require_token_id(tokenizer, token: str, role: str) -> int:
+    """The id of a special token, or a one-line MascModelError (inconsistent tokenizer files)."""
+    token_id = tokenizer.token_to_id(token)
+    if token_id is None:
+        raise MascModelError(
+            f"the tokenizer has no id for its {role} {token!r}: the tokenizer files are inconsistent; re-download the checkpoint"
+        )
+    return token_id
 
 
 class SiglipTextTokenizer:
@@ -72,21 +83,14 @@ class SiglipTextTokenizer:
         # tokenizer.json's post-processor decides the special tokens (SigLIP2:
         # EOS appended); transformers 5 ignores tokenizer_config's
         # add_bos_token/add_eos_token whenever a tokenizer.json exists.
-        pad = _token_text(tokenizer_config.get("pad_token"), "<pad>")
-        pad_id = self._require_id(tokenizer, pad, "pad_token")
+        pad = token_text(tokenizer_config.get("pad_token"), "<pad>")
+        pad_id = require_token_id(tokenizer, pad, "pad_token")
         side = str(tokenizer_config.get("padding_side", "left"))
         tokenizer.enable_truncation(max_length=max_length)
         tokenizer.enable_padding(direction=side, pad_id=pad_id, pad_token=pad, length=max_length)
         self._tokenizer = tokenizer
         self.max_length = max_length
         self.lowercase = lowercase
-
-    @staticmethod
-    def _require_id(tokenizer, token: str, role: str) -> int:
-        token_id = tokenizer.token_to_id(token)
-        if token_id is None:
-            raise MascModelError(f"the tokenizer has no id for its {role} {token!r}: the tokenizer files are inconsistent")
-        return token_id
 
     def __call__(self, texts: list[str]) -> torch.Tensor:
         """Token ids [len(texts), max_length] (int64)."""
