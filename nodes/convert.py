@@ -98,6 +98,6 @@ def batch_value(values: list[float | None]) -> float:
     return float(defined[0]) if len(values) == 1 else float(sum(defined) / len(defined))
 
 
-def empty_image() -> torch.Tensor:
-    """A 64x64 black IMAGE, for heatmap outputs when heatmaps are switched off."""
-    return torch.zeros(1, 64, 64, 3)
+def image_output(overlays: Sequence[np.ndarray]) -> torch.Tensor:
+    """Overlays as an IMAGE batch; a 64x64 black IMAGE when heatmaps are switched off (no overlays)."""
+    return to_comfy_image_batch(overlays) if overlays else torch.zeros(1, 64, 64, 3)

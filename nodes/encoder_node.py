@@ -26,16 +26,14 @@ class MaSCLoadEncoder:
 
     @classmethod
     def INPUT_TYPES(cls):
-        local = host.list_checkpoints("masc")
-        choices = local + [name for name in [PAPER_MODEL_ID] if name not in local]
         return {
             "required": {
-                "model": (choices, {"tooltip": "A checkpoint folder under models/masc, or the paper's Hub id (downloaded once into models/masc)."}),
-                "device": (["auto", "cpu", "cuda"], {"default": "auto", "tooltip": "auto follows ComfyUI (GPU unless started with --cpu)."}),
-                "precision": (
-                    ["auto", "fp32", "bf16", "fp16"],
-                    {"default": "auto", "tooltip": "auto: fp32 on CPU, bf16 or fp16 on GPU. fp32 reproduces the paper's package exactly."},
+                "model": (
+                    host.checkpoint_choices("masc", PAPER_MODEL_ID),
+                    {"tooltip": "A checkpoint folder under models/masc, or the paper's Hub id (downloaded once into models/masc)."},
                 ),
+                "device": host.DEVICE_INPUT,
+                "precision": host.precision_input(" fp32 reproduces the paper's package exactly."),
                 "max_patches": (
                     "INT",
                     {"default": 1024, "min": 16, "max": 4096, "step": 16, "tooltip": "NaFlex patch budget per image (the paper: 1024). Fixed-size checkpoints ignore it."},

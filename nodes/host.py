@@ -89,6 +89,19 @@ def list_checkpoints(kind: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+def checkpoint_choices(kind: str, hub_id: str) -> list[str]:
+    """A loader's model combo: local checkpoint folders, then the Hub id (unless a local folder has that name)."""
+    local = list_checkpoints(kind)
+    return local + ([hub_id] if hub_id not in local else [])
+
+
+DEVICE_INPUT = (["auto", "cpu", "cuda"], {"default": "auto", "tooltip": "auto follows ComfyUI (GPU unless started with --cpu)."})
+
+
+def precision_input(note: str = "") -> tuple:
+    return (["auto", "fp32", "bf16", "fp16"], {"default": "auto", "tooltip": "auto: fp32 on CPU, bf16 or fp16 on GPU." + note})
+
+
 def find_checkpoint(kind: str, name: str) -> str | None:
     """The folder of a listed checkpoint name, or None (then the name may be a Hub id)."""
     for root in model_roots(kind):

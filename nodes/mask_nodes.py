@@ -35,13 +35,14 @@ class MaSCLoadAutoMaskModel:
 
     @classmethod
     def INPUT_TYPES(cls):
-        local = host.list_checkpoints("clipseg")
-        choices = local + [name for name in [CLIPSEG_MODEL_ID] if name not in local]
         return {
             "required": {
-                "model": (choices, {"tooltip": "A CLIPSeg folder under models/clipseg, or the usual Hub id (downloaded once into models/clipseg)."}),
-                "device": (["auto", "cpu", "cuda"], {"default": "auto", "tooltip": "auto follows ComfyUI (GPU unless started with --cpu)."}),
-                "precision": (["auto", "fp32", "bf16", "fp16"], {"default": "auto", "tooltip": "auto: fp32 on CPU, bf16 or fp16 on GPU."}),
+                "model": (
+                    host.checkpoint_choices("clipseg", CLIPSEG_MODEL_ID),
+                    {"tooltip": "A CLIPSeg folder under models/clipseg, or the usual Hub id (downloaded once into models/clipseg)."},
+                ),
+                "device": host.DEVICE_INPUT,
+                "precision": host.precision_input(),
             }
         }
 

@@ -20,10 +20,9 @@ from .convert import (
     check_reference_mask,
     comfy_images,
     comfy_masks,
-    empty_image,
+    image_output,
     presence_overlays,
     reference_overlays,
-    to_comfy_image_batch,
 )
 from .encoder_node import CATEGORY, MASC_ENCODER
 
@@ -151,8 +150,8 @@ class MaSCConceptPreservation:
         result = (
             batch_value(batch.cp),
             batch,
-            to_comfy_image_batch(reference_maps) if reference_maps else empty_image(),
-            to_comfy_image_batch(presence_maps) if presence_maps else empty_image(),
+            image_output(reference_maps),
+            image_output(presence_maps),
             report,
         )
         return node_result(report, previews(batch, presence_maps, outputs), result, "masc_cp")
@@ -199,7 +198,7 @@ class MaSCPromptFollowing:
             batch_value(batch.pf),
             batch.scores[0].encoded_prompt,
             batch,
-            to_comfy_image_batch(attention_maps) if attention_maps else empty_image(),
+            image_output(attention_maps),
             report,
         )
         return node_result(report, previews(batch, attention_maps, outputs), result, "masc_pf")
@@ -257,9 +256,9 @@ class MaSCScore:
             batch_value(batch.pf),
             batch,
             batch.scores[0].encoded_prompt,
-            to_comfy_image_batch(reference_maps) if reference_maps else empty_image(),
-            to_comfy_image_batch(presence_maps) if presence_maps else empty_image(),
-            to_comfy_image_batch(attention_maps) if attention_maps else empty_image(),
+            image_output(reference_maps),
+            image_output(presence_maps),
+            image_output(attention_maps),
             report,
         )
         return node_result(report, previews(batch, presence_maps, outputs), result, "masc_score")
