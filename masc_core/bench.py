@@ -122,9 +122,10 @@ def warm_up(encoder, count: int) -> None:
     """
     from .preprocess import prepare_image
 
+    from .encoder import plan_batches
+
     sample = prepare_image(synthetic_image(9999), encoder.spec)
-    total = count + 1
-    shapes = {min(encoder.batch_size, total - start) for start in range(0, total, encoder.batch_size)}
+    shapes = {len(batch) for batch in plan_batches([sample.pixels.shape[0]] * (count + 1), encoder.batch_size)}
     for size in sorted(shapes):
         encoder._vision_forward([sample] * size)
     encoder._text_forward(["warm up"])
@@ -171,7 +172,7 @@ def worker_ours(checkpoint: str, paths: dict, count: int, device: str, max_patch
 
 
 def worker_floor(checkpoint: str, paths: dict, count: int, device: str, max_patches: int, batch_size: int) -> dict:
-    from .encoder import MascEncoder
+    from .encoder import MascEncoder, plan_batches
     from .preprocess import prepare_image
     from .stripping import strip_subject
 
@@ -180,10 +181,11 @@ def worker_floor(checkpoint: str, paths: dict, count: int, device: str, max_patc
     prepared = [prepare_image(image, encoder.spec) for image in [ref] + outs]
     warm_up(encoder, count)
     text = strip_subject(PROMPT, SUBJECT)
+    batches = plan_batches([p.pixels.shape[0] for p in prepared], encoder.batch_size)
     _sync(encoder.device)
     started = time.perf_counter()
-    for start in range(0, len(prepared), encoder.batch_size):
-        encoder._vision_forward(prepared[start : start + encoder.batch_size])
+    for batch in batches:
+        encoder._vision_forward([prepared[j] for j in batch])
     encoder._text_forward([text])
     _sync(encoder.device)
     return {"seconds": time.perf_counter() - started, **_peak_memory(encoder.device)}

@@ -21,6 +21,7 @@ arithmetic is the same.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -53,6 +54,20 @@ class ImageTokens:
     @property
     def num_patches(self) -> int:
         return self.grid[0] * self.grid[1]
+
+
+def plan_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Positions grouped into vision-forward batches of at most ``batch_size``.
+
+    Longest sequences first, so NaFlex images of similar size share a batch
+    (less padding), and batches as even as the limit allows (9 images with a
+    limit of 8 run as 5 + 4, not 8 + 1: a lone image wastes a batched forward).
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    if not order:
+        return []
+    size = math.ceil(len(order) / math.ceil(len(order) / max(1, batch_size)))
+    return [order[start : start + size] for start in range(0, len(order), size)]
 
 
 class MascEncoder(ModelPlacement):
@@ -175,22 +190,22 @@ class MascEncoder(ModelPlacement):
             else:
                 todo.append(index)
                 queued.add(key)
-        total = len(todo)
+        prepared = [prepare_image(images[i], self.spec) for i in todo]
         done = 0
-        for start in range(0, total, self.batch_size):
-            chunk = todo[start : start + self.batch_size]
-            prepared = [prepare_image(images[i], self.spec) for i in chunk]
-            hidden = self._vision_forward(prepared)
+        for batch in plan_batches([p.pixels.shape[0] for p in prepared], self.batch_size):
+            items = [prepared[j] for j in batch]
+            hidden = self._vision_forward(items)
             # One device-to-host copy per batch for the cache, not one per image.
             hidden_host = hidden.to("cpu") if hidden.device.type != "cpu" else hidden
-            for row, (index, item) in enumerate(zip(chunk, prepared)):
+            for row, (j, item) in enumerate(zip(batch, items)):
                 count = item.grid[0] * item.grid[1]
-                found[keys[index]] = ImageTokens(hidden[row, :count], item.grid)
+                key = keys[todo[j]]
+                found[key] = ImageTokens(hidden[row, :count], item.grid)
                 stored = hidden_host[row, :count].clone()
-                self.image_cache.put(keys[index], ImageTokens(stored, item.grid), stored.numel() * stored.element_size())
-            done += len(chunk)
+                self.image_cache.put(key, ImageTokens(stored, item.grid), stored.numel() * stored.element_size())
+            done += len(batch)
             if progress is not None:
-                progress(done, total)
+                progress(done, len(todo))
         return [found[key] for key in keys]
 
     @torch.inference_mode()

@@ -89,3 +89,14 @@ def test_progress_reports_every_batch(naflex_dir):
         pf=False, progress=lambda done, total: seen.append((done, total)),
     )
     assert seen == [(2, 6), (4, 6), (6, 6)]
+
+
+def test_batches_are_even_and_group_similar_lengths():
+    from masc_core.encoder import plan_batches
+
+    assert [len(b) for b in plan_batches([1024] * 9, 8)] == [5, 4]
+    assert [len(b) for b in plan_batches([1024] * 33, 8)] == [7, 7, 7, 7, 5]
+    assert plan_batches([], 8) == []
+    batches = plan_batches([100, 900, 120, 880], 2)
+    assert batches == [[1, 3], [2, 0]]  # long with long, short with short
+    assert sorted(i for b in plan_batches(list(range(50)), 7) for i in b) == list(range(50))
