@@ -1,0 +1,224 @@
+"""summary.json: per-method means over seeds, the paper's mask filter, and agreement with humans.
+
+Computed from result rows alone (plus the options below), so the same rows
+always give the same summary, whether they come from one run or from merged
+shards. Sums are exact (``math.fsum``) and do not depend on row order.
+
+- The filter (paper Sec. 3.1): a row is dropped when its output mask covers
+  less than ``min_foreground`` of the image, or when any of its reference
+  masks does (a failed reference spoils every prompt of that subject). The
+  filter is applied to every metric alike; ``min_foreground=0`` keeps all.
+- Means: per method and overall, per metric, over the kept rows where the
+  metric is defined; ``seed_means`` per seed, and ``std_over_seeds`` the
+  sample standard deviation of the per-seed means (the DreamBench protocol
+  averages over seeds and reports their spread).
+- Agreement (when the manifest has human ratings): per aspect (cp, pf), on
+  the kept rows that have a rating and where every metric of that aspect is
+  defined, so all metrics are compared on the same keys; overall (pooled
+  human rating = mean over raters), per method, per rater, and among the
+  raters. See ``masc_core.agreement`` for the statistics and the rating-scale
+  mapping.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable
+
+import numpy as np
+
+from . import agreement
+from .baselines import ASPECT_METRICS, METRIC_ORDER
+from .errors import MascInputError
+from .masks import MIN_FOREGROUND_FRACTION
+
+
+@dataclass(frozen=True)
+class SummaryOptions:
+    """Everything besides the rows that the summary depends on."""
+
+    min_foreground: float = MIN_FOREGROUND_FRACTION
+    rating_scale: tuple[float, float] = agreement.DEFAULT_RATING_SCALE
+    rating_map: str = "minmax"
+    bootstrap: int = agreement.DEFAULT_BOOTSTRAP
+    seed: int = agreement.DEFAULT_SEED
+
+    def __post_init__(self):
+        if not 0.0 <= float(self.min_foreground) <= 1.0:
+            raise MascInputError(f"--min-foreground is {self.min_foreground}: give a share of the image between 0 and 1")
+        low, high = self.rating_scale
+        if not float(high) > float(low):
+            raise MascInputError(f"--rating-scale {low:g} {high:g} is empty: give LOW < HIGH")
+        if self.rating_map not in agreement.MAPPINGS:
+            raise MascInputError(f"--rating-map '{self.rating_map}' is unknown: use {' or '.join(agreement.MAPPINGS)}")
+        if int(self.bootstrap) < 0:
+            raise MascInputError(f"--bootstrap is {self.bootstrap}: give 0 (no intervals) or more resamples")
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["rating_scale"] = [float(v) for v in self.rating_scale]
+        data["min_foreground"] = float(self.min_foreground)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "SummaryOptions":
+        return cls(
+            min_foreground=float(data["min_foreground"]),
+            rating_scale=(float(data["rating_scale"][0]), float(data["rating_scale"][1])),
+            rating_map=str(data["rating_map"]),
+            bootstrap=int(data["bootstrap"]),
+            seed=int(data["seed"]),
+        )
+
+
+def apply_filter(record: dict, min_foreground: float) -> None:
+    """Set the row's filter flags from its mask fractions (the paper's filter)."""
+    out_fraction = record.get("out_foreground")
+    record["small_out_mask"] = out_fraction is not None and out_fraction < min_foreground
+    record["small_ref_mask"] = any(f < min_foreground for f in record.get("ref_foreground") or [])
+    record["filtered"] = record["small_out_mask"] or record["small_ref_mask"]
+
+
+def metrics_present(records: Iterable[dict]) -> list[str]:
+    """The metric columns the rows hold, in the canonical order (MaSC's first)."""
+    keys: set[str] = set()
+    for record in records:
+        keys.update(record)
+    return [name for name in METRIC_ORDER if name in keys]
+
+
+def _mean(values: list[float]) -> float | None:
+    return math.fsum(values) / len(values) if values else None
+
+
+def _std(values: list[float]) -> float | None:
+    if len(values) < 2:
+        return None
+    mean = math.fsum(values) / len(values)
+    return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
+def _seed_label(seed: Any) -> str:
+    return "none" if seed is None else str(seed)
+
+
+def _statistics(records: list[dict], metrics: list[str]) -> dict:
+    kept = [r for r in records if not r.get("filtered")]
+    seeds = list(dict.fromkeys(_seed_label(r.get("seed")) for r in kept))
+    block: dict[str, Any] = {"rows": len(records), "kept": len(kept), "seeds": seeds, "metrics": {}}
+    for name in metrics:
+        defined = [r for r in kept if r.get(name) is not None]
+        per_seed = {}
+        for seed in seeds:
+            values = [r[name] for r in defined if _seed_label(r.get("seed")) == seed]
+            if values:
+                per_seed[seed] = _mean(values)
+        block["metrics"][name] = {
+            "n": len(defined),
+            "undefined": len(kept) - len(defined),
+            "mean": _mean([r[name] for r in defined]),
+            "std_over_seeds": _std(list(per_seed.values())),
+            "seed_means": per_seed,
+        }
+    return block
+
+
+def _aspect_agreement(records: list[dict], aspect: str, metrics: list[str], options: SummaryOptions) -> dict | None:
+    human_key = f"human_{aspect}"
+    names = [m for m in ASPECT_METRICS[aspect] if m in metrics]
+    if not names:
+        return None
+    rated = [r for r in records if r.get(human_key) is not None]
+    if not rated:
+        return None
+    units = [r for r in rated if not r.get("filtered") and all(r.get(m) is not None for m in names)]
+    block: dict[str, Any] = {
+        "n": len(units),
+        "rated": len(rated),
+        "excluded": {
+            "filtered": sum(1 for r in rated if r.get("filtered")),
+            "undefined_metric": sum(1 for r in rated if not r.get("filtered") and any(r.get(m) is None for m in names)),
+        },
+        "headline": names[0],
+    }
+    if not units:
+        block["note"] = "no row has a rating and every metric defined after the filter"
+        return block
+    mappings = {
+        m: agreement.fit_mapping([r[m] for r in units], options.rating_scale, options.rating_map) for m in names
+    }
+    block["mapping"] = {m: mappings[m].to_dict() for m in names}
+
+    def compare(rows: list[dict], human: list[float], label: str) -> dict:
+        return agreement.compare(
+            {m: np.array([r[m] for r in rows], dtype=np.float64) for m in names},
+            np.array(human, dtype=np.float64),
+            mappings,
+            bootstrap=options.bootstrap,
+            seed=options.seed,
+            label=label,
+        )
+
+    overall = compare(units, [r[human_key] for r in units], aspect)
+    headline = overall[names[0]]
+    block.update(
+        krippendorff_alpha=headline["krippendorff_alpha"], spearman=headline["spearman"], ci95=headline["ci95"],
+        metrics=overall,
+    )
+    methods = list(dict.fromkeys(r["method"] for r in units))
+    if len(methods) > 1:
+        block["by_method"] = {}
+        for method in methods:
+            rows = [r for r in units if r["method"] == method]
+            block["by_method"][method] = {
+                "n": len(rows), "metrics": compare(rows, [r[human_key] for r in rows], f"{aspect}/method/{method}")
+            }
+    raters = list(dict.fromkeys(k for r in units for k in (r.get("ratings") or {}).get(aspect, {}) if k))
+    if raters:
+        block["by_rater"] = {}
+        for rater in raters:
+            rows = [r for r in units if rater in (r.get("ratings") or {}).get(aspect, {})]
+            human = [r["ratings"][aspect][rater] for r in rows]
+            block["by_rater"][rater] = {"n": len(rows), "metrics": compare(rows, human, f"{aspect}/rater/{rater}")}
+    if len(raters) > 1:
+        table = np.full((len(raters), len(units)), np.nan)
+        for j, r in enumerate(units):
+            for i, rater in enumerate(raters):
+                value = (r.get("ratings") or {}).get(aspect, {}).get(rater)
+                if value is not None:
+                    table[i, j] = value
+        block["inter_rater"] = dict(
+            agreement.inter_rater(table, bootstrap=options.bootstrap, seed=options.seed, label=f"{aspect}/inter-rater"),
+            raters=raters,
+        )
+    return block
+
+
+def summarize(records: list[dict], options: SummaryOptions) -> dict:
+    """summary.json's content for result rows sorted by row (their filter flags already set)."""
+    metrics = metrics_present(records)
+    summary: dict[str, Any] = {
+        "rows": len(records),
+        "metrics": metrics,
+        "options": options.to_dict(),
+        "filter": {
+            "min_foreground": float(options.min_foreground),
+            "small_out_mask": sum(1 for r in records if r.get("small_out_mask")),
+            "small_ref_mask": sum(1 for r in records if r.get("small_ref_mask")),
+            "kept": sum(1 for r in records if not r.get("filtered")),
+            "dropped": sum(1 for r in records if r.get("filtered")),
+        },
+        "overall": _statistics(records, metrics),
+        "methods": {},
+    }
+    for method in dict.fromkeys(r["method"] for r in records):
+        summary["methods"][method] = _statistics([r for r in records if r["method"] == method], metrics)
+    blocks = {}
+    for aspect in ("cp", "pf"):
+        block = _aspect_agreement(records, aspect, metrics, options)
+        if block is not None:
+            blocks[aspect] = block
+    if blocks:
+        summary["agreement"] = blocks
+    return summary
