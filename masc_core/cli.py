@@ -173,6 +173,16 @@ _EXTRA_PARSERS.append(add_mask_parser)
 COMMANDS["mask"] = cmd_mask
 
 
+def _add_evaluation_parsers(commands) -> None:
+    # rank, eval, merge; imported here because eval_cli imports this module.
+    from .eval_cli import add_parsers
+
+    add_parsers(commands, COMMANDS)
+
+
+_EXTRA_PARSERS.append(_add_evaluation_parsers)
+
+
 def _add_bench_parser(commands) -> None:
     from .bench import add_parser, command
 
