@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 from .cache import content_key
-from .checkpoint import _quiet_transformers
+from .checkpoint import first_line, load_pretrained, quiet_transformers
 from .encoder import ImageTokens, MascEncoder
 from .errors import MascModelError
 from .masks import grid_weights, hidden_patches, mask_to_float
@@ -209,38 +209,20 @@ def inspect_folder(folder: str, option: str, model_types: Sequence[str]) -> dict
 
 
 def _load(model_class, folder: str, option: str, ignore_missing: Sequence[str] = (), **kwargs):
-    import transformers
-
-    try:
-        with _quiet_transformers(transformers):
-            model, loading = model_class.from_pretrained(
-                folder, local_files_only=True, use_safetensors=True, output_loading_info=True, **kwargs
-            )
-    except Exception as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise MascModelError(f"{option} '{folder}' could not be loaded: {reason}") from None
-    missing = [
-        k for k in loading.get("missing_keys", [])
-        if not k.endswith("position_ids") and not any(k.startswith(p) for p in ignore_missing)
-    ]
-    if missing:
-        # transformers would fill them with random values: the baseline would be silently wrong.
-        raise MascModelError(f"{option} '{folder}' lacks {len(missing)} weights ({', '.join(sorted(missing)[:3])}): the checkpoint is incomplete")
-    model.eval()
-    for parameter in model.parameters():
-        parameter.requires_grad_(False)
-    return model
+    return load_pretrained(
+        model_class, folder, label=f"{option} '{folder}'", incomplete_hint="the checkpoint is incomplete",
+        unused=lambda key: any(key.startswith(prefix) for prefix in ignore_missing), **kwargs,
+    )
 
 
 def _image_processor(folder: str, option: str):
     import transformers
 
     try:
-        with _quiet_transformers(transformers):
+        with quiet_transformers():
             return transformers.AutoImageProcessor.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
     except Exception as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise MascModelError(f"{option} '{folder}': its image processor could not be loaded ({reason})") from None
+        raise MascModelError(f"{option} '{folder}': its image processor could not be loaded ({first_line(exc)})") from None
 
 
 class _ImageEmbedder:
@@ -299,11 +281,10 @@ class ClipEmbedder(_ImageEmbedder):
         inspect_folder(folder, cls.option, ("clip",))
         processor = _image_processor(folder, cls.option)
         try:
-            with _quiet_transformers(transformers):
+            with quiet_transformers():
                 tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
         except Exception as exc:
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise MascModelError(f"--clip '{folder}': its tokenizer could not be loaded ({reason})") from None
+                raise MascModelError(f"--clip '{folder}': its tokenizer could not be loaded ({first_line(exc)})") from None
         model = _load(transformers.CLIPModel, folder, cls.option)
         return cls(model, processor, tokenizer, device, dtype, batch_size)
 

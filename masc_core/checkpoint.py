@@ -99,9 +99,8 @@ def download(repo_id: str, *, cache_dir: str | None = None, local_dir: str | Non
             repo_id=repo_id, allow_patterns=_DOWNLOAD_PATTERNS, cache_dir=cache_dir, local_dir=local_dir
         )
     except Exception as exc:  # network, auth (gated models), missing repo
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise MascModelError(
-            f"could not get '{repo_id}' from the Hugging Face Hub ({reason}): check the id, log in with "
+            f"could not get '{repo_id}' from the Hugging Face Hub ({first_line(exc)}): check the id, log in with "
             "`huggingface-cli login` for gated models, or download the folder and pass its path"
         ) from None
 
@@ -185,9 +184,17 @@ def inspect(folder: str, source: str | None = None) -> CheckpointInfo:
     )
 
 
+def first_line(exc: BaseException) -> str:
+    """An exception's first line (or its type): third-party errors reach users as one line."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 @contextlib.contextmanager
-def _quiet_transformers(transformers):
+def quiet_transformers():
     """Silence transformers' loading progress bar and advice, restoring them afterwards."""
+    import transformers
+
     logging = transformers.utils.logging
     verbosity = logging.get_verbosity()
     bars = logging.is_progress_bar_enabled()
@@ -203,6 +210,32 @@ def _quiet_transformers(transformers):
             logging.enable_progress_bar()
 
 
+def load_pretrained(model_class, folder: str, *, label: str, incomplete_hint: str, unused=lambda key: False, **kwargs):
+    """``model_class.from_pretrained(folder)``: local, safetensors only, quietly, with one-line errors.
+
+    A checkpoint that lacks weights is refused (transformers would fill them
+    with random values and the results would be silently wrong), except
+    buffers rebuilt at init (position_ids) and keys ``unused(key)`` accepts.
+    Returns the model in eval mode with gradients off. ``label`` names the
+    checkpoint in messages (e.g. "model folder 'x'").
+    """
+    try:
+        with quiet_transformers():
+            model, loading = model_class.from_pretrained(
+                folder, local_files_only=True, use_safetensors=True, output_loading_info=True, **kwargs
+            )
+    except Exception as exc:
+        raise MascModelError(f"{label} could not be loaded: {first_line(exc)}") from None
+    missing = [k for k in loading.get("missing_keys", []) if not k.endswith("position_ids") and not unused(k)]
+    if missing:
+        shown = ", ".join(sorted(missing)[:3]) + (" ..." if len(missing) > 3 else "")
+        raise MascModelError(f"{label} lacks {len(missing)} weights ({shown}): {incomplete_hint}")
+    model.eval()
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+    return model
+
+
 def load_model(info: CheckpointInfo):
     """The transformers model of a checked checkpoint, in float32 on the CPU, in eval mode."""
     try:
@@ -215,27 +248,11 @@ def load_model(info: CheckpointInfo):
         raise MascModelError(
             f"transformers {transformers.__version__} has no {class_name}: SigLIP2 needs transformers >= 4.50"
         )
-    try:
-        with _quiet_transformers(transformers):
-            model, loading = model_class.from_pretrained(
-                info.folder,
-                local_files_only=True,
-                use_safetensors=True,
-                attn_implementation="sdpa",
-                output_loading_info=True,
-            )
-    except Exception as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise MascModelError(f"model folder '{info.source}' could not be loaded: {reason}") from None
-    missing = [k for k in loading.get("missing_keys", []) if not k.endswith("position_ids")]
-    if missing:
-        # transformers would fill them with random values: scores would be silently wrong.
-        shown = ", ".join(sorted(missing)[:3]) + (" ..." if len(missing) > 3 else "")
-        raise MascModelError(
-            f"model folder '{info.source}' lacks {len(missing)} weights ({shown}): the checkpoint is incomplete or "
-            "not a full SigLIP2 image-text model"
-        )
-    model = model.float().eval()
-    for parameter in model.parameters():
-        parameter.requires_grad_(False)
-    return model
+    model = load_pretrained(
+        model_class,
+        info.folder,
+        label=f"model folder '{info.source}'",
+        incomplete_hint="the checkpoint is incomplete or not a full SigLIP2 image-text model",
+        attn_implementation="sdpa",
+    )
+    return model.float()

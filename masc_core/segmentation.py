@@ -221,26 +221,14 @@ def load_clipseg_model(info: ClipSegCheckpoint) -> torch.nn.Module:
     model_class = getattr(transformers, "CLIPSegForImageSegmentation", None)
     if model_class is None:  # pragma: no cover - in transformers since 4.25
         raise MascModelError(f"transformers {transformers.__version__} has no CLIPSegForImageSegmentation: upgrade it")
-    try:
-        with checkpoints._quiet_transformers(transformers):
-            model, loading = model_class.from_pretrained(
-                info.folder, local_files_only=True, use_safetensors=True, output_loading_info=True
-            )
-    except Exception as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise MascModelError(f"CLIPSeg model folder '{info.source}' could not be loaded: {reason}") from None
-    missing = [k for k in loading.get("missing_keys", []) if not any(part in k for part in _UNUSED_WEIGHTS)]
-    if missing:
-        # transformers would fill them with random values: masks would be silently wrong.
-        shown = ", ".join(sorted(missing)[:3]) + (" ..." if len(missing) > 3 else "")
-        raise MascModelError(
-            f"CLIPSeg model folder '{info.source}' lacks {len(missing)} weights ({shown}): the checkpoint is "
-            "incomplete or not a CLIPSegForImageSegmentation model"
-        )
-    model = model.float().eval()
-    for parameter in model.parameters():
-        parameter.requires_grad_(False)
-    return model
+    model = checkpoints.load_pretrained(
+        model_class,
+        info.folder,
+        label=f"CLIPSeg model folder '{info.source}'",
+        incomplete_hint="the checkpoint is incomplete or not a CLIPSegForImageSegmentation model",
+        unused=lambda key: any(part in key for part in _UNUSED_WEIGHTS),
+    )
+    return model.float()
 
 
 # ---------------------------------------------------------------------- inputs
