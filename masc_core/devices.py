@@ -7,7 +7,6 @@ import torch
 from .errors import MascInputError
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
 PRECISION_CHOICES = ("auto", "fp32", "bf16", "fp16")
 
 

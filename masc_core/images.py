@@ -18,7 +18,7 @@ handed a PIL image and calls ``image.convert("RGB")``:
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
@@ -129,8 +129,3 @@ def load_mask_file(path: str | os.PathLike, name: str = "mask") -> np.ndarray:
     """Read a mask file as [H, W] uint8 luminance; white (non-zero) is foreground."""
     image = _open_image(path, name)
     return np.asarray(image.convert("L"), dtype=np.uint8)
-
-
-def image_sizes(images: Sequence[np.ndarray]) -> list[tuple[int, int]]:
-    """(height, width) of each [H, W, 3] array."""
-    return [(int(img.shape[0]), int(img.shape[1])) for img in images]

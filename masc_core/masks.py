@@ -19,7 +19,7 @@ concept for CP nor background for PF.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -127,12 +127,3 @@ def hidden_patches(weights: torch.Tensor) -> torch.Tensor:
 def foreground_fraction(mask: np.ndarray) -> float:
     """Share of the image's pixels that are foreground (mask >= 0.5)."""
     return float(np.count_nonzero(mask >= FOREGROUND_THRESHOLD)) / float(mask.size)
-
-
-def resize_mask(mask: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """Bilinear resize of a float mask to (height, width); used for display only."""
-    if tuple(mask.shape) == tuple(size):
-        return mask
-    tensor = torch.from_numpy(np.ascontiguousarray(mask, dtype=np.float32))[None, None]
-    return F.interpolate(tensor, size=size, mode="bilinear", align_corners=False)[0, 0].clamp(0, 1).numpy()
-
