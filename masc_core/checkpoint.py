@@ -9,7 +9,9 @@ from config.json's ``model_type``, never from its name:
 - ``siglip``:  fixed-resolution (``SiglipModel``), which is how SigLIP2's
   fixed-size checkpoints (e.g. siglip2-base-patch16-224) are published.
 
-Only safetensors weights are read and remote code is never run.
+Only safetensors weights are read and remote code is never run. The model
+itself is ``masc_core.siglip`` (transformers' architecture and weight names,
+in plain torch).
 """
 
 from __future__ import annotations
@@ -236,23 +238,50 @@ def load_pretrained(model_class, folder: str, *, label: str, incomplete_hint: st
     return model
 
 
+def read_safetensors(folder: str, files: list[str], label: str) -> dict:
+    """All tensors of a checkpoint's safetensors files (sharded or not), as CPU tensors."""
+    from safetensors.torch import load_file
+
+    tensors: dict = {}
+    for name in files:
+        try:
+            tensors.update(load_file(os.path.join(folder, name)))
+        except Exception as exc:  # a truncated or corrupted file
+            raise MascModelError(f"{label}: '{name}' could not be read ({first_line(exc)}): re-download it") from None
+    return tensors
+
+
 def load_model(info: CheckpointInfo):
-    """The transformers model of a checked checkpoint, in float32 on the CPU, in eval mode."""
+    """The SigLIP/SigLIP2 model of a checked checkpoint (``masc_core.siglip``), float32, CPU, eval mode.
+
+    Built without random initialisation (on the meta device) and given the
+    checkpoint's tensors. A checkpoint that lacks weights is refused;
+    tensors the model does not use (e.g. buffers older exports saved) are
+    ignored.
+    """
+    import torch
+
+    from .siglip import SiglipModel
+
+    label = f"model folder '{info.source}'"
     try:
-        import transformers
-    except ImportError:  # pragma: no cover - a declared dependency
-        raise MascModelError("transformers is not installed: pip install 'transformers>=4.50'") from None
-    class_name = "Siglip2Model" if info.naflex else "SiglipModel"
-    model_class = getattr(transformers, class_name, None)
-    if model_class is None:
+        with torch.device("meta"):
+            model = SiglipModel(info.config, naflex=info.naflex)
+    except (ValueError, TypeError) as exc:
+        raise MascModelError(f"{label} has a config this SigLIP2 implementation cannot build: {first_line(exc)}") from None
+    tensors = read_safetensors(info.folder, info.weight_files, label)
+    expected = model.state_dict().keys()
+    missing = sorted(k for k in expected if k not in tensors)
+    if missing:
+        shown = ", ".join(missing[:3]) + (" ..." if len(missing) > 3 else "")
         raise MascModelError(
-            f"transformers {transformers.__version__} has no {class_name}: SigLIP2 needs transformers >= 4.50"
+            f"{label} lacks {len(missing)} weights ({shown}): the checkpoint is incomplete or not a full SigLIP2 image-text model"
         )
-    model = load_pretrained(
-        model_class,
-        info.folder,
-        label=f"model folder '{info.source}'",
-        incomplete_hint="the checkpoint is incomplete or not a full SigLIP2 image-text model",
-        attn_implementation="sdpa",
-    )
-    return model.float()
+    try:
+        model.load_state_dict({k: tensors[k] for k in expected}, assign=True)
+    except RuntimeError as exc:  # shapes that do not match config.json
+        raise MascModelError(f"{label}: its weights do not match its config.json ({first_line(exc)})") from None
+    model = model.float().eval()
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+    return model

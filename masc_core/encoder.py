@@ -13,10 +13,8 @@ Every encoded image and prompt is cached by content (bounded by bytes), so
 scoring the same reference against many outputs, or the same outputs under
 another prompt, does not run the model again.
 
-The forward passes call the checkpoint's own transformers modules
-(embeddings, encoder, layer norms, heads) directly rather than the model's
-``forward``, whose signature changed between transformers 4 and 5; the
-arithmetic is the same.
+The model is ``masc_core.siglip`` (transformers' SigLIP2 architecture and
+weight names, in plain torch), so scoring never imports transformers.
 """
 
 from __future__ import annotations
@@ -208,36 +206,20 @@ class MascEncoder(ModelPlacement):
                 progress(done, len(todo))
         return [found[key] for key in keys]
 
-    @torch.inference_mode()
     def _vision_forward(self, prepared: Sequence) -> torch.Tensor:
         """Last hidden states [B, L, D] (post layer norm) for a batch of prepared images."""
-        vision = self.model.vision_model
-        device, dtype = self.device, self.dtype
+        device = self.device
         self.forward_counts["images"] += len(prepared)
         if not self.spec.naflex:
-            pixels = torch.stack([p.pixels for p in prepared]).to(device)
-            embeddings = vision.embeddings(pixels.to(dtype))
-            hidden = vision.encoder(inputs_embeds=embeddings).last_hidden_state
-            return vision.post_layernorm(hidden)
+            return self.model.encode_images(torch.stack([p.pixels for p in prepared]).to(device))
         lengths = [p.pixels.shape[0] for p in prepared]
         longest = max(lengths)
-        width = prepared[0].pixels.shape[1]
-        pixels = torch.zeros(len(prepared), longest, width, dtype=torch.float32)
+        pixels = torch.zeros(len(prepared), longest, prepared[0].pixels.shape[1], dtype=torch.float32)
         valid = torch.zeros(len(prepared), longest, dtype=torch.bool)
         for row, item in enumerate(prepared):
             pixels[row, : lengths[row]] = item.pixels
             valid[row, : lengths[row]] = True
-        shapes = torch.tensor([p.grid for p in prepared], dtype=torch.long, device=device)
-        embeddings = vision.embeddings(pixels.to(device), shapes)
-        mask = None
-        if not bool(valid.all()):
-            # Additive key mask [B, 1, 1, L]: padded positions get no attention.
-            # Float rather than bool because transformers' eager attention adds it.
-            mask = torch.zeros(len(prepared), 1, 1, longest, dtype=dtype)
-            mask.masked_fill_(~valid[:, None, None, :], torch.finfo(dtype).min)
-            mask = mask.to(device)
-        hidden = vision.encoder(inputs_embeds=embeddings, attention_mask=mask).last_hidden_state
-        return vision.post_layernorm(hidden)
+        return self.model.encode_images(pixels.to(device), [p.grid for p in prepared], valid)
 
     # ------------------------------------------------------------------ text
 
@@ -262,16 +244,9 @@ class MascEncoder(ModelPlacement):
                 self.text_cache.put(text, stored, stored.numel() * stored.element_size())
         return torch.stack([rows[text] for text in texts])
 
-    @torch.inference_mode()
     def _text_forward(self, texts: Sequence[str]) -> torch.Tensor:
-        text = self.model.text_model
         self.forward_counts["texts"] += len(texts)
-        ids = self.tokenizer(list(texts)).to(self.device)
-        embeddings = text.embeddings(input_ids=ids)
-        # No attention mask: SigLIP's text tower was trained attending to its padding.
-        hidden = text.encoder(inputs_embeds=embeddings).last_hidden_state
-        hidden = text.final_layer_norm(hidden)
-        return text.head(hidden[:, -1, :]).float()
+        return self.model.encode_texts(self.tokenizer(list(texts)).to(self.device)).float()
 
     # ------------------------------------------------------------------ pooler
 

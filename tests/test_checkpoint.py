@@ -25,7 +25,9 @@ def test_architecture_comes_from_config_not_name(tmp_path, naflex_dir, fixed_dir
     fixed = MascEncoder.load(copy_as(fixed_dir, tmp_path, "siglip2-so400m-patch16-naflex"), device="cpu")
     assert naflex.describe()["kind"] == "naflex" and naflex.spec.max_num_patches == 1024
     assert fixed.describe()["kind"] == "fixed" and fixed.spec.image_size == (224, 224)
-    assert type(naflex.model).__name__ == "Siglip2Model" and type(fixed.model).__name__ == "SiglipModel"
+    assert naflex.model.naflex and not fixed.model.naflex
+    assert type(naflex.model.vision_model.embeddings).__name__ == "NaflexEmbeddings"
+    assert type(fixed.model.vision_model.embeddings).__name__ == "FixedEmbeddings"
 
 
 def test_sharded_safetensors_load(tmp_path, naflex_dir, naflex_encoder):
@@ -41,7 +43,9 @@ def test_sharded_safetensors_load(tmp_path, naflex_dir, naflex_encoder):
     encoder = MascEncoder.load(sharded, device="cpu")
     ref = load_photo("dog_00")
     kwargs = dict(reference=ref, reference_mask=box_mask(512, 512), mask=box_mask(512, 512), prompt=PROMPT, subject="dog")
-    assert score_images(encoder, ref, **kwargs).scores[0].pf == score_images(naflex_encoder, ref, **kwargs).scores[0].pf
+    reference_weights = naflex_encoder.model.state_dict()
+    assert all(torch.equal(tensor, reference_weights[name]) for name, tensor in encoder.model.state_dict().items())
+    assert score_images(encoder, ref, **kwargs).scores[0].pf == pytest.approx(score_images(naflex_encoder, ref, **kwargs).scores[0].pf, abs=1e-6)
 
 
 def edit_json(folder: str, name: str, change) -> None:
@@ -57,6 +61,8 @@ def edit_json(folder: str, name: str, change) -> None:
     "breakage,message",
     [
         ("drop_weight", "lacks 1 weights"),
+        ("bad_shape", "do not match its config.json"),
+        ("truncated", "could not be read"),
         ("no_tokenizer", "has no tokenizer.json"),
         ("siglip_v1", "SigLIP (v1) checkpoint"),
         ("vision_only", "without both vision_config and text_config"),
@@ -72,6 +78,14 @@ def test_broken_checkpoints_get_one_line_errors(tmp_path, naflex_dir, breakage, 
         weights = load_file(os.path.join(folder, "model.safetensors"))
         weights.pop("vision_model.head.probe")
         save_file(weights, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
+    elif breakage == "bad_shape":
+        edit_json(folder, "config.json", lambda d: d["vision_config"].update(intermediate_size=96))
+    elif breakage == "truncated":
+        path = os.path.join(folder, "model.safetensors")
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+        with open(path, "wb") as handle:
+            handle.write(head)
     elif breakage == "no_tokenizer":
         os.remove(os.path.join(folder, "tokenizer.json"))
     elif breakage == "siglip_v1":
