@@ -48,6 +48,15 @@ class TowerConfig:
         return fields
 
 
+def _embedding(count: int, width: int) -> nn.Embedding:
+    """An embedding table without random initialisation (its weights come from the checkpoint).
+
+    Besides saving the work, this keeps construction on the meta device fast:
+    the first ``normal_`` on a meta tensor costs over a second of lazy imports.
+    """
+    return nn.Embedding(count, width, _weight=torch.empty(count, width))
+
+
 class Attention(nn.Module):
     """Multi-head self-attention (q/k/v/out projections), scaled dot product."""
 
@@ -114,7 +123,7 @@ class NaflexEmbeddings(nn.Module):
     def __init__(self, cfg: dict):
         super().__init__()
         self.patch_embedding = nn.Linear(cfg["num_channels"] * cfg["patch_size"] ** 2, cfg["hidden_size"])
-        self.position_embedding = nn.Embedding(cfg["num_patches"], cfg["hidden_size"])
+        self.position_embedding = _embedding(cfg["num_patches"], cfg["hidden_size"])
         self.grid_side = int(math.isqrt(cfg["num_patches"]))
         self._resized: dict[tuple[int, int], torch.Tensor] = {}
 
@@ -153,7 +162,7 @@ class FixedEmbeddings(nn.Module):
         super().__init__()
         patch = cfg["patch_size"]
         self.patch_embedding = nn.Conv2d(cfg["num_channels"], cfg["hidden_size"], kernel_size=patch, stride=patch)
-        self.position_embedding = nn.Embedding((cfg["image_size"] // patch) ** 2, cfg["hidden_size"])
+        self.position_embedding = _embedding((cfg["image_size"] // patch) ** 2, cfg["hidden_size"])
 
     def forward(self, pixels: torch.Tensor) -> torch.Tensor:
         """``pixels`` [B, C, H, W] -> [B, N, D]."""
@@ -184,8 +193,8 @@ class VisionTower(nn.Module):
 class TextEmbeddings(nn.Module):
     def __init__(self, cfg: dict):
         super().__init__()
-        self.token_embedding = nn.Embedding(cfg["vocab_size"], cfg["hidden_size"])
-        self.position_embedding = nn.Embedding(cfg["max_position_embeddings"], cfg["hidden_size"])
+        self.token_embedding = _embedding(cfg["vocab_size"], cfg["hidden_size"])
+        self.position_embedding = _embedding(cfg["max_position_embeddings"], cfg["hidden_size"])
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         return self.token_embedding(ids) + self.position_embedding.weight[: ids.shape[1]][None]
