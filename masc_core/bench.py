@@ -115,6 +115,20 @@ def _read(paths: dict, count: int):
     )
 
 
+def touch_weights(model) -> None:
+    """Read every weight once, so page faults on memory-mapped checkpoints happen before timing.
+
+    Checkpoints are memory-mapped: the first forward otherwise pays for
+    reading whatever the page cache has evicted, which made single
+    measurements jump by seconds.
+    """
+    import torch
+
+    with torch.inference_mode():
+        for parameter in model.parameters():
+            parameter.sum()
+
+
 def warm_up(encoder, count: int) -> None:
     """One untimed forward of every batch shape the timed run will use (N outputs + 1 reference), and one text forward.
 
@@ -143,7 +157,9 @@ def worker_masc(checkpoint: str, paths: dict, count: int, device: str, max_patch
     ref, ref_mask, outs, out_masks = _read(paths, count)
     ref_image = Image.fromarray(ref)
     out_images = [Image.fromarray(o) for o in outs]
-    # Warm-up: one whole call on another pair (allocator and kernel caches filled, nothing reused).
+    # Warm-up: all weights read, then one whole call on another pair (allocator and kernel caches
+    # filled, nothing reused).
+    touch_weights(model.model)
     model.score(Image.fromarray(synthetic_image(9999)), ref_mask, Image.fromarray(synthetic_image(9998)), out_masks[0], "warm up", object_name=SUBJECT)
     _sync(model.device)
     started = time.perf_counter()
