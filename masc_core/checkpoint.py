@@ -21,7 +21,7 @@ import json
 import os
 import re
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .errors import MascModelError
 
@@ -34,20 +34,14 @@ _DOWNLOAD_PATTERNS = ["*.json", "*.safetensors", "tokenizer.model", "merges.txt"
 
 
 @dataclass
-class CheckpointInfo:
-    """What a checkpoint folder holds, checked before any weight is read."""
+class CheckpointFolder:
+    """A checked Hugging Face checkpoint folder: where it is, what the user called it, its configs and weights."""
 
     folder: str
     source: str
-    model_type: str
     config: dict
     preprocessor_config: dict
-    weight_files: list[str] = field(default_factory=list)
-
-    @property
-    def naflex(self) -> bool:
-        """True for SigLIP2 NaFlex (variable resolution) checkpoints."""
-        return self.model_type == "siglip2"
+    weight_files: list[str]
 
     @property
     def vision_config(self) -> dict:
@@ -57,14 +51,22 @@ class CheckpointInfo:
     def text_config(self) -> dict:
         return self.config.get("text_config") or {}
 
+
+@dataclass
+class CheckpointInfo(CheckpointFolder):
+    """What a SigLIP/SigLIP2 checkpoint folder holds, checked before any weight is read."""
+
+    model_type: str = "siglip2"
+
+    @property
+    def naflex(self) -> bool:
+        """True for SigLIP2 NaFlex (variable resolution) checkpoints."""
+        return self.model_type == "siglip2"
+
     @property
     def text_length(self) -> int:
         """Tokens per prompt: the text tower's trained length (64 for SigLIP2)."""
         return int(self.text_config.get("max_position_embeddings") or 64)
-
-    @property
-    def name(self) -> str:
-        return self.source
 
 
 def looks_like_hub_id(name: str) -> bool:

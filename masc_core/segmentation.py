@@ -40,7 +40,7 @@ import inspect
 import math
 import numbers
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -75,22 +75,8 @@ _UNUSED_WEIGHTS = ("position_ids", "clip.logit_scale", "clip.visual_projection",
 
 
 @dataclass
-class ClipSegCheckpoint:
+class ClipSegCheckpoint(checkpoints.CheckpointFolder):
     """What a CLIPSeg checkpoint folder holds, checked before any weight is read."""
-
-    folder: str
-    source: str
-    config: dict
-    preprocessor_config: dict
-    weight_files: list[str] = field(default_factory=list)
-
-    @property
-    def vision_config(self) -> dict:
-        return self.config.get("vision_config") or {}
-
-    @property
-    def text_config(self) -> dict:
-        return self.config.get("text_config") or {}
 
     @property
     def extract_layers(self) -> list[int]:
