@@ -268,13 +268,6 @@ class MascEncoder(ModelPlacement):
         head = self.model.vision_model.head
         tokens = tokens.to(self.dtype)
         probe = head.probe.expand(tokens.shape[0], -1, -1)
-        attended, weights = head.attention(
-            probe,
-            tokens,
-            tokens,
-            key_padding_mask=hidden.to(tokens.device),
-            need_weights=need_weights,
-            average_attn_weights=True,
-        )
+        attended, weights = head.attention(probe, tokens, hidden.to(tokens.device), need_weights=need_weights)
         pooled = attended + head.mlp(head.layernorm(attended))
         return pooled[:, 0].float(), (weights[:, 0].float() if weights is not None else None)

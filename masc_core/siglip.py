@@ -170,13 +170,55 @@ class FixedEmbeddings(nn.Module):
         return embedded + self.position_embedding.weight[None]
 
 
+class ProbeAttention(nn.Module):
+    """Multi-head cross-attention from a few queries to the tokens, with its weights.
+
+    The parameters are those of ``nn.MultiheadAttention`` (``in_proj_weight``,
+    ``in_proj_bias``, ``out_proj``), as SigLIP checkpoints store them. Written
+    out rather than calling that module: its functional path validates the
+    key mask through torch's symbolic-shape machinery, whose first use
+    imports sympy (half a second in every fresh process that scores PF).
+    """
+
+    def __init__(self, hidden: int, heads: int):
+        super().__init__()
+        self.num_heads = heads
+        self.in_proj_weight = nn.Parameter(torch.empty(3 * hidden, hidden))
+        self.in_proj_bias = nn.Parameter(torch.empty(3 * hidden))
+        self.out_proj = nn.Linear(hidden, hidden)
+
+    def forward(
+        self, queries: torch.Tensor, tokens: torch.Tensor, hidden: torch.Tensor | None = None, need_weights: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``queries`` [B, Q, D] attend over ``tokens`` [B, L, D]; ``hidden`` [B, L] bool, True = not attended.
+
+        Returns the attended values [B, Q, D] and, with ``need_weights``, the
+        attention averaged over heads [B, Q, L]. A row with every token hidden
+        gives NaN, as ``nn.MultiheadAttention`` does.
+        """
+        batch, count, width = queries.shape
+        length = tokens.shape[1]
+        head_dim = width // self.num_heads
+        w_q, w_k, w_v = self.in_proj_weight.chunk(3)
+        b_q, b_k, b_v = self.in_proj_bias.chunk(3)
+        q = F.linear(queries, w_q, b_q).view(batch, count, self.num_heads, head_dim).transpose(1, 2)
+        k = F.linear(tokens, w_k, b_k).view(batch, length, self.num_heads, head_dim).transpose(1, 2)
+        v = F.linear(tokens, w_v, b_v).view(batch, length, self.num_heads, head_dim).transpose(1, 2)
+        logits = (q * (1.0 / math.sqrt(head_dim))) @ k.transpose(-2, -1)  # [B, H, Q, L]
+        if hidden is not None:
+            logits = logits.masked_fill(hidden[:, None, None, :], float("-inf"))
+        weights = logits.softmax(dim=-1)
+        mixed = (weights @ v).transpose(1, 2).reshape(batch, count, width)
+        return self.out_proj(mixed), (weights.mean(dim=1) if need_weights else None)
+
+
 class PoolingHead(nn.Module):
     """SigLIP's multihead attention pooling: one learned probe attends over the tokens."""
 
     def __init__(self, cfg: dict):
         super().__init__()
         self.probe = nn.Parameter(torch.empty(1, 1, cfg["hidden_size"]))
-        self.attention = nn.MultiheadAttention(cfg["hidden_size"], cfg["num_attention_heads"], batch_first=True)
+        self.attention = ProbeAttention(cfg["hidden_size"], cfg["num_attention_heads"])
         self.layernorm = nn.LayerNorm(cfg["hidden_size"], eps=cfg["layer_norm_eps"])
         self.mlp = MLP(cfg["hidden_size"], cfg["intermediate_size"], cfg["hidden_act"])
 

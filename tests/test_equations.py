@@ -143,3 +143,25 @@ def test_cp_searches_the_whole_output_and_only_averages_the_reference_foreground
     assert keep.sum() == detailed.references[0].concept_patches > 0
     assert float(match[keep].mean()) == pytest.approx(a, abs=1e-6)
     assert float(match.mean()) != pytest.approx(a, abs=1e-4)
+
+
+def test_probe_attention_equals_torch_multihead_attention():
+    """The pooler's attention, written out, gives nn.MultiheadAttention's values and weights on the same parameters."""
+    from masc_core.siglip import ProbeAttention
+
+    torch.manual_seed(0)
+    reference = torch.nn.MultiheadAttention(32, 4, batch_first=True).eval()
+    torch.nn.init.normal_(reference.in_proj_bias)
+    ours = ProbeAttention(32, 4)
+    ours.load_state_dict(reference.state_dict())
+    probe, tokens = torch.randn(3, 1, 32), torch.randn(3, 10, 32)
+    hidden = torch.zeros(3, 10, dtype=torch.bool)
+    hidden[0, :4] = True
+    hidden[1, 7:] = True
+    with torch.no_grad():
+        expected, expected_weights = reference(probe, tokens, tokens, key_padding_mask=hidden, need_weights=True, average_attn_weights=True)
+        got, weights = ours(probe, tokens, hidden, need_weights=True)
+    assert torch.allclose(got, expected, atol=1e-6)
+    assert torch.allclose(weights, expected_weights, atol=1e-6)
+    assert float(weights[0, 0, :4].abs().max()) == 0.0  # hidden tokens get no attention
+    assert ours(probe, tokens)[1] is None
