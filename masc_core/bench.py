@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
@@ -91,12 +90,9 @@ def ensure_checkpoint(folder: str, size: str) -> str:
 
 
 def _peak_memory(device) -> dict:
-    import torch
+    from .resources import peak_memory
 
-    peak = {"peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
-    if getattr(device, "type", str(device)) == "cuda":
-        peak["peak_cuda_mib"] = torch.cuda.max_memory_allocated() / 2**20
-    return peak
+    return peak_memory(device)
 
 
 def _sync(device) -> None:
@@ -286,22 +282,35 @@ def _fmt(value, digits=2, suffix="") -> str:
     return "n/a" if value is None else f"{value:.{digits}f}{suffix}"
 
 
+def _gib(result: dict, key: str) -> str:
+    value = result.get(key)
+    return _fmt(value / 1024 if value is not None else None)
+
+
 def markdown(report: dict) -> str:
+    cuda = any("peak_cuda_mib" in row[kind] for row in report["rows"] for kind in ("masc", "ours", "floor"))
+    header = "| size | N | masc-metric, N calls (s) | ours, batch (s) | floor: forwards only (s) | masc / ours | ours / floor | peak RSS masc / ours / floor (GiB) |"
+    if cuda:
+        header += " peak CUDA masc / ours / floor (GiB) |"
     lines = [
         f"Machine: {report['machine']['cpu']}, {report['machine']['logical_cpus']} logical CPUs, torch {report['machine']['torch']}"
-        f" ({report['machine']['torch_threads']} threads), transformers {report['machine'].get('transformers', '?')}, device {report['device']}, "
-        f"NaFlex {report['max_patches']} patches, fp32, batch size {report['batch_size']}.",
+        f" ({report['machine']['torch_threads']} threads), transformers {report['machine'].get('transformers', '?')}, device {report['device']}"
+        + (f" ({report['machine']['gpu']})" if report["machine"].get("gpu") else "")
+        + f", NaFlex {report['max_patches']} patches, fp32, batch size {report['batch_size']}.",
         "",
-        "| size | N | masc-metric, N calls (s) | ours, batch (s) | floor: forwards only (s) | masc / ours | ours / floor | peak RSS masc / ours / floor (GiB) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        header,
+        "| --- " * (header.count("|") - 1) + "|",
     ]
     for row in report["rows"]:
         masc, ours, floor = row["masc"], row["ours"], row["floor"]
-        memory = " / ".join(_fmt(r.get("peak_rss_mib", 0) / 1024 if "peak_rss_mib" in r else None) for r in (masc, ours, floor))
-        lines.append(
+        line = (
             f"| {row['size']} | {row['n']} | {_fmt(masc.get('seconds'))} | {_fmt(ours.get('seconds'))} | {_fmt(floor.get('seconds'))} | "
-            f"{_fmt(row.get('masc_over_ours'), suffix='x')} | {_fmt(row.get('ours_over_floor'), 3, 'x')} | {memory} |"
+            f"{_fmt(row.get('masc_over_ours'), suffix='x')} | {_fmt(row.get('ours_over_floor'), 3, 'x')} | "
+            + " / ".join(_gib(r, "peak_rss_mib") for r in (masc, ours, floor)) + " |"
         )
+        if cuda:
+            line += " " + " / ".join(_gib(r, "peak_cuda_mib") for r in (masc, ours, floor)) + " |"
+        lines.append(line)
     for item in report.get("whole_process", []):
         masc, ours = item["masc"], item["ours"]
         lines.append("")

@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from typing import Callable, Sequence
 
 from .errors import MascError, MascInputError
@@ -107,11 +108,25 @@ def write_heatmaps(directory: str, batch, refs, outs, out_paths) -> list[str]:
     return written
 
 
+def resources_report(encoder, *, load_seconds: float, score_seconds: float) -> dict:
+    """What a run cost: seconds, forwards, the feature cache and peak memory (the ``resources`` of ``score --json``)."""
+    from .resources import peak_memory
+
+    return {
+        "seconds": {"load": load_seconds, "score": score_seconds},
+        "forwards": dict(encoder.forward_counts),
+        "cache": encoder.image_cache.stats(),
+        **peak_memory(encoder.device),
+    }
+
+
 def cmd_score(args: argparse.Namespace) -> int:
     from .scoring import score_images
 
     refs, ref_masks, outs, out_masks = read_pairs(args)
+    started = time.perf_counter()
     encoder = load_encoder(args)
+    loaded = time.perf_counter()
     batch = score_images(
         encoder,
         outs,
@@ -123,6 +138,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         heatmaps=bool(args.heatmaps),
         min_foreground=args.min_foreground,
     )
+    scored = time.perf_counter()
     rows = []
     for i, item in enumerate(batch.scores):
         row = {"image": args.out[i], "mask": args.out_mask[i] if args.out_mask else None}
@@ -134,6 +150,7 @@ def cmd_score(args: argparse.Namespace) -> int:
             "model": encoder.describe(),
             "references": [dict(r, image=args.ref[r["index"]]) for r in batch.to_dict()["references"]],
             "results": rows,
+            "resources": resources_report(encoder, load_seconds=loaded - started, score_seconds=scored - loaded),
         }
         if heatmap_files:
             document["heatmaps"] = heatmap_files

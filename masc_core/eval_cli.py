@@ -150,12 +150,17 @@ def timing_lines(report) -> list[str]:
         )
     if rate:
         head += f", {rate:.2f} images/s (excluding model loading)"
-    return [
+    lines = [
         head,
         f"time: loading {seconds.get('loading', 0.0):.1f} s (models {seconds.get('loading_models', 0.0):.1f} s, "
         f"files {seconds.get('loading_files', 0.0):.1f} s), encoding {seconds.get('encoding', 0.0):.1f} s, "
         f"scoring {seconds.get('scoring', 0.0):.1f} s, other {seconds.get('other', 0.0):.1f} s",
     ]
+    memory = report.timing.get("memory") or {}
+    peaks = [f"{memory[key] / 1024:.2f} GiB {label}" for key, label in (("peak_rss_mib", "resident"), ("peak_cuda_mib", "CUDA")) if memory.get(key)]
+    if peaks:
+        lines.append("peak memory: " + ", ".join(peaks) + (" (the largest shard)" if report.merged_shards else ""))
+    return lines
 
 
 def _mean_cell(stats: dict) -> str:

@@ -63,6 +63,7 @@ from .images import load_image_file, load_mask_file
 from .manifest import ASPECTS, Manifest, ManifestRow, read_manifest
 from .metric import global_cosine
 from .preprocess import PreprocessSpec
+from .resources import peak_memory
 from .scoring import score_images
 from .stripping import strip_subject
 from .summary import SummaryOptions, apply_filter, metrics_present, summarize
@@ -158,7 +159,7 @@ class Stopwatch:
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
 
-    def report(self, rows_scored: int, rows_skipped: int, forwards: dict | None = None) -> dict:
+    def report(self, rows_scored: int, rows_skipped: int, forwards: dict | None = None, memory: dict | None = None) -> dict:
         total = self.elapsed
         loading = self.seconds["loading_models"] + self.seconds["loading_files"]
         working = total - self.seconds["loading_models"]
@@ -167,6 +168,7 @@ class Stopwatch:
             "rows_skipped": rows_skipped,
             "images_per_second": rows_scored / working if rows_scored and working > 0 else None,
             "forwards": forwards or {},
+            "memory": memory or {},
             "seconds": {
                 "total": total,
                 "loading": loading,
@@ -555,7 +557,8 @@ def evaluate(manifest_path: str, out_dir: str, options: EvalOptions, *, progress
         files.write_json(os.path.join(target, files.SUMMARY_JSON), summary)
         written.append(os.path.join(target, files.SUMMARY_JSON))
     files.write_json(os.path.join(target, files.RUN_JSON), _run_description(manifest, identity, options, len(scope), True))
-    timing = clock.report(scored, len(scope) - rows_todo, scorer.forwards() if scorer else None)
+    memory = peak_memory(scorer.encoder.device if scorer else None)
+    timing = clock.report(scored, len(scope) - rows_todo, scorer.forwards() if scorer else None, memory)
     files.write_json(os.path.join(target, files.TIMING_JSON), timing)
     written += [os.path.join(target, files.RUN_JSON), os.path.join(target, files.TIMING_JSON)]
     return EvalReport(target, len(scope), scored, len(scope) - rows_todo, timing, summary, written)
@@ -629,6 +632,10 @@ def _sum_timings(paths: list[str]) -> dict:
         total["rows_skipped"] += timing.get("rows_skipped", 0)
         for key, value in (timing.get("seconds") or {}).items():
             total["seconds"][key] = total["seconds"].get(key, 0.0) + value
+        # Shards are separate processes: the merged peak is the largest one's.
+        for key, value in (timing.get("memory") or {}).items():
+            if value is not None:
+                total.setdefault("memory", {})[key] = max(total.get("memory", {}).get(key, 0.0), value)
     working = total["seconds"].get("total", 0.0) - total["seconds"].get("loading_models", 0.0)
     total["images_per_second"] = total["rows_scored"] / working if total["rows_scored"] and working > 0 else None
     return total

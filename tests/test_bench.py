@@ -35,3 +35,23 @@ def test_bench_reports_rows_ratios_forward_counts_and_whole_process(naflex_dir, 
     table = (tmp_path / "bench.md").read_text()
     assert "| custom | 3 |" in table and "Whole process, best-of-2" in table
     assert completed.stdout.strip() == table.strip()
+
+
+def test_markdown_adds_cuda_peaks_only_when_measured():
+    from masc_core.bench import markdown
+
+    machine = {"cpu": "test cpu", "logical_cpus": 2, "torch": "2.x", "torch_threads": 2, "transformers": "5.x"}
+    row = {"size": "base", "n": 8, "masc_over_ours": 2.0, "ours_over_floor": 1.05,
+           "masc": {"seconds": 20.0, "peak_rss_mib": 2048.0}, "ours": {"seconds": 10.0, "peak_rss_mib": 1024.0},
+           "floor": {"seconds": 9.5, "peak_rss_mib": None}}
+    report = {"machine": machine, "device": "cpu", "max_patches": 1024, "batch_size": 8, "rows": [row], "whole_process": []}
+    lines = markdown(report).splitlines()
+    assert lines[4] == "| base | 8 | 20.00 | 10.00 | 9.50 | 2.00x | 1.050x | 2.00 / 1.00 / n/a |"
+    assert lines[2].count("|") == lines[3].count("|") == lines[4].count("|") == 9 and "CUDA" not in lines[2]
+    for kind, mib in (("masc", 3072.0), ("ours", 1536.0), ("floor", 1024.0)):
+        row[kind]["peak_cuda_mib"] = mib
+    report["machine"]["gpu"] = "Test GPU"
+    lines = markdown(report).splitlines()
+    assert "device cpu (Test GPU)" in lines[0]
+    assert lines[4].endswith("| 2.00 / 1.00 / n/a | 3.00 / 1.50 / 1.00 |")
+    assert lines[2].count("|") == lines[3].count("|") == lines[4].count("|") == 10

@@ -42,6 +42,20 @@ def test_json_document_in_the_order_of_out(capsys, naflex_dir, files):
     assert document["model"]["kind"] == "naflex"
 
 
+def test_json_reports_resources(capsys, naflex_dir, files):
+    outs = ("cat_00", "dog_01", "cat_00")
+    code, out, err = run(capsys, *pair_args(naflex_dir, files, outs), "--json")
+    assert code == 0, err
+    resources = json.loads(out)["resources"]
+    # The repeated output is encoded once; the stripped prompt once. (The session fixture's encoder is not
+    # this one: the CLI loads its own, so its counts start at zero.)
+    assert resources["forwards"] == {"images": 3, "texts": 1}
+    assert resources["cache"]["entries"] == 3 and resources["cache"]["bytes"] > 0
+    assert resources["cache"]["max_bytes"] == 512 * 1024 * 1024
+    assert resources["peak_rss_mib"] > 50 and "peak_cuda_mib" not in resources
+    assert resources["seconds"]["load"] > 0 and resources["seconds"]["score"] > 0
+
+
 def test_table_without_json(capsys, fixed_dir, files):
     code, out, err = run(capsys, *pair_args(fixed_dir, files))
     assert code == 0, err

@@ -120,6 +120,7 @@ def test_end_to_end_files_and_reports(big_run):
     assert "time: loading" in err and "encoding" in err and "scoring" in err
     timing = strict_json(open(os.path.join(out_dir, "timing.json")).read())
     assert timing["rows_scored"] == 300 and timing["rows_skipped"] == 0 and timing["images_per_second"] > 0
+    assert timing["memory"]["peak_rss_mib"] > 50  # this process's peak resident memory, in MiB
     seconds = timing["seconds"]
     assert seconds["loading"] == pytest.approx(seconds["loading_models"] + seconds["loading_files"])
     parts = seconds["loading"] + seconds["encoding"] + seconds["scoring"] + seconds["other"]
@@ -349,6 +350,9 @@ def test_three_shards_merge_to_exactly_one_run(small_run, workspace, naflex_dir,
     assert code == 0, err
     assert "agreement with human CP ratings" in out
     assert err.startswith("merged 3 shards, 36 rows; the shards together scored 36 rows in ")
+    shard_peaks = [json.load(open(out_dir / f"shard-{i}-of-3" / "timing.json"))["memory"]["peak_rss_mib"] for i in range(3)]
+    assert json.load(open(out_dir / "timing.json"))["memory"]["peak_rss_mib"] == max(shard_peaks)
+    assert "GiB resident (the largest shard)" in err
     for name in OUTPUT_FILES:
         assert read_bytes(out_dir, name) == read_bytes(small_run, name), name
 
