@@ -89,12 +89,6 @@ def ensure_checkpoint(folder: str, size: str) -> str:
 # ---------------------------------------------------------------- workers (one per process)
 
 
-def _peak_memory(device) -> dict:
-    from .resources import peak_memory
-
-    return peak_memory(device)
-
-
 def _sync(device) -> None:
     import torch
 
@@ -147,6 +141,8 @@ def worker_masc(checkpoint: str, paths: dict, count: int, device: str, max_patch
     import torch
     from PIL import Image
 
+    from .resources import peak_memory
+
     started = time.perf_counter()
     model = masc.MaSC(model_id=checkpoint, device=None if device == "auto" else device, naflex_max_patches=max_patches)
     loaded = time.perf_counter() - started
@@ -162,11 +158,12 @@ def worker_masc(checkpoint: str, paths: dict, count: int, device: str, max_patch
     for image, mask in zip(out_images, out_masks):
         model.score(ref_image, ref_mask, image, mask, PROMPT, object_name=SUBJECT)
     _sync(model.device)
-    return {"seconds": time.perf_counter() - started, "load_seconds": loaded, **_peak_memory(torch.device(model.device))}
+    return {"seconds": time.perf_counter() - started, "load_seconds": loaded, **peak_memory(torch.device(model.device))}
 
 
 def worker_ours(checkpoint: str, paths: dict, count: int, device: str, max_patches: int, batch_size: int) -> dict:
     from .encoder import MascEncoder
+    from .resources import peak_memory
     from .scoring import score_images
 
     started = time.perf_counter()
@@ -180,12 +177,13 @@ def worker_ours(checkpoint: str, paths: dict, count: int, device: str, max_patch
     _sync(encoder.device)
     elapsed = time.perf_counter() - started
     assert all(s.cp is not None and s.pf is not None for s in batch.scores)
-    return {"seconds": elapsed, "load_seconds": loaded, "forwards": dict(encoder.forward_counts), **_peak_memory(encoder.device)}
+    return {"seconds": elapsed, "load_seconds": loaded, "forwards": dict(encoder.forward_counts), **peak_memory(encoder.device)}
 
 
 def worker_floor(checkpoint: str, paths: dict, count: int, device: str, max_patches: int, batch_size: int) -> dict:
     from .encoder import MascEncoder, plan_batches
     from .preprocess import prepare_image
+    from .resources import peak_memory
     from .stripping import strip_subject
 
     encoder = MascEncoder.load(checkpoint, device=device, max_num_patches=max_patches, batch_size=batch_size)
@@ -200,7 +198,7 @@ def worker_floor(checkpoint: str, paths: dict, count: int, device: str, max_patc
         encoder._vision_forward([prepared[j] for j in batch])
     encoder._text_forward([text])
     _sync(encoder.device)
-    return {"seconds": time.perf_counter() - started, **_peak_memory(encoder.device)}
+    return {"seconds": time.perf_counter() - started, **peak_memory(encoder.device)}
 
 
 def run_worker(kind: str, **kwargs) -> dict:

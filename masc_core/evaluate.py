@@ -623,7 +623,7 @@ def merge(out_dir: str, shard_dirs: Sequence[str] | None = None) -> EvalReport:
 
 def _sum_timings(paths: list[str]) -> dict:
     """The shards' timings added up (seconds of work, not wall time: shards may run in parallel)."""
-    total = {"rows_scored": 0, "rows_skipped": 0, "seconds": {}}
+    total = {"rows_scored": 0, "rows_skipped": 0, "seconds": {}, "memory": {}}
     for path in paths:
         if not os.path.exists(path):
             continue
@@ -635,7 +635,7 @@ def _sum_timings(paths: list[str]) -> dict:
         # Shards are separate processes: the merged peak is the largest one's.
         for key, value in (timing.get("memory") or {}).items():
             if value is not None:
-                total.setdefault("memory", {})[key] = max(total.get("memory", {}).get(key, 0.0), value)
+                total["memory"][key] = max(total["memory"].get(key, value), value)
     working = total["seconds"].get("total", 0.0) - total["seconds"].get("loading_models", 0.0)
     total["images_per_second"] = total["rows_scored"] / working if total["rows_scored"] and working > 0 else None
     return total
