@@ -12,29 +12,42 @@ SigLIP2 forward pass per image:
 
 Pure torch + transformers; this package never imports ComfyUI.
 
->>> from masc_core import MascEncoder, score_images
+>>> from masc_core import MascEncoder, score_images, rank, render_heatmaps
 >>> encoder = MascEncoder.load("path/to/siglip2-so400m-patch16-naflex")
 >>> batch = score_images(encoder, outputs, reference=ref, reference_mask=ref_mask,
 ...                      mask=out_masks, prompt="a dog on the beach", subject="dog")
 >>> batch.cp, batch.pf
+>>> rank(batch.scores, by="both", top_k=2).selected
+
+Layout: the pure modules at the top (``metric``, ``masks``, ``stripping``,
+``images``, ``scores``, ``ranking``, ``report``, ``heatmaps``) hold no model
+code; ``scoring`` is the batch API; ``models`` loads and runs the networks;
+``evaluation`` scores manifests; ``cli`` is the command line; ``testing``
+builds random-weight checkpoints for tests.
 """
 
-from .checkpoint import PAPER_MODEL_ID
-from .encoder import ImageTokens, MascEncoder
 from .errors import MascError, MascInputError, MascModelError
-from .masks import FOREGROUND_THRESHOLD, MIN_FOREGROUND_FRACTION
-from .scoring import Heatmaps, ImageScore, ReferenceInfo, ScoreBatch, score_images
-from .segmentation import CLIPSEG_MODEL_ID, ClipSegSegmenter
+from .heatmaps import HeatmapImages, render_heatmaps
+from .masks import DEFAULT_MASK_THRESHOLD, FOREGROUND_THRESHOLD, MIN_FOREGROUND_FRACTION
+from .models.checkpoints import PAPER_MODEL_ID
+from .models.clipseg import CLIPSEG_MODEL_ID, ClipSegSegmenter
+from .models.encoder import ImageTokens, MascEncoder
+from .ranking import RANK_KEYS, Ranking, rank
+from .scores import Heatmaps, ImageScore, ReferenceInfo, ScoreBatch
+from .scoring import score_images
 from .stripping import parse_subject_names, strip_subject
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CLIPSEG_MODEL_ID",
+    "DEFAULT_MASK_THRESHOLD",
     "FOREGROUND_THRESHOLD",
     "MIN_FOREGROUND_FRACTION",
     "PAPER_MODEL_ID",
+    "RANK_KEYS",
     "ClipSegSegmenter",
+    "HeatmapImages",
     "Heatmaps",
     "ImageScore",
     "ImageTokens",
@@ -42,10 +55,13 @@ __all__ = [
     "MascError",
     "MascInputError",
     "MascModelError",
+    "Ranking",
     "ReferenceInfo",
     "ScoreBatch",
     "__version__",
     "parse_subject_names",
+    "rank",
+    "render_heatmaps",
     "score_images",
     "strip_subject",
 ]

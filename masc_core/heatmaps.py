@@ -13,13 +13,22 @@ module upsamples them to the image's size and paints them over the image:
 
 Cosines are drawn on a fixed 0..1 scale, so colours compare across images
 and runs; attention is drawn relative to its maximum in each image.
+
+``render_heatmaps`` paints all three for a scored batch (every output, every
+reference view): the one place the CLI and the nodes get their pictures.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Sequence
+
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from .report import caption, format_score
+from .scores import ScoreBatch
 
 # Viridis, sampled at 9 points (perceptually uniform, readable in grayscale).
 _VIRIDIS = np.array(
@@ -30,6 +39,8 @@ _VIRIDIS = np.array(
     dtype=np.float32,
 )
 COSINE_RANGE = (0.0, 1.0)
+MASK_TINT = np.array([255, 64, 64], dtype=np.float32)
+"""Red: the colour a predicted mask is painted with in previews."""
 
 
 def upsample(grid: np.ndarray, size: tuple[int, int], *, mode: str = "bilinear") -> np.ndarray:
@@ -110,3 +121,53 @@ def with_caption(image: np.ndarray, text: str) -> np.ndarray:
     draw.rectangle([0, 0, width, band], fill=(0, 0, 0, 170))
     draw.text((max(2, size // 3), max(1, size // 5)), text, fill=(255, 255, 255, 255), font=font)
     return np.asarray(canvas)
+
+
+def mask_overlay(image: np.ndarray, mask: np.ndarray, label: str | None = None) -> np.ndarray:
+    """The image with the (0..1) mask tinted red, captioned with ``label`` when given."""
+    weight = np.asarray(mask, dtype=np.float32)[..., None] * 0.55
+    tinted = np.clip(np.rint(image.astype(np.float32) * (1.0 - weight) + MASK_TINT * weight), 0, 255).astype(np.uint8)
+    return with_caption(tinted, label) if label is not None else tinted
+
+
+@dataclass
+class HeatmapImages:
+    """The three heatmaps of a scored batch, as RGB uint8 images."""
+
+    reference: list[np.ndarray]
+    """Per output n, per reference view k (index n * K + k): which parts of the concept survived."""
+    presence: list[np.ndarray]
+    """Per output: where the concept appears."""
+    attention: list[np.ndarray]
+    """Per output: what drives PF (the pooler's attention over the background)."""
+    views: int
+    """K, the number of reference views."""
+
+
+def render_heatmaps(
+    batch: ScoreBatch, references: Sequence[np.ndarray], outputs: Sequence[np.ndarray], *, captions: bool = True,
+    reference: bool = True, presence: bool = True, attention: bool = True,
+) -> HeatmapImages:
+    """Paint the heatmaps of ``batch`` (scored with ``heatmaps=True``) over its images.
+
+    ``references`` and ``outputs`` are the RGB uint8 images that were
+    scored. With ``captions`` each picture carries its scores. Maps not
+    asked for come back as empty lists.
+    """
+    maps = batch.heatmaps
+    if maps is None:
+        raise ValueError("the batch was scored without heatmaps=True")
+    reference_images, presence_images, attention_images = [], [], []
+    for n, score in enumerate(batch.scores):
+        if reference:
+            for k, view in enumerate(references):
+                image = reference_overlay(view, maps.reference_match[n][k], maps.reference_keep[k])
+                label = f"#{n} view {k}  CP {format_score(score.cp_per_reference[k])}"
+                reference_images.append(with_caption(image, label) if captions else image)
+        if presence:
+            image = presence_overlay(outputs[n], maps.output_presence[n])
+            presence_images.append(with_caption(image, caption(score)) if captions else image)
+        if attention:
+            image = attention_overlay(outputs[n], maps.background_attention[n], maps.output_hidden[n])
+            attention_images.append(with_caption(image, caption(score)) if captions else image)
+    return HeatmapImages(reference_images, presence_images, attention_images, len(references))

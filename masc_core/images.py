@@ -28,15 +28,25 @@ from .errors import MascInputError
 IMAGE_SUFFIX_HINT = "use a PNG, JPEG or WebP image"
 
 
-def _as_numpy(value: Any) -> np.ndarray:
-    """numpy view of a numpy array or a (CPU or device) torch tensor."""
-    if isinstance(value, np.ndarray):
-        return value
+def tensor_to_numpy(value: Any) -> Any:
+    """A torch tensor (any device; float16/bfloat16 widened to float32) as numpy; anything else unchanged.
+
+    ComfyUI hands over float16 tensors with --fp16-intermediates and GPU
+    tensors with --gpu-only: both arrive here.
+    """
     if hasattr(value, "detach") and hasattr(value, "cpu"):
         tensor = value.detach().cpu()
         if str(tensor.dtype) in ("torch.bfloat16", "torch.float16"):
             tensor = tensor.float()
         return tensor.numpy()
+    return value
+
+
+def _as_numpy(value: Any) -> np.ndarray:
+    """numpy view of a numpy array or a (CPU or device) torch tensor."""
+    value = tensor_to_numpy(value)
+    if isinstance(value, np.ndarray):
+        return value
     raise MascInputError(
         f"unsupported image type {type(value).__name__}: pass a PIL image, a numpy array or a torch tensor"
     )

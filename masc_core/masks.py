@@ -15,10 +15,15 @@ Each mask is brought to the image's patch grid by bilinear interpolation
 The two comparisons differ on purpose: they are the paper's (and its
 package's) conventions, and a patch weighing exactly 0.5 counts as neither
 concept for CP nor background for PF.
+
+Predicted masks (CLIPSeg's probabilities) are thresholded per pixel and
+may be grown (dilated) so PF hides the subject's soft edges.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Any
 
 import numpy as np
@@ -26,9 +31,13 @@ import torch
 import torch.nn.functional as F
 
 from .errors import MascInputError
+from .images import tensor_to_numpy
 
 FOREGROUND_THRESHOLD = 0.5
 """Patch-grid threshold of the paper (Sec. 3.1)."""
+
+DEFAULT_MASK_THRESHOLD = 0.4
+"""Probability at or above which a pixel of a predicted (CLIPSeg) mask is the subject."""
 
 MIN_FOREGROUND_FRACTION = 0.05
 """The paper's filter: an output whose mask covers less than 5% of the image
@@ -37,14 +46,9 @@ usually means the subject was not rendered (Sec. 3.1, DreamBench++)."""
 
 def mask_to_float(mask: Any, name: str = "mask") -> np.ndarray:
     """A mask as a float32 [H, W] array in 0..1."""
-    if hasattr(mask, "detach") and hasattr(mask, "cpu"):
-        mask = mask.detach().cpu()
-        if str(mask.dtype) in ("torch.bfloat16", "torch.float16"):
-            mask = mask.float()
-        mask = mask.numpy()
-    elif hasattr(mask, "convert") and hasattr(mask, "size"):  # a PIL image
-        mask = np.asarray(mask.convert("L"))
-    array = np.asarray(mask)
+    if hasattr(mask, "convert") and hasattr(mask, "size"):  # a PIL image
+        mask = mask.convert("L")
+    array = np.asarray(tensor_to_numpy(mask))
     while array.ndim > 2 and array.shape[0] == 1:
         array = array[0]
     if array.ndim == 3 and array.shape[2] == 1:
@@ -127,3 +131,48 @@ def hidden_patches(weights: torch.Tensor) -> torch.Tensor:
 def foreground_fraction(mask: np.ndarray) -> float:
     """Share of the image's pixels that are foreground (mask >= 0.5)."""
     return float(np.count_nonzero(mask >= FOREGROUND_THRESHOLD)) / float(mask.size)
+
+
+# ---------------------------------------------------------------- predicted masks
+
+
+def check_threshold(threshold: Any, name: str = "threshold") -> float:
+    """A probability threshold in 0..1, or a one-line MascInputError naming ``name``."""
+    if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not math.isfinite(float(threshold)):
+        raise MascInputError(f"{name} {threshold!r} is not a number: pass a probability in 0..1 such as {DEFAULT_MASK_THRESHOLD}")
+    if not 0.0 <= float(threshold) <= 1.0:
+        raise MascInputError(
+            f"{name} {threshold!r} is outside 0..1: pass a probability such as {DEFAULT_MASK_THRESHOLD} "
+            "(higher keeps fewer pixels)"
+        )
+    return float(threshold)
+
+
+def check_dilation(dilation: Any, name: str = "dilation") -> int:
+    """A dilation in whole pixels >= 0, or a one-line MascInputError naming ``name``."""
+    if isinstance(dilation, bool) or not isinstance(dilation, numbers.Real) or not float(dilation).is_integer():
+        raise MascInputError(f"{name} {dilation!r} is not a whole number of pixels: pass 0 (none) or a positive integer")
+    if dilation < 0:
+        raise MascInputError(f"{name} {dilation!r} is negative: pass 0 (none) or a positive number of pixels")
+    return int(dilation)
+
+
+
+def threshold_mask(probabilities: torch.Tensor, threshold: float) -> torch.Tensor:
+    """0/1 float mask: 1 where the probability is >= ``threshold`` (0 keeps every pixel)."""
+    return (probabilities >= threshold).to(torch.float32)
+
+
+def dilate_mask(mask: torch.Tensor, pixels: int) -> torch.Tensor:
+    """Grow a 0/1 [H, W] mask by ``pixels`` in every direction (a square of side 2 * pixels + 1).
+
+    A max-pool, done as two 1-D passes (rows, then columns) so the cost grows
+    with ``pixels`` rather than its square.
+    """
+    if pixels <= 0:
+        return mask
+    radius = min(int(pixels), max(mask.shape))  # any larger radius gives the same mask
+    size = 2 * radius + 1
+    grown = F.max_pool2d(mask[None, None], kernel_size=(1, size), stride=1, padding=(0, radius))
+    grown = F.max_pool2d(grown, kernel_size=(size, 1), stride=1, padding=(radius, 0))
+    return grown[0, 0]

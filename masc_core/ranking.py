@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from .errors import MascInputError
-from .scoring import ImageScore
+from .report import ranking_table
+from .scores import ImageScore
 
 RANK_KEYS = ("cp", "pf", "both")
 
@@ -34,6 +35,8 @@ class RankedItem:
     passed: bool
     reasons: list[str] = field(default_factory=list)
     """Why the output did not pass (empty when it did)."""
+    foreground_fraction: float | None = None
+    """Share of the output under its mask; None without a mask."""
 
 
 @dataclass
@@ -45,24 +48,23 @@ class Ranking:
     selected: list[int]
     """Batch indices of the selected outputs, best first."""
     by: str
+    cp_weight: float = 1.0
+    pf_weight: float = 1.0
 
     @property
     def order(self) -> list[int]:
         return [item.index for item in self.items]
 
-    def table(self) -> str:
-        """A readable ranking, one line per output."""
-        lines = [f"rank  index  {'CP':>7}  {'PF':>7}  {self.by:>7}  status"]
-        for rank, item in enumerate(self.items, start=1):
-            status = "selected" if item.index in self.selected else ("passed" if item.passed else "; ".join(item.reasons))
-            lines.append(
-                f"{rank:>4}  {item.index:>5}  {_fmt(item.cp):>7}  {_fmt(item.pf):>7}  {_fmt(item.key):>7}  {status}"
-            )
-        return "\n".join(lines)
+    @property
+    def key_label(self) -> str:
+        """What the key column holds: CP, PF, CP+PF (weights 1) or a weighted score."""
+        if self.by != "both":
+            return self.by
+        return "CP+PF" if self.cp_weight == self.pf_weight == 1.0 else "score"
 
-
-def _fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:+.4f}"
+    def table(self, names: Sequence[str] | None = None) -> str:
+        """A readable ranking, one line per output (``masc_core.report.ranking_table``)."""
+        return ranking_table(self, names)
 
 
 def ranking_key(score: ImageScore, by: str, cp_weight: float = 1.0, pf_weight: float = 1.0) -> float | None:
@@ -115,8 +117,8 @@ def rank(
         if reject_small_masks and small:
             reasons.append("mask below the size filter (subject probably not rendered)")
         unique = list(dict.fromkeys(reasons))
-        items.append(RankedItem(score.index, score.cp, score.pf, key, not unique, unique))
+        items.append(RankedItem(score.index, score.cp, score.pf, key, not unique, unique, score.foreground_fraction))
     items.sort(key=lambda item: (item.key is None, -(item.key if item.key is not None else 0.0), item.index))
     passing = [item.index for item in items if item.passed]
     selected = passing if top_k is None else passing[:top_k]
-    return Ranking(items=items, selected=selected, by=by)
+    return Ranking(items=items, selected=selected, by=by, cp_weight=cp_weight, pf_weight=pf_weight)

@@ -1,15 +1,24 @@
-"""Readable text for scores: the CLI's table and the nodes' reports share it."""
+"""Readable text for scores and rankings: the CLI's tables and the nodes' reports share it.
+
+One formatter for a score (``format_score``: sign, fixed decimals, "n/a"
+when undefined), so a number reads the same in every table and caption.
+"""
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from .scoring import ImageScore
+from .scores import ImageScore
 
 
-def format_value(value: float | None) -> str:
-    """A score with sign and 4 decimals, or n/a."""
-    return "n/a" if value is None else f"{value:+.4f}"
+def format_score(value: float | None, digits: int = 4) -> str:
+    """A score with its sign and ``digits`` decimals, or n/a when undefined."""
+    return "n/a" if value is None else f"{value:+.{digits}f}"
+
+
+def format_share(fraction: float | None) -> str:
+    """A mask's share of its image, 6 characters wide ("  -   " without a mask)."""
+    return "   -  " if fraction is None else f"{100 * fraction:5.1f}%"
 
 
 def score_notes(score: ImageScore) -> list[str]:
@@ -30,9 +39,27 @@ def score_table(scores: Sequence[ImageScore], names: Sequence[str] | None = None
     width = max([5] + [len(label) for label in labels])
     lines = [f"{'image':<{width}}  {'CP':>7}  {'PF':>7}  {'mask':>6}  notes"]
     for label, score in zip(labels, scores):
-        share = "     -" if score.foreground_fraction is None else f"{100 * score.foreground_fraction:5.1f}%"
+        share = "     -" if score.foreground_fraction is None else format_share(score.foreground_fraction)
         lines.append(
-            f"{label:<{width}}  {format_value(score.cp):>7}  {format_value(score.pf):>7}  {share:>6}  {'; '.join(score_notes(score))}".rstrip()
+            f"{label:<{width}}  {format_score(score.cp):>7}  {format_score(score.pf):>7}  {share:>6}  {'; '.join(score_notes(score))}".rstrip()
+        )
+    return "\n".join(lines)
+
+
+def ranking_table(ranking, names: Sequence[str] | None = None) -> str:
+    """A ``masc_core.ranking.Ranking``, best first: rank, image, CP, PF, the key, mask share, status.
+
+    ``names[i]`` labels batch index i (default: the index itself).
+    """
+    labels = {item.index: (names[item.index] if names is not None else str(item.index)) for item in ranking.items}
+    header = "image" if names is not None else "index"
+    width = max([len(header)] + [len(label) for label in labels.values()])
+    lines = [f"rank  {header:<{width}}  {'CP':>7}  {'PF':>7}  {ranking.key_label:>7}  {'mask':>6}  status"]
+    for position, item in enumerate(ranking.items, start=1):
+        status = "selected" if item.index in ranking.selected else ("passed" if item.passed else "; ".join(item.reasons))
+        lines.append(
+            f"{position:>4}  {labels[item.index]:<{width}}  {format_score(item.cp):>7}  {format_score(item.pf):>7}  "
+            f"{format_score(item.key):>7}  {format_share(item.foreground_fraction)}  {status}"
         )
     return "\n".join(lines)
 
@@ -41,7 +68,7 @@ def caption(score: ImageScore) -> str:
     """A short label for a preview image."""
     parts = [f"#{score.index}"]
     if score.cp is not None or score.cp_undefined:
-        parts.append(f"CP {format_value(score.cp)}")
+        parts.append(f"CP {format_score(score.cp)}")
     if score.pf is not None or score.pf_undefined:
-        parts.append(f"PF {format_value(score.pf)}")
+        parts.append(f"PF {format_score(score.pf)}")
     return "  ".join(parts)

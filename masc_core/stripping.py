@@ -22,7 +22,9 @@ full name goes before its parts.
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from typing import Any, Iterable
+
+from .errors import MascInputError
 
 _WHITESPACE = re.compile(r"\s+")
 
@@ -77,3 +79,17 @@ def strip_subject(prompt: str, subject: str | Iterable[str] | None) -> str:
 def subject_found(prompt: str, stripped: str) -> bool:
     """Whether stripping removed anything (whitespace differences aside)."""
     return prompt.split() != stripped.split()
+
+
+def subject_prompts(subject: Any, name: str = "subject") -> list[str]:
+    """The text prompts for CLIPSeg: the subject's name(s), "sks dog, dog" or a list of names."""
+    if not isinstance(subject, (str, list, tuple)):
+        raise MascInputError(
+            f"{name} is a {type(subject).__name__}: give the subject's name as text, e.g. 'dog' (several: 'sks dog, dog')"
+        )
+    names = parse_subject_names(subject)
+    if not names:
+        raise MascInputError(
+            f"{name} is empty: give the subject's name as CLIPSeg's text prompt, e.g. 'dog' (several: 'sks dog, dog')"
+        )
+    return names

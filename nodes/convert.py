@@ -7,30 +7,27 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..masc_core import heatmaps as render
 from ..masc_core.errors import MascInputError
-from ..masc_core.images import to_rgb_uint8_list
-from ..masc_core.report import caption
-from ..masc_core.scoring import ScoreBatch
+from ..masc_core.images import tensor_to_numpy, to_rgb_uint8_list
 
 _LOADIMAGE_EMPTY_MASK = (64, 64)
 
 
 def comfy_images(images: torch.Tensor, name: str) -> list[np.ndarray]:
-    """ComfyUI IMAGE [B,H,W,C] float 0..1 -> list of RGB uint8 arrays (alpha dropped)."""
+    """ComfyUI IMAGE [B,H,W,C] float 0..1 (any device, float16 too) -> list of RGB uint8 arrays (alpha dropped)."""
     return to_rgb_uint8_list(images, name)
 
 
 def comfy_masks(masks: torch.Tensor | None) -> torch.Tensor | None:
-    """ComfyUI MASK ([B,H,W] or [H,W]) as [B,H,W] float on the CPU."""
+    """ComfyUI MASK ([B,H,W] or [H,W], any device, float16 too) as [B,H,W] float32 on the CPU."""
     if masks is None:
         return None
-    masks = masks.detach().float().cpu()
+    masks = torch.from_numpy(np.asarray(tensor_to_numpy(masks), dtype=np.float32))
     return masks[None] if masks.ndim == 2 else masks
 
 
-def check_reference_mask(mask: torch.Tensor, images: list[np.ndarray]) -> None:
-    """Refuse an all-empty reference mask with advice, since CP cannot be computed from it.
+def check_mask_not_empty(mask: torch.Tensor, images: list[np.ndarray], name: str, why: str) -> None:
+    """Refuse an all-empty mask with advice: it is nearly always a wiring mistake.
 
     LoadImage's MASK output is an all-zero 64x64 when the file has no alpha
     channel: the usual way this happens.
@@ -43,48 +40,18 @@ def check_reference_mask(mask: torch.Tensor, images: list[np.ndarray]) -> None:
             "it is the empty 64x64 mask Load Image gives for a picture without alpha: load the subject's mask "
             "with Load Image (as Mask), channel red, or make one with MaSC Auto Mask"
         )
-    raise MascInputError(f"reference_mask is empty (all zero): CP averages over the subject's patches; {hint}")
+    raise MascInputError(f"{name} is empty (all zero): {why}; {hint}")
+
+
+def check_reference_mask(mask: torch.Tensor, images: list[np.ndarray]) -> None:
+    """Refuse an all-empty reference mask with advice, since CP cannot be computed from it."""
+    check_mask_not_empty(mask, images, "reference_mask", "CP averages over the subject's patches")
 
 
 def to_comfy_image_batch(images: Sequence[np.ndarray]) -> torch.Tensor:
     """RGB uint8 arrays of one size -> ComfyUI IMAGE [B,H,W,3] float 0..1."""
     stacked = np.stack([np.asarray(img, dtype=np.uint8) for img in images])
     return torch.from_numpy(stacked).float().div_(255.0)
-
-
-def reference_overlays(batch: ScoreBatch, references: list[np.ndarray]) -> list[np.ndarray]:
-    """For each output, for each reference view: which parts of the concept survived."""
-    maps = batch.heatmaps
-    painted = []
-    for n, score in enumerate(batch.scores):
-        for k, reference in enumerate(references):
-            image = render.reference_overlay(reference, maps.reference_match[n][k], maps.reference_keep[k])
-            painted.append(render.with_caption(image, f"#{n} view {k}  CP {_value(score.cp_per_reference[k])}"))
-    return painted
-
-
-def presence_overlays(batch: ScoreBatch, outputs: list[np.ndarray]) -> list[np.ndarray]:
-    """For each output: where the concept appears."""
-    maps = batch.heatmaps
-    return [
-        render.with_caption(render.presence_overlay(outputs[n], maps.output_presence[n]), caption(score))
-        for n, score in enumerate(batch.scores)
-    ]
-
-
-def attention_overlays(batch: ScoreBatch, outputs: list[np.ndarray]) -> list[np.ndarray]:
-    """For each output: the PF pooler's attention over its background."""
-    maps = batch.heatmaps
-    return [
-        render.with_caption(
-            render.attention_overlay(outputs[n], maps.background_attention[n], maps.output_hidden[n]), caption(score)
-        )
-        for n, score in enumerate(batch.scores)
-    ]
-
-
-def _value(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:+.4f}"
 
 
 def batch_value(values: list[float | None]) -> float:

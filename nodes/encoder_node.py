@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from ..masc_core.checkpoint import PAPER_MODEL_ID
-from ..masc_core.encoder import MascEncoder
+from ..masc_core.models.checkpoints import PAPER_MODEL_ID
+from ..masc_core.models.encoder import MascEncoder
 from . import host
-
-MASC_ENCODER = "MASC_ENCODER"
-CATEGORY = "MaSC"
+from .types import CATEGORY, MASC_ENCODER, Output, declare_outputs
 
 
 class MaSCLoadEncoder:
@@ -19,9 +17,9 @@ class MaSCLoadEncoder:
         f"{PAPER_MODEL_ID}; choosing that name downloads it when the machine is online."
     )
     CATEGORY = CATEGORY
-    RETURN_TYPES = (MASC_ENCODER,)
-    RETURN_NAMES = ("encoder",)
-    OUTPUT_TOOLTIPS = ("The loaded SigLIP2 encoder; connect it to every MaSC scoring node.",)
+    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+        Output(MASC_ENCODER, "encoder", "The loaded SigLIP2 encoder; connect it to every MaSC scoring node."),
+    )
     FUNCTION = "load"
 
     @classmethod

@@ -14,6 +14,9 @@ from typing import Callable
 
 import torch
 
+from ..masc_core.models.checkpoints import looks_like_hub_id
+from ..masc_core.models.devices import PRECISION_CHOICES, resolve_device, resolve_dtype
+
 try:  # ComfyUI's modules are importable only inside ComfyUI.
     import folder_paths  # type: ignore
     import comfy.model_management as model_management  # type: ignore
@@ -99,7 +102,7 @@ DEVICE_INPUT = (["auto", "cpu", "cuda"], {"default": "auto", "tooltip": "auto fo
 
 
 def precision_input(note: str = "") -> tuple:
-    return (["auto", "fp32", "bf16", "fp16"], {"default": "auto", "tooltip": "auto: fp32 on CPU, bf16 or fp16 on GPU." + note})
+    return (list(PRECISION_CHOICES), {"default": "auto", "tooltip": "auto: fp32 on CPU, bf16 or fp16 on GPU." + note})
 
 
 def find_checkpoint(kind: str, name: str) -> str | None:
@@ -121,11 +124,7 @@ def load_device(choice: str) -> torch.device:
     if choice == "auto":
         if IN_COMFYUI:
             return model_management.get_torch_device()
-        from ..masc_core.devices import resolve_device
-
         return resolve_device("auto")
-    from ..masc_core.devices import resolve_device
-
     return resolve_device(choice)
 
 
@@ -138,8 +137,6 @@ def offload_device() -> torch.device:
 
 def pick_dtype(choice: str, device: torch.device) -> torch.dtype:
     """fp32 on CPU; on GPU bf16 or fp16 where ComfyUI judges them usable, else fp32."""
-    from ..masc_core.devices import resolve_dtype
-
     if choice != "auto" or device.type == "cpu" or not IN_COMFYUI:
         return resolve_dtype(choice, device)
     if model_management.should_use_bf16(device):
@@ -218,8 +215,6 @@ def load_shared(kind: str, name: str, device: str, precision: str, build: Callab
     device by ComfyUI when a node needs it. A Hub id is downloaded into
     models/<kind>/<owner>--<name>.
     """
-    from ..masc_core.checkpoint import looks_like_hub_id
-
     register_model_folders()
     key = (kind, name, device, precision, *options)
     cached = _LOADED.get(key)

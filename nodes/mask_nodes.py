@@ -6,18 +6,14 @@ a best-of-N graph can mask every generated image without another node pack.
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
-from ..masc_core import heatmaps as render
-from ..masc_core.masks import MIN_FOREGROUND_FRACTION
-from ..masc_core.segmentation import CLIPSEG_MODEL_ID, DEFAULT_THRESHOLD, ClipSegSegmenter
+from ..masc_core.heatmaps import mask_overlay
+from ..masc_core.masks import DEFAULT_MASK_THRESHOLD, MIN_FOREGROUND_FRACTION, foreground_fraction
+from ..masc_core.models.clipseg import CLIPSEG_MODEL_ID, ClipSegSegmenter
 from . import host
 from .convert import comfy_images, to_comfy_image_batch
-from .encoder_node import CATEGORY
-
-MASC_SEGMENTER = "MASC_SEGMENTER"
-_MASK_COLOR = np.array([255, 64, 64], dtype=np.float32)
+from .types import CATEGORY, MASC_SEGMENTER, Output, declare_outputs
 
 
 class MaSCLoadAutoMaskModel:
@@ -28,9 +24,9 @@ class MaSCLoadAutoMaskModel:
         f"ComfyUI/models/clipseg/; choosing {CLIPSEG_MODEL_ID} downloads it when the machine is online."
     )
     CATEGORY = CATEGORY
-    RETURN_TYPES = (MASC_SEGMENTER,)
-    RETURN_NAMES = ("segmenter",)
-    OUTPUT_TOOLTIPS = ("The loaded CLIPSeg model; connect it to MaSC Auto Mask nodes.",)
+    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+        Output(MASC_SEGMENTER, "segmenter", "The loaded CLIPSeg model; connect it to MaSC Auto Mask nodes."),
+    )
     FUNCTION = "load"
 
     @classmethod
@@ -53,13 +49,6 @@ class MaSCLoadAutoMaskModel:
         return (host.load_shared("clipseg", model, device, precision, build),)
 
 
-def mask_overlay(image: np.ndarray, mask: np.ndarray, label: str) -> np.ndarray:
-    """The image with the mask tinted red and a caption (coverage), for previews."""
-    weight = mask[..., None].astype(np.float32) * 0.55
-    tinted = image.astype(np.float32) * (1.0 - weight) + _MASK_COLOR * weight
-    return render.with_caption(np.clip(np.rint(tinted), 0, 255).astype(np.uint8), label)
-
-
 class MaSCAutoMask:
     """Node: MaSC Auto Mask."""
 
@@ -70,12 +59,10 @@ class MaSCAutoMask:
     CATEGORY = CATEGORY
     OUTPUT_NODE = True
     FUNCTION = "mask"
-    RETURN_TYPES = ("MASK", "IMAGE", "STRING")
-    RETURN_NAMES = ("mask", "preview", "report")
-    OUTPUT_TOOLTIPS = (
-        "One 0/1 mask per image, at the image's size.",
-        "The images with their masks tinted red.",
-        "Share of each image the mask covers, with a flag below the paper's 5% filter.",
+    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+        Output("MASK", "mask", "One 0/1 mask per image, at the image's size."),
+        Output("IMAGE", "preview", "The images with their masks tinted red."),
+        Output("STRING", "report", "Share of each image the mask covers, with a flag below the paper's 5% filter."),
     )
 
     @classmethod
@@ -85,7 +72,7 @@ class MaSCAutoMask:
                 "segmenter": (MASC_SEGMENTER, {"tooltip": "From Load MaSC Auto Mask Model."}),
                 "images": ("IMAGE", {"tooltip": "The images to mask (a batch is masked in one pass)."}),
                 "subject": ("STRING", {"default": "", "tooltip": "What to mask, usually the subject's class name ('dog'); several names comma-separated ('dog, puppy') are combined."}),
-                "threshold": ("FLOAT", {"default": DEFAULT_THRESHOLD, "min": 0.0, "max": 1.0, "step": 0.01, "tooltip": "A pixel is the subject when CLIPSeg's probability is at least this."}),
+                "threshold": ("FLOAT", {"default": DEFAULT_MASK_THRESHOLD, "min": 0.0, "max": 1.0, "step": 0.01, "tooltip": "A pixel is the subject when CLIPSeg's probability is at least this."}),
                 "dilation": ("INT", {"default": 0, "min": 0, "max": 256, "tooltip": "Grow each mask by this many pixels (hides the subject's soft edges from PF)."}),
             }
         }
@@ -97,7 +84,7 @@ class MaSCAutoMask:
         batch = torch.stack(masks)
         lines, previews = [], []
         for index, (image, mask) in enumerate(zip(arrays, masks)):
-            share = float(mask.mean())
+            share = foreground_fraction(mask.numpy())
             flag = "  below the 5% filter: subject probably not rendered" if share < MIN_FOREGROUND_FRACTION else ""
             lines.append(f"#{index}: mask covers {100 * share:.1f}%{flag}")
             previews.append(mask_overlay(image, mask.numpy(), f"#{index}  mask {100 * share:.1f}%"))

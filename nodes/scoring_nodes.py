@@ -9,24 +9,14 @@ and text).
 
 from __future__ import annotations
 
-from ..masc_core import heatmaps as render
+from ..masc_core.heatmaps import HeatmapImages, render_heatmaps, with_caption
 from ..masc_core.report import caption, score_table
-from ..masc_core.scoring import ScoreBatch, score_images
+from ..masc_core.scores import ScoreBatch
+from ..masc_core.scoring import score_images
 from ..masc_core.stripping import strip_subject
 from . import host
-from .convert import (
-    attention_overlays,
-    batch_value,
-    check_reference_mask,
-    comfy_images,
-    comfy_masks,
-    image_output,
-    presence_overlays,
-    reference_overlays,
-)
-from .encoder_node import CATEGORY, MASC_ENCODER
-
-MASC_SCORES = "MASC_SCORES"
+from .convert import batch_value, check_reference_mask, comfy_images, comfy_masks, image_output
+from .types import CATEGORY, MASC_ENCODER, MASC_SCORES, Output, declare_outputs
 
 ENCODER_INPUT = (MASC_ENCODER, {"tooltip": "From Load MaSC Encoder."})
 IMAGE_INPUT = ("IMAGE", {"tooltip": "The generated image(s) to score; a batch of N is scored in one pass."})
@@ -61,7 +51,7 @@ def run_scoring(
     pf: bool,
     heatmaps: bool,
 ):
-    """Convert, score once, return (batch, output arrays, reference arrays)."""
+    """Convert, score once; return (batch, output arrays, reference arrays, heatmap pictures or None)."""
     outputs = comfy_images(image, "image")
     references = comfy_images(reference_image, "reference_image") if cp else []
     reference_masks = comfy_masks(reference_mask) if cp else None
@@ -81,7 +71,8 @@ def run_scoring(
         heatmaps=heatmaps,
         progress=host.progress_callback(len(outputs) + len(references)),
     )
-    return batch, outputs, references
+    pictures = render_heatmaps(batch, references, outputs, reference=cp, presence=cp, attention=pf) if heatmaps else None
+    return batch, outputs, pictures
 
 
 def report_text(batch: ScoreBatch) -> str:
@@ -93,11 +84,16 @@ def report_text(batch: ScoreBatch) -> str:
     return "\n".join(lines)
 
 
-def previews(batch: ScoreBatch, overlays: list, outputs: list) -> list:
+def previews(batch: ScoreBatch, overlays: list | None, outputs: list) -> list:
     """Captioned images for the node's preview: the overlays, or the outputs when heatmaps are off."""
     if overlays:
         return overlays
-    return [render.with_caption(img, caption(score)) for img, score in zip(outputs, batch.scores)]
+    return [with_caption(img, caption(score)) for img, score in zip(outputs, batch.scores)]
+
+
+def maps(pictures: HeatmapImages | None, kind: str) -> list:
+    """One kind of heatmap ("reference", "presence", "attention"); empty when heatmaps are off."""
+    return getattr(pictures, kind) if pictures is not None else []
 
 
 def node_result(report: str, shown: list, result: tuple, prefix: str) -> dict:
@@ -115,14 +111,12 @@ class MaSCConceptPreservation:
     CATEGORY = CATEGORY
     OUTPUT_NODE = True
     FUNCTION = "score"
-    RETURN_TYPES = ("FLOAT", MASC_SCORES, "IMAGE", "IMAGE", "STRING")
-    RETURN_NAMES = ("cp", "scores", "reference_heatmap", "image_heatmap", "report")
-    OUTPUT_TOOLTIPS = (
-        "CP of the image (batch of one), or the mean CP of the batch; NaN when undefined (the report says why).",
-        "Per-image scores, for MaSC Select Best and MaSC Gate.",
-        "On each reference view, per output: each patch's best match (which parts of the concept survived); grey = outside the mask.",
-        "On each output: each patch's best match with the reference's subject (where the concept appears).",
-        "Per-image scores as text.",
+    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+        Output("FLOAT", "cp", "CP of the image (batch of one), or the mean CP of the batch; NaN when undefined (the report says why)."),
+        Output(MASC_SCORES, "scores", "Per-image scores, for MaSC Select Best and MaSC Gate."),
+        Output("IMAGE", "reference_heatmap", "On each reference view, per output: each patch's best match (which parts of the concept survived); grey = outside the mask."),
+        Output("IMAGE", "image_heatmap", "On each output: each patch's best match with the reference's subject (where the concept appears)."),
+        Output("STRING", "report", "Per-image scores as text."),
     )
 
     @classmethod
@@ -141,20 +135,18 @@ class MaSCConceptPreservation:
         }
 
     def score(self, encoder, reference_image, reference_mask, image, heatmaps=True, mask=None):
-        batch, outputs, references = run_scoring(
+        batch, outputs, pictures = run_scoring(
             encoder, image, mask=mask, reference_image=reference_image, reference_mask=reference_mask, cp=True, pf=False, heatmaps=heatmaps
         )
-        reference_maps = reference_overlays(batch, references) if heatmaps else []
-        presence_maps = presence_overlays(batch, outputs) if heatmaps else []
         report = report_text(batch)
         result = (
             batch_value(batch.cp),
             batch,
-            image_output(reference_maps),
-            image_output(presence_maps),
+            image_output(maps(pictures, "reference")),
+            image_output(maps(pictures, "presence")),
             report,
         )
-        return node_result(report, previews(batch, presence_maps, outputs), result, "masc_cp")
+        return node_result(report, previews(batch, maps(pictures, "presence"), outputs), result, "masc_cp")
 
 
 class MaSCPromptFollowing:
@@ -167,14 +159,12 @@ class MaSCPromptFollowing:
     CATEGORY = CATEGORY
     OUTPUT_NODE = True
     FUNCTION = "score"
-    RETURN_TYPES = ("FLOAT", "STRING", MASC_SCORES, "IMAGE", "STRING")
-    RETURN_NAMES = ("pf", "stripped_prompt", "scores", "heatmap", "report")
-    OUTPUT_TOOLTIPS = (
-        "PF of the image (batch of one), or the mean PF of the batch; NaN when undefined (the report says why).",
-        "The prompt without the subject: the text PF actually compares with.",
-        "Per-image scores, for MaSC Select Best and MaSC Gate.",
-        "On each output: the pooler's attention over the background (what drives PF); grey = hidden subject.",
-        "Per-image scores as text.",
+    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+        Output("FLOAT", "pf", "PF of the image (batch of one), or the mean PF of the batch; NaN when undefined (the report says why)."),
+        Output("STRING", "stripped_prompt", "The prompt without the subject: the text PF actually compares with."),
+        Output(MASC_SCORES, "scores", "Per-image scores, for MaSC Select Best and MaSC Gate."),
+        Output("IMAGE", "heatmap", "On each output: the pooler's attention over the background (what drives PF); grey = hidden subject."),
+        Output("STRING", "report", "Per-image scores as text."),
     )
 
     @classmethod
@@ -191,17 +181,16 @@ class MaSCPromptFollowing:
         }
 
     def score(self, encoder, image, mask, prompt, subject, heatmaps=True):
-        batch, outputs, _ = run_scoring(encoder, image, mask=mask, prompt=prompt, subject=subject, cp=False, pf=True, heatmaps=heatmaps)
-        attention_maps = attention_overlays(batch, outputs) if heatmaps else []
+        batch, outputs, pictures = run_scoring(encoder, image, mask=mask, prompt=prompt, subject=subject, cp=False, pf=True, heatmaps=heatmaps)
         report = report_text(batch)
         result = (
             batch_value(batch.pf),
             batch.scores[0].encoded_prompt,
             batch,
-            image_output(attention_maps),
+            image_output(maps(pictures, "attention")),
             report,
         )
-        return node_result(report, previews(batch, attention_maps, outputs), result, "masc_pf")
+        return node_result(report, previews(batch, maps(pictures, "attention"), outputs), result, "masc_pf")
 
 
 class MaSCScore:
@@ -214,17 +203,15 @@ class MaSCScore:
     CATEGORY = CATEGORY
     OUTPUT_NODE = True
     FUNCTION = "score"
-    RETURN_TYPES = ("FLOAT", "FLOAT", MASC_SCORES, "STRING", "IMAGE", "IMAGE", "IMAGE", "STRING")
-    RETURN_NAMES = ("cp", "pf", "scores", "stripped_prompt", "reference_heatmap", "image_heatmap", "attention_heatmap", "report")
-    OUTPUT_TOOLTIPS = (
-        "CP (batch of one) or the batch's mean CP; NaN when undefined.",
-        "PF (batch of one) or the batch's mean PF; NaN when undefined.",
-        "Per-image scores, for MaSC Select Best and MaSC Gate.",
-        "The prompt without the subject: the text PF compares with.",
-        "On each reference view, per output: which parts of the concept survived.",
-        "On each output: where the concept appears.",
-        "On each output: the PF pooler's attention over the background.",
-        "Per-image scores as text.",
+    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+        Output("FLOAT", "cp", "CP (batch of one) or the batch's mean CP; NaN when undefined."),
+        Output("FLOAT", "pf", "PF (batch of one) or the batch's mean PF; NaN when undefined."),
+        Output(MASC_SCORES, "scores", "Per-image scores, for MaSC Select Best and MaSC Gate."),
+        Output("STRING", "stripped_prompt", "The prompt without the subject: the text PF compares with."),
+        Output("IMAGE", "reference_heatmap", "On each reference view, per output: which parts of the concept survived."),
+        Output("IMAGE", "image_heatmap", "On each output: where the concept appears."),
+        Output("IMAGE", "attention_heatmap", "On each output: the PF pooler's attention over the background."),
+        Output("STRING", "report", "Per-image scores as text."),
     )
 
     @classmethod
@@ -243,25 +230,22 @@ class MaSCScore:
         }
 
     def score(self, encoder, reference_image, reference_mask, image, prompt, subject, heatmaps=True, mask=None):
-        batch, outputs, references = run_scoring(
+        batch, outputs, pictures = run_scoring(
             encoder, image, mask=mask, reference_image=reference_image, reference_mask=reference_mask,
             prompt=prompt, subject=subject, cp=True, pf=True, heatmaps=heatmaps,
         )
-        reference_maps = reference_overlays(batch, references) if heatmaps else []
-        presence_maps = presence_overlays(batch, outputs) if heatmaps else []
-        attention_maps = attention_overlays(batch, outputs) if heatmaps else []
         report = report_text(batch)
         result = (
             batch_value(batch.cp),
             batch_value(batch.pf),
             batch,
             batch.scores[0].encoded_prompt,
-            image_output(reference_maps),
-            image_output(presence_maps),
-            image_output(attention_maps),
+            image_output(maps(pictures, "reference")),
+            image_output(maps(pictures, "presence")),
+            image_output(maps(pictures, "attention")),
             report,
         )
-        return node_result(report, previews(batch, presence_maps, outputs), result, "masc_score")
+        return node_result(report, previews(batch, maps(pictures, "presence"), outputs), result, "masc_score")
 
 
 class MaSCStripSubject:
@@ -270,9 +254,9 @@ class MaSCStripSubject:
     DESCRIPTION = "Removes the subject's name from the prompt with the paper's rule: shows the exact text MaSC's PF encodes."
     CATEGORY = CATEGORY
     FUNCTION = "strip"
-    RETURN_TYPES = ("STRING",)
-    RETURN_NAMES = ("stripped_prompt",)
-    OUTPUT_TOOLTIPS = ("The prompt without 'a/an/the <name>' (or the bare name), whitespace collapsed.",)
+    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+        Output("STRING", "stripped_prompt", "The prompt without 'a/an/the <name>' (or the bare name), whitespace collapsed."),
+    )
 
     @classmethod
     def INPUT_TYPES(cls):

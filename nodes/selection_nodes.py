@@ -12,11 +12,11 @@ from __future__ import annotations
 import torch
 
 from ..masc_core.errors import MascInputError
+from ..masc_core.masks import MIN_FOREGROUND_FRACTION
 from ..masc_core.ranking import RANK_KEYS, rank
-from ..masc_core.scoring import ScoreBatch
+from ..masc_core.scores import ScoreBatch
 from . import host
-from .encoder_node import CATEGORY
-from .scoring_nodes import MASC_SCORES
+from .types import CATEGORY, MASC_SCORES, Output, declare_outputs
 
 OFF = -1.0
 """Threshold value meaning "no threshold" (cosines are >= -1)."""
@@ -28,7 +28,7 @@ THRESHOLD_INPUTS = {
         "BOOLEAN",
         {"default": False, "tooltip": "Reject images whose mask covers less than min_foreground of the image: usually the subject was not rendered (the paper's filter)."},
     ),
-    "min_foreground": ("FLOAT", {"default": 0.05, "min": 0.0, "max": 1.0, "step": 0.005, "tooltip": "The mask-size filter's threshold, as a share of the image (paper: 0.05)."}),
+    "min_foreground": ("FLOAT", {"default": MIN_FOREGROUND_FRACTION, "min": 0.0, "max": 1.0, "step": 0.005, "tooltip": "The mask-size filter's threshold, as a share of the image (paper: 0.05)."}),
 }
 CARRIED_INPUTS = {
     "latent": ("LATENT", {"tooltip": "Optional: the latents of the same batch, selected in the same order (keeps batch_index so a seed can be re-run)."}),
@@ -96,15 +96,13 @@ class MaSCSelectBest:
     )
     CATEGORY = CATEGORY
     FUNCTION = "select"
-    RETURN_TYPES = ("IMAGE", "LATENT", "MASK", "INT", "STRING", "STRING")
-    RETURN_NAMES = ("images", "latent", "mask", "best_index", "indices", "ranking")
-    OUTPUT_TOOLTIPS = (
-        "The chosen images, best first.",
-        "Their latents (if a latent was connected), best first.",
-        "Their masks (if a mask was connected), best first.",
-        "Batch index of the best image (for Latent From Batch / Image From Batch); -1 if none passed.",
-        "Batch indices of the chosen images, best first, comma-separated.",
-        "The whole ranking as text.",
+    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+        Output("IMAGE", "images", "The chosen images, best first."),
+        Output("LATENT", "latent", "Their latents (if a latent was connected), best first."),
+        Output("MASK", "mask", "Their masks (if a mask was connected), best first."),
+        Output("INT", "best_index", "Batch index of the best image (for Latent From Batch / Image From Batch); -1 if none passed."),
+        Output("STRING", "indices", "Batch indices of the chosen images, best first, comma-separated."),
+        Output("STRING", "ranking", "The whole ranking as text."),
     )
 
     @classmethod
@@ -156,14 +154,12 @@ class MaSCGate:
     )
     CATEGORY = CATEGORY
     FUNCTION = "gate"
-    RETURN_TYPES = ("IMAGE", "LATENT", "MASK", "INT", "STRING")
-    RETURN_NAMES = ("images", "latent", "mask", "passed", "report")
-    OUTPUT_TOOLTIPS = (
-        "The images that passed, in batch order.",
-        "Their latents (if a latent was connected).",
-        "Their masks (if a mask was connected).",
-        "How many images passed.",
-        "Which images passed and why the others did not.",
+    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+        Output("IMAGE", "images", "The images that passed, in batch order."),
+        Output("LATENT", "latent", "Their latents (if a latent was connected)."),
+        Output("MASK", "mask", "Their masks (if a mask was connected)."),
+        Output("INT", "passed", "How many images passed."),
+        Output("STRING", "report", "Which images passed and why the others did not."),
     )
 
     @classmethod

@@ -40,7 +40,7 @@ def box_mask(height: int, width: int, top=0.25, left=0.25, bottom=0.75, right=0.
 
 @pytest.fixture(scope="session")
 def tokenizer():
-    from masc_core.synthetic import train_tokenizer
+    from masc_core.testing import train_tokenizer
 
     return train_tokenizer()
 
@@ -52,14 +52,14 @@ def checkpoint_root(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def naflex_dir(checkpoint_root, tokenizer) -> str:
-    from masc_core.synthetic import build_checkpoint
+    from masc_core.testing import build_checkpoint
 
     return build_checkpoint(os.path.join(checkpoint_root, "tiny-siglip2-naflex"), naflex=True, tokenizer=tokenizer, seed=1)
 
 
 @pytest.fixture(scope="session")
 def fixed_dir(checkpoint_root, tokenizer) -> str:
-    from masc_core.synthetic import build_checkpoint
+    from masc_core.testing import build_checkpoint
 
     return build_checkpoint(
         os.path.join(checkpoint_root, "tiny-siglip2-fixed-224"), naflex=False, tokenizer=tokenizer, seed=2
@@ -68,7 +68,7 @@ def fixed_dir(checkpoint_root, tokenizer) -> str:
 
 @pytest.fixture(scope="session")
 def fixed_bicubic_dir(checkpoint_root, tokenizer) -> str:
-    from masc_core.synthetic import build_checkpoint
+    from masc_core.testing import build_checkpoint
 
     return build_checkpoint(
         os.path.join(checkpoint_root, "tiny-siglip2-fixed-256-bicubic"), naflex=False, image_size=256, resample=3,

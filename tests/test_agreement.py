@@ -8,8 +8,8 @@ import pytest
 from scipy import stats
 
 from masc_core import MascError, MascInputError
-from masc_core import agreement
-from masc_core.agreement import compare, fit_mapping, inter_rater, interval_alpha, krippendorff_alpha, spearman
+from masc_core.evaluation import agreement
+from masc_core.evaluation.agreement import compare, fit_mapping, inter_rater, interval_alpha, krippendorff_alpha, spearman
 
 NAN = np.nan
 # Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", the

@@ -14,11 +14,12 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from baseline_checkpoints import build_clip, build_dino
+from masc_core.testing import build_clip, build_dino
 from conftest import DATA, box_mask, load_photo
 from eval_manifests import dreambench_rows, write_csv, write_masks
 from masc_core import MascEncoder, MascModelError, score_images
-from masc_core.baselines import ClipEmbedder, DinoEmbedder, same_backbone_scores
+from masc_core.evaluation.metrics import same_backbone_scores
+from masc_core.models.embedders import ClipEmbedder, DinoEmbedder
 from masc_core.cli import main
 from masc_core.masks import grid_weights, hidden_patches
 from masc_core.stripping import strip_subject

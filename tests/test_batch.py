@@ -92,7 +92,7 @@ def test_progress_reports_every_batch(naflex_dir):
 
 
 def test_batches_are_even_and_group_similar_lengths():
-    from masc_core.encoder import plan_batches
+    from masc_core.models.encoder import plan_batches
 
     assert [len(b) for b in plan_batches([1024] * 9, 8)] == [5, 4]
     assert [len(b) for b in plan_batches([1024] * 33, 8)] == [7, 7, 7, 7, 5]

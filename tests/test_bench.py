@@ -16,7 +16,7 @@ pytest.importorskip("masc", reason="the benchmark compares with masc-metric, ins
 def test_bench_reports_rows_ratios_forward_counts_and_whole_process(naflex_dir, tmp_path):
     out = tmp_path / "bench.json"
     completed = subprocess.run(
-        [sys.executable, "-m", "masc_core", "bench", "--checkpoint", naflex_dir, "--n", "3", "--max-patches", "64",
+        [sys.executable, "-m", "benchmarks", "best-of-n", "--checkpoint", naflex_dir, "--n", "3", "--max-patches", "64",
          "--batch-size", "2", "--process-n", "2", "--workdir", str(tmp_path / "work"), "--json", str(out),
          "--markdown", str(tmp_path / "bench.md")],
         cwd=ROOT, capture_output=True, text=True,
@@ -38,7 +38,7 @@ def test_bench_reports_rows_ratios_forward_counts_and_whole_process(naflex_dir, 
 
 
 def test_markdown_adds_cuda_peaks_only_when_measured():
-    from masc_core.bench import markdown
+    from benchmarks.bench import markdown
 
     machine = {"cpu": "test cpu", "logical_cpus": 2, "torch": "2.x", "torch_threads": 2, "transformers": "5.x"}
     row = {"size": "base", "n": 8, "masc_over_ours": 2.0, "ours_over_floor": 1.05,

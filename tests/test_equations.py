@@ -147,7 +147,7 @@ def test_cp_searches_the_whole_output_and_only_averages_the_reference_foreground
 
 def test_probe_attention_equals_torch_multihead_attention():
     """The pooler's attention, written out, gives nn.MultiheadAttention's values and weights on the same parameters."""
-    from masc_core.siglip import ProbeAttention
+    from masc_core.models.siglip import ProbeAttention
 
     torch.manual_seed(0)
     reference = torch.nn.MultiheadAttention(32, 4, batch_first=True).eval()

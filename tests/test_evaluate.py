@@ -18,12 +18,12 @@ from scipy import stats
 from conftest import PROMPT
 from eval_manifests import dreambench_rows, write_csv, write_jsonl, write_masks
 from masc_core import MascEncoder, score_images
-from masc_core.agreement import fit_mapping, interval_alpha
+from masc_core.evaluation.agreement import fit_mapping, interval_alpha
 from masc_core.cli import main
-from masc_core.evaluate import EvalOptions, evaluate
+from masc_core.evaluation import EvalOptions, evaluate
 from masc_core.images import load_image_file, load_mask_file
 from masc_core.ranking import rank
-from masc_core.summary import SummaryOptions, summarize
+from masc_core.evaluation.summary import SummaryOptions, summarize
 
 FAST = ["--device", "cpu", "--max-patches", "64"]
 SMALL = FAST + ["--chunk-size", "4", "--bootstrap", "100", "--baselines", "global", "--quiet"]

@@ -9,7 +9,8 @@ import pytest
 from conftest import DATA
 from eval_manifests import dreambench_rows, write_csv, write_jsonl, write_masks
 from masc_core import MascInputError
-from masc_core.manifest import read_manifest, parse_shard
+from masc_core.evaluation.manifest import read_manifest
+from masc_core.evaluation.plan import parse_shard
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ def pack():
 @pytest.fixture(scope="module")
 def comfy_dirs(tmp_path_factory, naflex_dir):
     """A models dir with the test checkpoint under the paper's name, and an input dir with photos and masks."""
-    from masc_core.synthetic import build_clipseg_checkpoint
+    from masc_core.testing import build_clipseg_checkpoint
 
     root = tmp_path_factory.mktemp("comfy")
     target = root / "models" / "masc" / "google" / "siglip2-so400m-patch16-naflex"
@@ -251,7 +251,7 @@ def load_segmenter(pack):
 
 
 def test_auto_mask_node_masks_a_batch_and_feeds_scoring(pack, comfy_dirs):
-    from masc_core.segmentation import ClipSegSegmenter
+    from masc_core.models.clipseg import ClipSegSegmenter
 
     segmenter = load_segmenter(pack)
     assert load_segmenter(pack) is segmenter

@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 from conftest import load_photo
-from masc_core.preprocess import PreprocessSpec, naflex_target_size, prepare_image
+from masc_core.models.preprocess import PreprocessSpec, naflex_target_size, prepare_image
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("torchvision", reason="transformers' image processors need torchvision")

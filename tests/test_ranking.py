@@ -6,7 +6,7 @@ import pytest
 
 from masc_core import MascInputError
 from masc_core.ranking import rank
-from masc_core.scoring import ImageScore
+from masc_core.scores import ImageScore
 
 
 def scores():

@@ -1,6 +1,6 @@
 """Built-in CLIPSeg masks: shapes, thresholds, dilation, names, batching, transformers parity, bad inputs, CLI.
 
-A tiny random-weight CLIPSeg checkpoint is built here (masc_core.synthetic)
+A tiny random-weight CLIPSeg checkpoint is built here (masc_core.testing)
 in the layout of CIDAS/clipseg-rd64-refined; no network, no real weights.
 Its masks are meaningless but not trivial: probabilities spread over 0..1
 and depend on the image and on the prompt.
@@ -22,8 +22,8 @@ from PIL import Image
 from conftest import ROOT, load_photo
 from masc_core import ClipSegSegmenter, MascInputError, MascModelError, score_images
 from masc_core.cli import main
-from masc_core.preprocess import prepare_image
-from masc_core.segmentation import dilate_mask
+from masc_core.models.preprocess import prepare_image
+from masc_core.masks import dilate_mask
 
 transformers = pytest.importorskip("transformers")
 TRANSFORMERS_5 = int(transformers.__version__.split(".")[0]) >= 5
@@ -34,7 +34,7 @@ BATCH_TOLERANCE = 1e-4
 
 @pytest.fixture(scope="module")
 def clipseg_dir(tmp_path_factory) -> str:
-    from masc_core.synthetic import build_clipseg_checkpoint
+    from masc_core.testing import build_clipseg_checkpoint
 
     return build_clipseg_checkpoint(os.path.join(tmp_path_factory.mktemp("clipseg"), "tiny-clipseg-rd16"), seed=0)
 
@@ -237,7 +237,7 @@ def test_token_ids_equal_transformers_tokenizer(clipseg_dir, segmenter, tmp_path
     assert torch.equal(ids, expected["input_ids"]) and torch.equal(attention, expected["attention_mask"])
     assert ids.shape[1] == 77 and int(ids[-1, -1]) == tokenizer.convert_tokens_to_ids("<|endoftext|>")
     # Folders with vocab.json + merges.txt only give the same ids.
-    from masc_core.clip_tokenizer import ClipTextTokenizer
+    from masc_core.models.tokenizers import ClipTextTokenizer
 
     legacy = tmp_path / "legacy"
     shutil.copytree(clipseg_dir, legacy)

@@ -1,6 +1,6 @@
 """Benchmark: best-of-N scoring against the paper's package and against the encoder-forward floor.
 
-``python -m masc_core bench`` measures, in one run, on the same random-weight
+``python -m benchmarks best-of-n`` measures, in one run, on the same random-weight
 checkpoint of the real SigLIP2 NaFlex architecture (random weights cost what
 real ones cost), for each size and N:
 
@@ -10,7 +10,9 @@ real ones cost), for each size and N:
   outputs (N + 1 vision forwards, batched, + 1 text forward);
 - ``floor``: the encoder forwards alone: the same N + 1 images through the
   vision tower in the same batches, plus one text forward, on tensors
-  prepared beforehand (no preprocessing, no masks, no CP/PF arithmetic).
+  prepared beforehand (no preprocessing, no masks, no CP/PF arithmetic),
+  through the encoder's public uncached forwards (``forward_images``,
+  ``forward_texts``).
 
 Each measurement runs in its own fresh process (so peak memory is its own),
 after one untimed warm-up forward. It also times best-of-N as whole
@@ -78,7 +80,7 @@ def write_inputs(folder: str, count: int) -> dict:
 
 def ensure_checkpoint(folder: str, size: str) -> str:
     """A random-weight SigLIP2 NaFlex checkpoint of the real ``size`` architecture (built once)."""
-    from .synthetic import build_checkpoint
+    from masc_core.testing import build_checkpoint
 
     path = os.path.join(folder, f"random-siglip2-{size}-patch16-naflex")
     if not os.path.exists(os.path.join(path, "model.safetensors")):
@@ -97,7 +99,7 @@ def _sync(device) -> None:
 
 
 def _read(paths: dict, count: int):
-    from .images import load_image_file, load_mask_file
+    from masc_core.images import load_image_file, load_mask_file
 
     return (
         load_image_file(paths["ref"]), load_mask_file(paths["ref_mask"]),
@@ -124,24 +126,23 @@ def warm_up(encoder, count: int) -> None:
 
     Nothing is cached by it: the forwards bypass the content cache.
     """
-    from .preprocess import prepare_image
+    from masc_core.models.encoder import plan_batches
 
-    from .encoder import plan_batches
-
-    sample = prepare_image(synthetic_image(9999), encoder.spec)
+    sample = encoder.prepare(synthetic_image(9999))
     shapes = {len(batch) for batch in plan_batches([sample.pixels.shape[0]] * (count + 1), encoder.batch_size)}
     for size in sorted(shapes):
-        encoder._vision_forward([sample] * size)
-    encoder._text_forward(["warm up"])
-    encoder.forward_counts = {"images": 0, "texts": 0}
+        encoder.forward_images([sample] * size)
+    encoder.forward_texts(["warm up"])
+    encoder.reset_forward_counts()
 
 
 def worker_masc(checkpoint: str, paths: dict, count: int, device: str, max_patches: int) -> dict:
+    # The paper's package is imported only here, in its own worker process, when the comparison is asked for.
     import masc
     import torch
     from PIL import Image
 
-    from .resources import peak_memory
+    from masc_core.resources import peak_memory
 
     started = time.perf_counter()
     model = masc.MaSC(model_id=checkpoint, device=None if device == "auto" else device, naflex_max_patches=max_patches)
@@ -162,9 +163,8 @@ def worker_masc(checkpoint: str, paths: dict, count: int, device: str, max_patch
 
 
 def worker_ours(checkpoint: str, paths: dict, count: int, device: str, max_patches: int, batch_size: int) -> dict:
-    from .encoder import MascEncoder
-    from .resources import peak_memory
-    from .scoring import score_images
+    from masc_core import MascEncoder, score_images
+    from masc_core.resources import peak_memory
 
     started = time.perf_counter()
     encoder = MascEncoder.load(checkpoint, device=device, max_num_patches=max_patches, batch_size=batch_size)
@@ -181,29 +181,28 @@ def worker_ours(checkpoint: str, paths: dict, count: int, device: str, max_patch
 
 
 def worker_floor(checkpoint: str, paths: dict, count: int, device: str, max_patches: int, batch_size: int) -> dict:
-    from .encoder import MascEncoder, plan_batches
-    from .preprocess import prepare_image
-    from .resources import peak_memory
-    from .stripping import strip_subject
+    from masc_core import MascEncoder, strip_subject
+    from masc_core.models.encoder import plan_batches
+    from masc_core.resources import peak_memory
 
     encoder = MascEncoder.load(checkpoint, device=device, max_num_patches=max_patches, batch_size=batch_size)
     ref, _, outs, _ = _read(paths, count)
-    prepared = [prepare_image(image, encoder.spec) for image in [ref] + outs]
+    prepared = [encoder.prepare(image) for image in [ref] + outs]
     warm_up(encoder, count)
     text = strip_subject(PROMPT, SUBJECT)
     batches = plan_batches([p.pixels.shape[0] for p in prepared], encoder.batch_size)
     _sync(encoder.device)
     started = time.perf_counter()
     for batch in batches:
-        encoder._vision_forward([prepared[j] for j in batch])
-    encoder._text_forward([text])
+        encoder.forward_images([prepared[j] for j in batch])
+    encoder.forward_texts([text])
     _sync(encoder.device)
     return {"seconds": time.perf_counter() - started, **peak_memory(encoder.device)}
 
 
 def run_worker(kind: str, **kwargs) -> dict:
     """Run one measurement in a fresh interpreter and return its JSON result."""
-    command = [sys.executable, "-m", "masc_core.bench", "--worker", kind, "--worker-args", json.dumps(kwargs)]
+    command = [sys.executable, "-m", "benchmarks.bench", "--worker", kind, "--worker-args", json.dumps(kwargs)]
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
     completed = subprocess.run(command, capture_output=True, text=True, env=env)
@@ -327,7 +326,7 @@ def _ratio(a: dict, b: dict) -> float | None:
 
 
 def run(args: argparse.Namespace) -> dict:
-    from .devices import resolve_device
+    from masc_core.models.devices import resolve_device
 
     device = str(resolve_device(args.device))
     workdir = args.workdir or os.path.join(tempfile.gettempdir(), "masc-bench")
@@ -355,7 +354,7 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def add_parser(commands) -> None:
-    parser = commands.add_parser("bench", help="benchmark best-of-N scoring (vs masc-metric and the forward floor)")
+    parser = commands.add_parser("best-of-n", help="best-of-N scoring vs masc-metric and the forward floor")
     parser.add_argument("--sizes", nargs="+", default=list(SIZES), choices=SIZES, help="SigLIP2 sizes (random weights, real architecture)")
     parser.add_argument("--n", nargs="+", type=int, default=[1, 8, 32], help="outputs per reference")
     parser.add_argument("--max-patches", type=int, default=1024, help="NaFlex patch budget (paper: 1024)")
@@ -368,6 +367,7 @@ def add_parser(commands) -> None:
     parser.add_argument("--skip-masc", action="store_true", help="do not run the paper's package")
     parser.add_argument("--json", dest="json_out", default=None, help="also write the results as JSON to this file")
     parser.add_argument("--markdown", default=None, help="also write the table as Markdown to this file")
+    parser.set_defaults(run=command)
 
 
 def command(args: argparse.Namespace) -> int:

@@ -37,7 +37,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .errors import MascError, MascInputError
+from ..errors import MascError, MascInputError
 
 DEFAULT_RATING_SCALE = (0.0, 4.0)
 """DreamBench++'s 0..4 rubric."""

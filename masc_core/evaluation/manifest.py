@@ -30,7 +30,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import MascInputError
+from ..errors import MascInputError
 
 REQUIRED_COLUMNS = ("ref", "ref_mask", "out", "out_mask", "prompt", "subject")
 LABEL_COLUMNS = ("method", "seed", "id")
@@ -224,6 +224,73 @@ def _check_file(path: str, line: int, column: str, name: str, resolved: str) -> 
         raise _fail(path, f"line {line}, column '{column}'", f"{shown} is a folder, not an image file")
 
 
+def _row_ratings(path: str, line: int, record: dict, raters: dict[str, list[str]], pooled_form: dict[str, bool]) -> dict:
+    """The row's ratings per aspect (rater -> rating; "" for the pooled column), noting new rater names."""
+    ratings: dict[str, dict[str, float]] = {}
+    for aspect in ASPECTS:
+        given: dict[str, float] = {}
+        column = RATING_PREFIX + aspect
+        value = record.get(column)
+        if isinstance(value, dict):  # JSONL shorthand: {"<rater>": rating}
+            for rater, rating in value.items():
+                rater = str(rater).strip()
+                number = _rating(path, line, f"{column}.{rater}", rating)
+                if number is not None:
+                    given[rater] = number
+                    if rater not in raters[aspect]:
+                        raters[aspect].append(rater)
+        else:
+            number = _rating(path, line, column, value)
+            if number is not None:
+                given[""] = number
+                pooled_form[aspect] = True
+        for rater in raters[aspect]:
+            key = f"{column}.{rater}"
+            if key in record:
+                number = _rating(path, line, key, record[key])
+                if number is not None:
+                    given[rater] = number
+        if given:
+            ratings[aspect] = given
+    return ratings
+
+
+def _row(path: str, folder: str, index: int, line: int, record: dict, ratings: dict) -> ManifestRow:
+    """One checked row: texts read, paths resolved against the manifest's folder, files checked."""
+    missing_here = [c for c in REQUIRED_COLUMNS if c not in record]
+    if missing_here:
+        raise _fail(path, f"line {line}", f"has no '{missing_here[0]}' key")
+    refs = _paths(path, line, "ref", record["ref"])
+    ref_masks = _paths(path, line, "ref_mask", record["ref_mask"])
+    if len(ref_masks) != len(refs):
+        raise _fail(
+            path, f"line {line}, column 'ref_mask'",
+            f"{len(ref_masks)} masks for {len(refs)} reference views: give one mask per view, separated by '{PATH_SEPARATOR}'",
+        )
+    out = _text(path, line, "out", record["out"], required=True)
+    out_mask = _text(path, line, "out_mask", record["out_mask"], required=False)
+    ref_paths = tuple(_resolve(folder, p) for p in refs)
+    ref_mask_paths = tuple(_resolve(folder, p) for p in ref_masks)
+    out_path = _resolve(folder, out)
+    out_mask_path = _resolve(folder, out_mask) if out_mask else None
+    for column, names, resolved in (
+        ("ref", refs, ref_paths),
+        ("ref_mask", ref_masks, ref_mask_paths),
+        ("out", (out,), (out_path,)),
+        ("out_mask", (out_mask,) if out_mask else (), (out_mask_path,) if out_mask else ()),
+    ):
+        for name, full in zip(names, resolved):
+            _check_file(path, line, column, name, full)
+    return ManifestRow(
+        index=index, line=line, ref=refs, ref_mask=ref_masks, out=out, out_mask=out_mask,
+        prompt=_text(path, line, "prompt", record["prompt"], required=False) or "",
+        subject=_text(path, line, "subject", record["subject"], required=False) or "",
+        method=_text(path, line, "method", record.get("method"), required=False) or DEFAULT_METHOD,
+        seed=_seed(path, line, record.get("seed")), id=_text(path, line, "id", record.get("id"), required=False),
+        ratings=ratings, ref_paths=ref_paths, ref_mask_paths=ref_mask_paths, out_path=out_path, out_mask_path=out_mask_path,
+    )
+
+
 def read_manifest(path: str | os.PathLike) -> Manifest:
     """Read and check a CSV or JSONL manifest (format from the extension, else from the first line)."""
     path = os.fspath(path)
@@ -248,67 +315,7 @@ def read_manifest(path: str | os.PathLike) -> Manifest:
     folder = os.path.dirname(os.path.abspath(path))
     rows = []
     for index, (line, record) in enumerate(records):
-        missing_here = [c for c in REQUIRED_COLUMNS if c not in record]
-        if missing_here:
-            raise _fail(path, f"line {line}", f"has no '{missing_here[0]}' key")
-        refs = _paths(path, line, "ref", record["ref"])
-        ref_masks = _paths(path, line, "ref_mask", record["ref_mask"])
-        if len(ref_masks) != len(refs):
-            raise _fail(
-                path, f"line {line}, column 'ref_mask'",
-                f"{len(ref_masks)} masks for {len(refs)} reference views: give one mask per view, separated by '{PATH_SEPARATOR}'",
-            )
-        out = _text(path, line, "out", record["out"], required=True)
-        out_mask = _text(path, line, "out_mask", record["out_mask"], required=False)
-        prompt = _text(path, line, "prompt", record["prompt"], required=False) or ""
-        subject = _text(path, line, "subject", record["subject"], required=False) or ""
-        method = _text(path, line, "method", record.get("method"), required=False) or DEFAULT_METHOD
-        row_id = _text(path, line, "id", record.get("id"), required=False)
-        ratings: dict[str, dict[str, float]] = {}
-        for aspect in ASPECTS:
-            given: dict[str, float] = {}
-            column = RATING_PREFIX + aspect
-            value = record.get(column)
-            if isinstance(value, dict):  # JSONL shorthand: {"<rater>": rating}
-                for rater, rating in value.items():
-                    rater = str(rater).strip()
-                    number = _rating(path, line, f"{column}.{rater}", rating)
-                    if number is not None:
-                        given[rater] = number
-                        if rater not in raters[aspect]:
-                            raters[aspect].append(rater)
-            else:
-                number = _rating(path, line, column, value)
-                if number is not None:
-                    given[""] = number
-                    pooled_form[aspect] = True
-            for rater in raters[aspect]:
-                key = f"{column}.{rater}"
-                if key in record:
-                    number = _rating(path, line, key, record[key])
-                    if number is not None:
-                        given[rater] = number
-            if given:
-                ratings[aspect] = given
-        ref_paths = tuple(_resolve(folder, p) for p in refs)
-        ref_mask_paths = tuple(_resolve(folder, p) for p in ref_masks)
-        out_path = _resolve(folder, out)
-        out_mask_path = _resolve(folder, out_mask) if out_mask else None
-        for column, names, resolved in (
-            ("ref", refs, ref_paths),
-            ("ref_mask", ref_masks, ref_mask_paths),
-            ("out", (out,), (out_path,)),
-            ("out_mask", (out_mask,) if out_mask else (), (out_mask_path,) if out_mask else ()),
-        ):
-            for name, full in zip(names, resolved):
-                _check_file(path, line, column, name, full)
-        rows.append(
-            ManifestRow(
-                index=index, line=line, ref=refs, ref_mask=ref_masks, out=out, out_mask=out_mask, prompt=prompt,
-                subject=subject, method=method, seed=_seed(path, line, record.get("seed")), id=row_id, ratings=ratings,
-                ref_paths=ref_paths, ref_mask_paths=ref_mask_paths, out_path=out_path, out_mask_path=out_mask_path,
-            )
-        )
+        rows.append(_row(path, folder, index, line, record, _row_ratings(path, line, record, raters, pooled_form)))
     for aspect in ASPECTS:
         if pooled_form[aspect] and raters[aspect]:
             raise MascInputError(
@@ -316,18 +323,3 @@ def read_manifest(path: str | os.PathLike) -> Manifest:
                 "give one pooled column or one column per rater, not both"
             )
     return Manifest(path=path, rows=rows, raters=raters)
-
-
-def parse_shard(spec: str | None) -> tuple[int, int] | None:
-    """'i/n' (0 <= i < n) as (i, n); None stays None."""
-    if spec is None:
-        return None
-    text = str(spec).strip()
-    parts = text.split("/")
-    try:
-        index, count = (int(p) for p in parts) if len(parts) == 2 else (None, None)
-    except ValueError:
-        index, count = None, None
-    if index is None or count is None or count < 1 or not 0 <= index < count:
-        raise MascInputError(f"--shard '{spec}' is not i/n with 0 <= i < n (e.g. 0/4 ... 3/4 for four shards)")
-    return index, count

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .errors import MascModelError
+from ..errors import MascModelError
 
 DEFAULT_MAX_NUM_PATCHES = 1024
 """NaFlex patch budget of the paper (32 x 32 patches for a square image)."""

@@ -22,8 +22,8 @@ How the model is driven, and why:
   (which needs torchvision in transformers 5 and resized differently in
   4.x): resize to the processor's size (352 x 352 for CIDAS) with
   antialiasing, exactly as transformers 5 does, then ImageNet
-  normalization; see :mod:`masc_core.preprocess`.
-- Prompts are tokenized with CLIP's BPE by :mod:`masc_core.clip_tokenizer`.
+  normalization; see :mod:`masc_core.models.preprocess`.
+- Prompts are tokenized with CLIP's BPE by :mod:`masc_core.models.tokenizers`.
 - The vision tower runs once per image and stops at the deepest layer the
   decoder reads (``extract_layers``; layers 10-12 of CIDAS's 12 feed
   nothing); the text tower runs once per distinct name; only CLIPSeg's small
@@ -37,34 +37,28 @@ How the model is driven, and why:
 from __future__ import annotations
 
 import inspect
-import math
-import numbers
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import checkpoint as checkpoints
-from .clip_tokenizer import ClipTextTokenizer
-from .devices import ModelPlacement, resolve_device, resolve_dtype
-from .errors import MascInputError, MascModelError
-from .images import to_rgb_uint8_list
+from ..errors import MascModelError
+from ..images import to_rgb_uint8_list
+from ..masks import DEFAULT_MASK_THRESHOLD, check_dilation, check_threshold, dilate_mask, threshold_mask
+from ..progress import ProgressCallback
+from ..stripping import subject_prompts
+from . import checkpoints
+from .devices import ModelPlacement, place
 from .preprocess import PreprocessSpec, prepare_image
-from .stripping import parse_subject_names
+from .tokenizers import ClipTextTokenizer
 
 CLIPSEG_MODEL_ID = "CIDAS/clipseg-rd64-refined"
 """The usual CLIPSeg checkpoint (ViT-B/16 CLIP, refined decoder with 64 channels)."""
 
-DEFAULT_THRESHOLD = 0.4
-"""Probability at or above which a pixel is foreground."""
-
 DEFAULT_BATCH_SIZE = 8
-
-ProgressCallback = Callable[[int, int], None]
-"""Called as ``progress(done, total)`` after each batch of images; may raise to cancel."""
 
 # Weights that text-prompted segmentation never reads: a checkpoint without
 # them still gives the same masks.
@@ -89,94 +83,23 @@ class ClipSegCheckpoint(checkpoints.CheckpointFolder):
         return int(self.text_config.get("max_position_embeddings") or 77)
 
 
-def _snapshot_folder(folder: str) -> str:
-    """The checkpoint inside a Hugging Face cache folder (models--owner--name), else ``folder``.
-
-    Other ComfyUI packs download CLIPSeg with ``cache_dir=models/clipseg``,
-    which leaves that layout; pointing at it should just work.
-    """
-    if os.path.isfile(os.path.join(folder, "config.json")):
-        return folder
-    snapshots = os.path.join(folder, "snapshots")
-    if not os.path.isdir(snapshots):
-        return folder
-    ref = os.path.join(folder, "refs", "main")
-    if os.path.isfile(ref):
-        with open(ref, encoding="utf-8") as handle:
-            pinned = os.path.join(snapshots, handle.read().strip())
-        if os.path.isfile(os.path.join(pinned, "config.json")):
-            return pinned
-    candidates = [os.path.join(snapshots, n) for n in os.listdir(snapshots)]
-    candidates = [c for c in candidates if os.path.isfile(os.path.join(c, "config.json"))]
-    return max(candidates, key=os.path.getmtime) if candidates else folder
-
-
-def resolve_clipseg(
-    model: str | os.PathLike, *, cache_dir: str | None = None, download_dir: str | None = None
-) -> tuple[str, str]:
-    """(local folder, source name) of a CLIPSeg checkpoint folder or Hub id (downloaded on first use)."""
-    name = os.fspath(model) if model is not None else ""
-    if not name.strip():
-        raise MascModelError(f"no CLIPSeg model given: pass a checkpoint folder or a Hub id such as {CLIPSEG_MODEL_ID}")
-    if not os.path.exists(name) and not checkpoints.looks_like_hub_id(name):
-        raise MascModelError(
-            f"CLIPSeg model '{name}' does not exist: pass a CLIPSeg checkpoint folder (Hugging Face layout, "
-            f"e.g. ComfyUI's models/clipseg/clipseg-rd64-refined) or a Hub id such as {CLIPSEG_MODEL_ID}"
-        )
-    options: dict[str, Any] = {"cache_dir": cache_dir}
-    if download_dir:
-        options["local_dir"] = download_dir
-    folder, source = checkpoints.resolve(name, **options)
-    return _snapshot_folder(folder), source
-
-
 def inspect_clipseg(folder: str, source: str | None = None) -> ClipSegCheckpoint:
     """Check that ``folder`` is a usable CLIPSeg checkpoint, without loading weights."""
-    source = source or folder
-    config_path = os.path.join(folder, "config.json")
-    if not os.path.isfile(config_path):
+    info = checkpoints.read_folder(
+        folder, source, label="CLIPSeg model folder", model_types=("clipseg",),
+        wrong_type=f", not CLIPSeg: built-in masks need a CLIPSeg checkpoint such as {CLIPSEG_MODEL_ID}",
+        preprocessor_required=True, cls=ClipSegCheckpoint,
+    )
+    names = set(os.listdir(folder))
+    if "tokenizer.json" not in names and not {"vocab.json", "merges.txt"} <= names:
         raise MascModelError(
-            f"CLIPSeg model folder '{source}' has no config.json: it is not a Hugging Face checkpoint folder "
-            "(pick the folder that holds config.json and model.safetensors)"
-        )
-    config = checkpoints.read_json(config_path, "config")
-    model_type = str(config.get("model_type") or "")
-    if model_type != "clipseg":
-        raise MascModelError(
-            f"model folder '{source}' holds a '{model_type or 'unknown'}' model, not CLIPSeg: built-in masks need a "
-            f"CLIPSeg checkpoint such as {CLIPSEG_MODEL_ID}"
-        )
-    names = sorted(os.listdir(folder))
-    weights = [n for n in names if n.endswith(".safetensors")]
-    if not weights:
-        others = [n for n in names if n.endswith((".bin", ".pt", ".pth", ".ckpt", ".msgpack", ".h5"))]
-        found = f" (found {', '.join(others)})" if others else ""
-        raise MascModelError(
-            f"CLIPSeg model folder '{source}' has no .safetensors weights{found}: only safetensors are loaded; "
-            "download the safetensors version of the checkpoint"
-        )
-    if "tokenizer.json" not in names and not {"vocab.json", "merges.txt"} <= set(names):
-        raise MascModelError(
-            f"CLIPSeg model folder '{source}' has no tokenizer.json (nor vocab.json + merges.txt): "
+            f"CLIPSeg model folder '{info.source}' has no tokenizer.json (nor vocab.json + merges.txt): "
             "copy the tokenizer files that came with the checkpoint into it"
         )
-    preprocessor_path = os.path.join(folder, "preprocessor_config.json")
-    if not os.path.isfile(preprocessor_path):
-        raise MascModelError(
-            f"CLIPSeg model folder '{source}' has no preprocessor_config.json: copy the one that came with the "
-            "checkpoint (it gives the input size and normalization)"
-        )
-    info = ClipSegCheckpoint(
-        folder=folder,
-        source=source,
-        config=config,
-        preprocessor_config=checkpoints.read_json(preprocessor_path, "preprocessor config"),
-        weight_files=weights,
-    )
     layers = int(info.vision_config.get("num_hidden_layers") or 12)
     if not info.extract_layers or min(info.extract_layers) < 0 or max(info.extract_layers) >= layers:
         raise MascModelError(
-            f"CLIPSeg model folder '{source}' has extract_layers {info.extract_layers} for a {layers}-layer vision "
+            f"CLIPSeg model folder '{info.source}' has extract_layers {info.extract_layers} for a {layers}-layer vision "
             "tower: the config is inconsistent; re-download the checkpoint"
         )
     return info
@@ -215,67 +138,6 @@ def load_clipseg_model(info: ClipSegCheckpoint) -> torch.nn.Module:
         unused=lambda key: any(part in key for part in _UNUSED_WEIGHTS),
     )
     return model.float()
-
-
-# ---------------------------------------------------------------------- inputs
-
-
-def check_threshold(threshold: Any, name: str = "threshold") -> float:
-    """A probability threshold in 0..1, or a one-line MascInputError naming ``name``."""
-    if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not math.isfinite(float(threshold)):
-        raise MascInputError(f"{name} {threshold!r} is not a number: pass a probability in 0..1 such as {DEFAULT_THRESHOLD}")
-    if not 0.0 <= float(threshold) <= 1.0:
-        raise MascInputError(
-            f"{name} {threshold!r} is outside 0..1: pass a probability such as {DEFAULT_THRESHOLD} "
-            "(higher keeps fewer pixels)"
-        )
-    return float(threshold)
-
-
-def check_dilation(dilation: Any, name: str = "dilation") -> int:
-    """A dilation in whole pixels >= 0, or a one-line MascInputError naming ``name``."""
-    if isinstance(dilation, bool) or not isinstance(dilation, numbers.Real) or not float(dilation).is_integer():
-        raise MascInputError(f"{name} {dilation!r} is not a whole number of pixels: pass 0 (none) or a positive integer")
-    if dilation < 0:
-        raise MascInputError(f"{name} {dilation!r} is negative: pass 0 (none) or a positive number of pixels")
-    return int(dilation)
-
-
-def subject_prompts(subject: Any, name: str = "subject") -> list[str]:
-    """The text prompts for CLIPSeg: the subject's name(s), "sks dog, dog" or a list of names."""
-    if not isinstance(subject, (str, list, tuple)):
-        raise MascInputError(
-            f"{name} is a {type(subject).__name__}: give the subject's name as text, e.g. 'dog' (several: 'sks dog, dog')"
-        )
-    names = parse_subject_names(subject)
-    if not names:
-        raise MascInputError(
-            f"{name} is empty: give the subject's name as CLIPSeg's text prompt, e.g. 'dog' (several: 'sks dog, dog')"
-        )
-    return names
-
-
-# ---------------------------------------------------------------------- mask operations
-
-
-def threshold_mask(probabilities: torch.Tensor, threshold: float) -> torch.Tensor:
-    """0/1 float mask: 1 where the probability is >= ``threshold`` (0 keeps every pixel)."""
-    return (probabilities >= threshold).to(torch.float32)
-
-
-def dilate_mask(mask: torch.Tensor, pixels: int) -> torch.Tensor:
-    """Grow a 0/1 [H, W] mask by ``pixels`` in every direction (a square of side 2 * pixels + 1).
-
-    A max-pool, done as two 1-D passes (rows, then columns) so the cost grows
-    with ``pixels`` rather than its square.
-    """
-    if pixels <= 0:
-        return mask
-    radius = min(int(pixels), max(mask.shape))  # any larger radius gives the same mask
-    size = 2 * radius + 1
-    grown = F.max_pool2d(mask[None, None], kernel_size=(1, size), stride=1, padding=(0, radius))
-    grown = F.max_pool2d(grown, kernel_size=(size, 1), stride=1, padding=(radius, 0))
-    return grown[0, 0]
 
 
 # ---------------------------------------------------------------------- the segmenter
@@ -336,13 +198,13 @@ class ClipSegSegmenter(ModelPlacement):
         ``cache_dir`` / ``download_dir``: where a Hub id is downloaded (the
         Hugging Face cache layout, or a plain folder).
         """
-        folder, source = resolve_clipseg(model, cache_dir=cache_dir, download_dir=download_dir)
+        folder, source = checkpoints.resolve(
+            model, what="CLIPSeg model", example=CLIPSEG_MODEL_ID, cache_dir=cache_dir, local_dir=download_dir
+        )
         info = inspect_clipseg(folder, source)
         spec = clipseg_preprocess_spec(info)
         tokenizer = ClipTextTokenizer.from_folder(folder, max_length=info.text_length)
-        target = resolve_device(device)
-        dtype = resolve_dtype(precision, target)
-        network = load_clipseg_model(info).to(device=target, dtype=dtype)
+        network = place(load_clipseg_model(info), device, precision)
         return cls(network, info, spec, tokenizer, batch_size=batch_size)
 
     # ------------------------------------------------------------------ placement
@@ -387,7 +249,7 @@ class ClipSegSegmenter(ModelPlacement):
         images: Any,
         subject: str | Sequence[str],
         *,
-        threshold: float = DEFAULT_THRESHOLD,
+        threshold: float = DEFAULT_MASK_THRESHOLD,
         dilation: int = 0,
         progress: ProgressCallback | None = None,
     ) -> list[torch.Tensor]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .errors import MascInputError
+from ..errors import MascInputError
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 PRECISION_CHOICES = ("auto", "fp32", "bf16", "fp16")
@@ -51,6 +51,12 @@ def resolve_dtype(precision: str | torch.dtype | None, device: torch.device) -> 
     if name not in DTYPES:
         raise MascInputError(f"precision '{precision}' is unknown: use one of {', '.join(PRECISION_CHOICES)}")
     return DTYPES[name]
+
+
+def place(module: torch.nn.Module, device: str | torch.device | None, precision: str | torch.dtype | None) -> torch.nn.Module:
+    """``module`` moved to the resolved device and precision (every loader ends with this)."""
+    target = resolve_device(device)
+    return module.to(device=target, dtype=resolve_dtype(precision, target))
 
 
 class ModelPlacement:

@@ -13,10 +13,12 @@ import argparse
 import os
 import sys
 
-from .errors import MascInputError
+from ..errors import MascInputError
+from ..masks import DEFAULT_MASK_THRESHOLD
+from .options import add_device_options
 
 
-def add_mask_parser(commands) -> None:
+def register(commands) -> None:
     """Register the ``mask`` sub-command on the CLI's sub-parsers."""
     parser = commands.add_parser("mask", help="subject masks from CLIPSeg (text-prompted), as PNG files")
     parser.add_argument(
@@ -28,15 +30,16 @@ def add_mask_parser(commands) -> None:
         "--subject", required=True, help="the subject's name, CLIPSeg's prompt; several comma-separated ('sks dog, dog')"
     )
     parser.add_argument(
-        "--threshold", type=float, default=0.4, help="probability at or above which a pixel is the subject (default 0.4)"
+        "--threshold", type=float, default=DEFAULT_MASK_THRESHOLD,
+        help=f"probability at or above which a pixel is the subject (default {DEFAULT_MASK_THRESHOLD})"
     )
     parser.add_argument("--dilate", type=int, default=0, metavar="PIXELS", help="grow each mask by this many pixels (default 0)")
     parser.add_argument(
         "--out-dir", required=True, metavar="DIR", help="folder for the <stem>_mask.png files (created if missing)"
     )
-    parser.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:N or mps")
-    parser.add_argument("--precision", default="fp32", choices=("auto", "fp32", "bf16", "fp16"), help="model precision")
+    add_device_options(parser)
     parser.add_argument("--batch-size", type=int, default=8, help="images per forward (default 8)")
+    parser.set_defaults(run=run)
 
 
 def mask_paths(images: list[str], out_dir: str) -> list[str]:
@@ -69,13 +72,14 @@ def _make_out_dir(out_dir: str) -> None:
         ) from None
 
 
-def cmd_mask(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     import numpy as np
     from PIL import Image
 
-    from .images import load_image_file
-    from .masks import MIN_FOREGROUND_FRACTION
-    from .segmentation import ClipSegSegmenter, check_dilation, check_threshold, subject_prompts
+    from ..images import load_image_file
+    from ..masks import MIN_FOREGROUND_FRACTION, check_dilation, check_threshold, foreground_fraction
+    from ..models.clipseg import ClipSegSegmenter
+    from ..stripping import subject_prompts
 
     # Everything that can be checked without the model is checked first.
     threshold = check_threshold(args.threshold, "--threshold")
@@ -94,7 +98,7 @@ def cmd_mask(args: argparse.Namespace) -> int:
             Image.fromarray(pixels).save(target)
         except OSError as exc:
             raise MascInputError(f"--out-dir: '{target}' could not be written ({exc}): pick a writable folder") from None
-        fraction = float(mask.mean())
+        fraction = foreground_fraction(mask.numpy())
         note = "  below the paper's 5% filter" if fraction < MIN_FOREGROUND_FRACTION else ""
         sys.stdout.write(f"{target}  {100 * fraction:5.1f}%{note}\n")
     return 0

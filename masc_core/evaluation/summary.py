@@ -16,7 +16,7 @@ shards. Sums are exact (``math.fsum``) and do not depend on row order.
   the kept rows that have a rating and where every metric of that aspect is
   defined, so all metrics are compared on the same keys; overall (pooled
   human rating = mean over raters), per method, per rater, and among the
-  raters. See ``masc_core.agreement`` for the statistics and the rating-scale
+  raters. See ``agreement`` for the statistics and the rating-scale
   mapping.
 """
 
@@ -28,10 +28,11 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from ..errors import MascInputError
+from ..masks import MIN_FOREGROUND_FRACTION
 from . import agreement
-from .baselines import ASPECT_METRICS, METRIC_ORDER
-from .errors import MascInputError
-from .masks import MIN_FOREGROUND_FRACTION
+from .metrics import ASPECT_METRICS, ASPECTS, METRIC_ORDER
+from .records import EvalRecord, as_record
 
 
 @dataclass(frozen=True)
@@ -72,19 +73,11 @@ class SummaryOptions:
         )
 
 
-def apply_filter(record: dict, min_foreground: float) -> None:
-    """Set the row's filter flags from its mask fractions (the paper's filter)."""
-    out_fraction = record.get("out_foreground")
-    record["small_out_mask"] = out_fraction is not None and out_fraction < min_foreground
-    record["small_ref_mask"] = any(f < min_foreground for f in record.get("ref_foreground") or [])
-    record["filtered"] = record["small_out_mask"] or record["small_ref_mask"]
-
-
-def metrics_present(records: Iterable[dict]) -> list[str]:
+def metrics_present(records: Iterable[EvalRecord]) -> list[str]:
     """The metric columns the rows hold, in the canonical order (MaSC's first)."""
     keys: set[str] = set()
     for record in records:
-        keys.update(record)
+        keys.update(record.metrics)
     return [name for name in METRIC_ORDER if name in keys]
 
 
@@ -103,42 +96,41 @@ def _seed_label(seed: Any) -> str:
     return "none" if seed is None else str(seed)
 
 
-def _statistics(records: list[dict], metrics: list[str]) -> dict:
-    kept = [r for r in records if not r.get("filtered")]
-    seeds = list(dict.fromkeys(_seed_label(r.get("seed")) for r in kept))
+def _statistics(records: list[EvalRecord], metrics: list[str]) -> dict:
+    kept = [r for r in records if not r.filtered]
+    seeds = list(dict.fromkeys(_seed_label(r.seed) for r in kept))
     block: dict[str, Any] = {"rows": len(records), "kept": len(kept), "seeds": seeds, "metrics": {}}
     for name in metrics:
-        defined = [r for r in kept if r.get(name) is not None]
+        defined = [r for r in kept if r.value(name) is not None]
         per_seed = {}
         for seed in seeds:
-            values = [r[name] for r in defined if _seed_label(r.get("seed")) == seed]
+            values = [r.value(name) for r in defined if _seed_label(r.seed) == seed]
             if values:
                 per_seed[seed] = _mean(values)
         block["metrics"][name] = {
             "n": len(defined),
             "undefined": len(kept) - len(defined),
-            "mean": _mean([r[name] for r in defined]),
+            "mean": _mean([r.value(name) for r in defined]),
             "std_over_seeds": _std(list(per_seed.values())),
             "seed_means": per_seed,
         }
     return block
 
 
-def _aspect_agreement(records: list[dict], aspect: str, metrics: list[str], options: SummaryOptions) -> dict | None:
-    human_key = f"human_{aspect}"
+def _aspect_agreement(records: list[EvalRecord], aspect: str, metrics: list[str], options: SummaryOptions) -> dict | None:
     names = [m for m in ASPECT_METRICS[aspect] if m in metrics]
     if not names:
         return None
-    rated = [r for r in records if r.get(human_key) is not None]
+    rated = [r for r in records if r.human(aspect) is not None]
     if not rated:
         return None
-    units = [r for r in rated if not r.get("filtered") and all(r.get(m) is not None for m in names)]
+    units = [r for r in rated if not r.filtered and all(r.value(m) is not None for m in names)]
     block: dict[str, Any] = {
         "n": len(units),
         "rated": len(rated),
         "excluded": {
-            "filtered": sum(1 for r in rated if r.get("filtered")),
-            "undefined_metric": sum(1 for r in rated if not r.get("filtered") and any(r.get(m) is None for m in names)),
+            "filtered": sum(1 for r in rated if r.filtered),
+            "undefined_metric": sum(1 for r in rated if not r.filtered and any(r.value(m) is None for m in names)),
         },
         "headline": names[0],
     }
@@ -146,13 +138,13 @@ def _aspect_agreement(records: list[dict], aspect: str, metrics: list[str], opti
         block["note"] = "no row has a rating and every metric defined after the filter"
         return block
     mappings = {
-        m: agreement.fit_mapping([r[m] for r in units], options.rating_scale, options.rating_map) for m in names
+        m: agreement.fit_mapping([r.value(m) for r in units], options.rating_scale, options.rating_map) for m in names
     }
     block["mapping"] = {m: mappings[m].to_dict() for m in names}
 
     def compare(rows: list[dict], human: list[float], label: str) -> dict:
         return agreement.compare(
-            {m: np.array([r[m] for r in rows], dtype=np.float64) for m in names},
+            {m: np.array([r.value(m) for r in rows], dtype=np.float64) for m in names},
             np.array(human, dtype=np.float64),
             mappings,
             bootstrap=options.bootstrap,
@@ -160,32 +152,32 @@ def _aspect_agreement(records: list[dict], aspect: str, metrics: list[str], opti
             label=label,
         )
 
-    overall = compare(units, [r[human_key] for r in units], aspect)
+    overall = compare(units, [r.human(aspect) for r in units], aspect)
     headline = overall[names[0]]
     block.update(
         krippendorff_alpha=headline["krippendorff_alpha"], spearman=headline["spearman"], ci95=headline["ci95"],
         metrics=overall,
     )
-    methods = list(dict.fromkeys(r["method"] for r in units))
+    methods = list(dict.fromkeys(r.method for r in units))
     if len(methods) > 1:
         block["by_method"] = {}
         for method in methods:
-            rows = [r for r in units if r["method"] == method]
+            rows = [r for r in units if r.method == method]
             block["by_method"][method] = {
-                "n": len(rows), "metrics": compare(rows, [r[human_key] for r in rows], f"{aspect}/method/{method}")
+                "n": len(rows), "metrics": compare(rows, [r.human(aspect) for r in rows], f"{aspect}/method/{method}")
             }
-    raters = list(dict.fromkeys(k for r in units for k in (r.get("ratings") or {}).get(aspect, {}) if k))
+    raters = list(dict.fromkeys(k for r in units for k in r.ratings.get(aspect, {}) if k))
     if raters:
         block["by_rater"] = {}
         for rater in raters:
-            rows = [r for r in units if rater in (r.get("ratings") or {}).get(aspect, {})]
-            human = [r["ratings"][aspect][rater] for r in rows]
+            rows = [r for r in units if rater in r.ratings.get(aspect, {})]
+            human = [r.ratings[aspect][rater] for r in rows]
             block["by_rater"][rater] = {"n": len(rows), "metrics": compare(rows, human, f"{aspect}/rater/{rater}")}
     if len(raters) > 1:
         table = np.full((len(raters), len(units)), np.nan)
         for j, r in enumerate(units):
             for i, rater in enumerate(raters):
-                value = (r.get("ratings") or {}).get(aspect, {}).get(rater)
+                value = r.ratings.get(aspect, {}).get(rater)
                 if value is not None:
                     table[i, j] = value
         block["inter_rater"] = dict(
@@ -195,8 +187,12 @@ def _aspect_agreement(records: list[dict], aspect: str, metrics: list[str], opti
     return block
 
 
-def summarize(records: list[dict], options: SummaryOptions) -> dict:
-    """summary.json's content for result rows sorted by row (their filter flags already set)."""
+def summarize(records: Iterable[EvalRecord | dict], options: SummaryOptions) -> dict:
+    """summary.json's content for result rows sorted by row (their filter flags already set).
+
+    ``records`` may be ``EvalRecord``s or the objects of a results.jsonl.
+    """
+    records = [as_record(r) for r in records]
     metrics = metrics_present(records)
     summary: dict[str, Any] = {
         "rows": len(records),
@@ -204,18 +200,18 @@ def summarize(records: list[dict], options: SummaryOptions) -> dict:
         "options": options.to_dict(),
         "filter": {
             "min_foreground": float(options.min_foreground),
-            "small_out_mask": sum(1 for r in records if r.get("small_out_mask")),
-            "small_ref_mask": sum(1 for r in records if r.get("small_ref_mask")),
-            "kept": sum(1 for r in records if not r.get("filtered")),
-            "dropped": sum(1 for r in records if r.get("filtered")),
+            "small_out_mask": sum(1 for r in records if r.small_out_mask),
+            "small_ref_mask": sum(1 for r in records if r.small_ref_mask),
+            "kept": sum(1 for r in records if not r.filtered),
+            "dropped": sum(1 for r in records if r.filtered),
         },
         "overall": _statistics(records, metrics),
         "methods": {},
     }
-    for method in dict.fromkeys(r["method"] for r in records):
-        summary["methods"][method] = _statistics([r for r in records if r["method"] == method], metrics)
+    for method in dict.fromkeys(r.method for r in records):
+        summary["methods"][method] = _statistics([r for r in records if r.method == method], metrics)
     blocks = {}
-    for aspect in ("cp", "pf"):
+    for aspect in ASPECTS:
         block = _aspect_agreement(records, aspect, metrics, options)
         if block is not None:
             blocks[aspect] = block

@@ -13,7 +13,7 @@ Every encoded image and prompt is cached by content (bounded by bytes), so
 scoring the same reference against many outputs, or the same outputs under
 another prompt, does not run the model again.
 
-The model is ``masc_core.siglip`` (transformers' SigLIP2 architecture and
+The model is ``masc_core.models.siglip`` (transformers' SigLIP2 architecture and
 weight names, in plain torch), so scoring never imports transformers.
 """
 
@@ -22,19 +22,18 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
 
-from . import checkpoint as checkpoints
+from ..metric import pad_tokens
+from ..progress import ProgressCallback
+from . import checkpoints, siglip_checkpoint
 from .cache import DEFAULT_CACHE_BYTES, LRUCache, content_key
-from .devices import ModelPlacement, resolve_device, resolve_dtype
-from .preprocess import PreprocessSpec, prepare_image
-from .tokenizer import SiglipTextTokenizer
-
-ProgressCallback = Callable[[int, int], None]
-"""Called as ``progress(done, total)`` after each batch of images; may raise to cancel."""
+from .devices import ModelPlacement, place
+from .preprocess import PreparedImage, PreprocessSpec, prepare_image
+from .tokenizers import SiglipTextTokenizer
 
 DEFAULT_BATCH_SIZE = 8
 
@@ -79,7 +78,7 @@ class MascEncoder(ModelPlacement):
     def __init__(
         self,
         model: torch.nn.Module,
-        info: checkpoints.CheckpointInfo,
+        info: siglip_checkpoint.CheckpointInfo,
         spec: PreprocessSpec,
         tokenizer: SiglipTextTokenizer,
         *,
@@ -122,9 +121,7 @@ class MascEncoder(ModelPlacement):
         Hugging Face cache layout, or a plain folder such as ComfyUI's models/masc/<name>).
         """
         folder, source = checkpoints.resolve(model, cache_dir=cache_dir, local_dir=download_dir)
-        info = checkpoints.inspect(folder, source)
-        target = resolve_device(device)
-        dtype = resolve_dtype(precision, target)
+        info = siglip_checkpoint.inspect(folder, source)
         spec = PreprocessSpec.from_configs(
             naflex=info.naflex,
             vision_config=info.vision_config,
@@ -132,7 +129,7 @@ class MascEncoder(ModelPlacement):
             max_num_patches=max_num_patches,
         )
         tokenizer = SiglipTextTokenizer.from_folder(folder, model_type=info.model_type, max_length=info.text_length)
-        network = checkpoints.load_model(info).to(device=target, dtype=dtype)
+        network = place(siglip_checkpoint.load_model(info), device, precision)
         return cls(network, info, spec, tokenizer, cache_bytes=cache_bytes, batch_size=batch_size)
 
     # ------------------------------------------------------------------ placement
@@ -156,6 +153,10 @@ class MascEncoder(ModelPlacement):
     def clear_cache(self) -> None:
         self.image_cache.clear()
         self.text_cache.clear()
+
+    def reset_forward_counts(self) -> None:
+        """Start counting forwards from zero (``forward_counts``: images and texts run through the towers)."""
+        self.forward_counts = {"images": 0, "texts": 0}
 
     # ------------------------------------------------------------------ images
 
@@ -188,11 +189,11 @@ class MascEncoder(ModelPlacement):
             else:
                 todo.append(index)
                 queued.add(key)
-        prepared = [prepare_image(images[i], self.spec) for i in todo]
+        prepared = [self.prepare(images[i]) for i in todo]
         done = 0
         for batch in plan_batches([p.pixels.shape[0] for p in prepared], self.batch_size):
             items = [prepared[j] for j in batch]
-            hidden = self._vision_forward(items)
+            hidden = self.forward_images(items)
             # One device-to-host copy per batch for the cache, not one per image.
             hidden_host = hidden.to("cpu") if hidden.device.type != "cpu" else hidden
             for row, (j, item) in enumerate(zip(batch, items)):
@@ -206,8 +207,12 @@ class MascEncoder(ModelPlacement):
                 progress(done, len(todo))
         return [found[key] for key in keys]
 
-    def _vision_forward(self, prepared: Sequence) -> torch.Tensor:
-        """Last hidden states [B, L, D] (post layer norm) for a batch of prepared images."""
+    def prepare(self, image: np.ndarray) -> PreparedImage:
+        """An RGB uint8 image resized, normalized and cut into patches as this checkpoint expects."""
+        return prepare_image(image, self.spec)
+
+    def forward_images(self, prepared: Sequence[PreparedImage]) -> torch.Tensor:
+        """One vision forward, no cache: last hidden states [B, L, D] (post layer norm) of prepared images."""
         device = self.device
         self.forward_counts["images"] += len(prepared)
         if not self.spec.naflex:
@@ -237,14 +242,15 @@ class MascEncoder(ModelPlacement):
             else:
                 missing.append(text)
         if missing:
-            embedded = self._text_forward(missing)
+            embedded = self.forward_texts(missing)
             for text, row in zip(missing, embedded):
                 rows[text] = row
                 stored = row.to("cpu", copy=True)
                 self.text_cache.put(text, stored, stored.numel() * stored.element_size())
         return torch.stack([rows[text] for text in texts])
 
-    def _text_forward(self, texts: Sequence[str]) -> torch.Tensor:
+    def forward_texts(self, texts: Sequence[str]) -> torch.Tensor:
+        """One text forward, no cache: pooled embeddings [len(texts), D], float32."""
         self.forward_counts["texts"] += len(texts)
         return self.model.encode_texts(self.tokenizer(list(texts)).to(self.device)).float()
 
@@ -271,3 +277,23 @@ class MascEncoder(ModelPlacement):
         attended, weights = head.attention(probe, tokens, hidden.to(tokens.device), need_weights=need_weights)
         pooled = attended + head.mlp(head.layernorm(attended))
         return pooled[:, 0].float(), (weights[:, 0].float() if weights is not None else None)
+
+    def pool_regions(self, tokens: Sequence[ImageTokens], hidden: Sequence[torch.Tensor | None]) -> list[torch.Tensor | None]:
+        """The attention pool of each token set with its ``hidden`` patches excluded ([D] float32, or None if nothing is visible).
+
+        ``hidden[i]`` is a [L_i] bool tensor (True = excluded) or None for a
+        global pool over every patch: the same-backbone baselines' regions.
+        """
+        padded, valid = pad_tokens([t.tokens for t in tokens])
+        exclude = ~valid
+        for i, mask in enumerate(hidden):
+            if mask is not None:
+                exclude[i, : mask.shape[0]] |= mask.to(exclude.device)
+        visible = [i for i in range(len(tokens)) if not bool(exclude[i].all())]
+        result: list[torch.Tensor | None] = [None] * len(tokens)
+        if visible:
+            index = torch.tensor(visible, device=padded.device)
+            pooled, _ = self.pool(padded.index_select(0, index), exclude[visible])
+            for row, i in enumerate(visible):
+                result[i] = pooled[row]
+        return result

@@ -203,7 +203,7 @@ def train_clip_tokenizer(vocab_size: int = 700, extra_text: str = ""):
     """
     from tokenizers import models, pre_tokenizers, trainers
 
-    from .clip_tokenizer import END_OF_WORD, build_clip_tokenizer
+    from ..models.tokenizers import END_OF_WORD, build_clip_tokenizer
 
     corpus = (_CORPUS + "\n" + extra_text).strip()
     lines = [line for line in corpus.splitlines() if line.strip()]
@@ -266,6 +266,63 @@ def _calibrate_clipseg_head(model, image_size: int) -> None:
     last.bias.copy_(last.bias * scale - float(logits.median()) * scale)
 
 
+def _initialise_clipseg(model, image_size: int) -> None:
+    """Random weights at explicit scales, so the masks depend on the image and the prompt.
+
+    transformers' default initialisation differs between versions and gives
+    masks that ignore the prompt: distinct prompts get distinct embeddings
+    here, and the decoder's first, prompt-modulated path (reduces.0)
+    outweighs the later image-only ones. Biases are zeroed; the head is
+    calibrated last.
+    """
+    import torch
+
+    rules = [
+        ("clip.vision_model.embeddings.", 0.5),
+        ("clip.text_model.embeddings.", 0.3),
+        ("clip.text_model.encoder.", 0.3),
+        ("decoder.film_", 1.0),
+        ("decoder.reduces.0.", 1.0),
+        ("decoder.reduces.", 0.1),
+        ("decoder.transposed_convolution.", 0.35),
+    ]
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            std = next((value for prefix, value in rules if name.startswith(prefix)), None)
+            if std is None or "layer_norm" in name:
+                continue
+            if name.endswith("bias"):
+                parameter.zero_()
+            else:
+                parameter.normal_(0.0, std)
+        for module in model.decoder.transposed_convolution.modules():
+            if isinstance(module, torch.nn.ConvTranspose2d):
+                # One value per kernel, so each patch upsamples to a flat
+                # block: masks smooth at patch scale, as CLIPSeg's are,
+                # rather than a random texture of 4-pixel period.
+                weight = module.weight
+                weight.copy_(torch.randn(weight.shape[:2])[:, :, None, None].expand_as(weight) * 0.35)
+        _calibrate_clipseg_head(model, image_size)
+
+
+def _write_clipseg_preprocessor(folder: str, image_size: int) -> None:
+    """preprocessor_config.json as CIDAS ships it (ViTImageProcessor, ImageNet mean/std), at ``image_size``."""
+    preprocessor = {
+        "do_normalize": True,
+        "do_rescale": True,
+        "do_resize": True,
+        "image_mean": [0.485, 0.456, 0.406],
+        "image_std": [0.229, 0.224, 0.225],
+        "image_processor_type": "ViTImageProcessor",
+        "processor_class": "CLIPSegProcessor",
+        "resample": 2,
+        "rescale_factor": 1 / 255,
+        "size": {"height": image_size, "width": image_size},
+    }
+    with open(os.path.join(folder, "preprocessor_config.json"), "w", encoding="utf-8") as handle:
+        json.dump(preprocessor, handle, indent=2)
+
+
 def build_clipseg_checkpoint(
     folder: str | os.PathLike,
     *,
@@ -307,50 +364,8 @@ def build_clipseg_checkpoint(
     )
     torch.manual_seed(seed)
     model = transformers.CLIPSegForImageSegmentation(config).eval()
-    # Explicit scales (transformers' defaults differ between versions and give
-    # masks that ignore the prompt): distinct prompts get distinct embeddings,
-    # and the decoder's first, prompt-modulated path (reduces.0) outweighs the
-    # later image-only ones. Biases are zeroed; the head is calibrated last.
-    rules = [
-        ("clip.vision_model.embeddings.", 0.5),
-        ("clip.text_model.embeddings.", 0.3),
-        ("clip.text_model.encoder.", 0.3),
-        ("decoder.film_", 1.0),
-        ("decoder.reduces.0.", 1.0),
-        ("decoder.reduces.", 0.1),
-        ("decoder.transposed_convolution.", 0.35),
-    ]
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            std = next((value for prefix, value in rules if name.startswith(prefix)), None)
-            if std is None or "layer_norm" in name:
-                continue
-            if name.endswith("bias"):
-                parameter.zero_()
-            else:
-                parameter.normal_(0.0, std)
-        for module in model.decoder.transposed_convolution.modules():
-            if isinstance(module, torch.nn.ConvTranspose2d):
-                # One value per kernel, so each patch upsamples to a flat
-                # block: masks smooth at patch scale, as CLIPSeg's are,
-                # rather than a random texture of 4-pixel period.
-                weight = module.weight
-                weight.copy_(torch.randn(weight.shape[:2])[:, :, None, None].expand_as(weight) * 0.35)
-        _calibrate_clipseg_head(model, image_size)
+    _initialise_clipseg(model, image_size)
     model.save_pretrained(folder, safe_serialization=True)
     _clip_tokenizer_files(folder, tokenizer, text_length)
-    preprocessor = {
-        "do_normalize": True,
-        "do_rescale": True,
-        "do_resize": True,
-        "image_mean": [0.485, 0.456, 0.406],
-        "image_std": [0.229, 0.224, 0.225],
-        "image_processor_type": "ViTImageProcessor",
-        "processor_class": "CLIPSegProcessor",
-        "resample": 2,
-        "rescale_factor": 1 / 255,
-        "size": {"height": image_size, "width": image_size},
-    }
-    with open(os.path.join(folder, "preprocessor_config.json"), "w", encoding="utf-8") as handle:
-        json.dump(preprocessor, handle, indent=2)
+    _write_clipseg_preprocessor(folder, image_size)
     return folder

@@ -1,0 +1,24 @@
+"""``python -m benchmarks <benchmark> ...`` (run from the repository's root)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import bench
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description="Benchmarks of MaSC for ComfyUI.")
+    commands = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK")
+    for module in (bench,):
+        module.add_parser(commands)
+    args = parser.parse_args(argv)
+    if not args.benchmark:
+        parser.print_help(sys.stderr)
+        return 2
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

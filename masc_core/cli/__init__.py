@@ -1,0 +1,71 @@
+"""Command line: ``python -m masc_core <command> ...``.
+
+Commands, one module each: ``score`` (CP and PF of outputs against a
+reference), ``mask`` (CLIPSeg subject masks), ``rank`` (best-of-N),
+``eval`` and ``merge`` (a manifest scored into results and a summary).
+Every command exits 0 on success, 2 with one line on stderr for bad input
+(a missing or unreadable file, a file that is not an image, a bad model
+folder, counts that do not match), 130 when interrupted; no traceback is
+printed unless MASC_DEBUG=1 is set.
+
+Each command module has ``register(commands)``, which adds its parser and
+sets ``run`` to its handler; nothing imports this package but
+``masc_core.__main__``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Sequence
+
+from ..errors import MascError
+from . import evaluate, mask, rank, score
+from .options import OneLineParser
+
+COMMAND_MODULES = (score, mask, rank, evaluate)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="python -m masc_core", description="MaSC: masked similarity metric for personalized text-to-image.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
+    for module in COMMAND_MODULES:
+        module.register(commands)
+    return parser
+
+
+def _quiet_libraries() -> None:
+    """Keep third-party progress bars and advice off the CLI's stderr."""
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    import warnings
+
+    warnings.filterwarnings("ignore", category=UserWarning)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help(sys.stderr)
+        return 2
+    _quiet_libraries()
+    try:
+        return args.run(args)
+    except MascError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # a bug: still one line, the details on request
+        if os.environ.get("MASC_DEBUG"):
+            raise
+        from ..models.checkpoints import first_line
+
+        sys.stderr.write(f"error: internal error ({type(exc).__name__}: {first_line(exc)}); rerun with MASC_DEBUG=1 and report it\n")
+        return 1

@@ -1,0 +1,170 @@
+"""``python -m masc_core eval`` and ``merge``: a manifest scored into results, a summary and agreement tables.
+
+See ``masc_core.evaluation``; errors reach the user as the one line the
+CLI prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from ..evaluation import metrics
+from ..evaluation.agreement import MAPPINGS
+from ..evaluation.plan import parse_shard
+from ..evaluation.report import summary_tables, timing_lines
+from ..evaluation.run import DEFAULT_CHUNK_SIZE
+from ..evaluation.summary import SummaryOptions
+from .options import add_min_foreground, add_model_options, positive_int
+
+
+class ProgressLine:
+    """Rows done, images per second and time left, on one stderr line (redrawn on a terminal,
+    otherwise one line every ``interval`` seconds and at the end)."""
+
+    def __init__(self, stream=None, *, enabled: bool = True, interval: float = 10.0):
+        self.stream = stream or sys.stderr
+        self.enabled = enabled
+        self.interactive = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.interval = interval
+        self.last = 0.0
+        self.drawn = False
+
+    def __call__(self, done: int, total: int, scored: int, elapsed: float) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        final = done >= total
+        if not self.interactive and not final and now - self.last < self.interval:
+            return
+        self.last = now
+        rate = scored / elapsed if scored and elapsed > 0 else None
+        left = (total - done) / rate if rate else None
+        text = f"eval: {done}/{total} rows ({100 * done / max(total, 1):.0f}%)"
+        if rate:
+            text += f"  {rate:.2f} img/s"
+        if left is not None and not final:
+            text += f"  ETA {int(left // 60)}:{int(left % 60):02d}"
+        if self.interactive:
+            self.stream.write("\r" + text.ljust(60) + ("\n" if final else ""))
+            self.drawn = not final
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.drawn:
+            self.stream.write("\n")
+            self.drawn = False
+
+
+def _option_dest(option: str) -> str:
+    return option.lstrip("-").replace("-", "_")
+
+
+def requested_baselines(args: argparse.Namespace) -> tuple[str, ...]:
+    """The baselines asked for: --baselines in the order given, then the metrics whose folder option is set."""
+    keys = list(dict.fromkeys(args.baselines or ()))
+    keys += [spec.key for spec in metrics.REGISTRY if spec.folder_option and getattr(args, _option_dest(spec.folder_option))]
+    return tuple(keys)
+
+
+def baseline_folders(args: argparse.Namespace) -> dict[str, str]:
+    folders = {}
+    for spec in metrics.REGISTRY:
+        if spec.folder_option and getattr(args, _option_dest(spec.folder_option)):
+            folders[spec.key] = getattr(args, _option_dest(spec.folder_option))
+    return folders
+
+
+def _evaluation_options(args: argparse.Namespace):
+    from ..evaluation.run import EvalOptions
+
+    summary = SummaryOptions(
+        min_foreground=args.min_foreground,
+        rating_scale=(args.rating_scale[0], args.rating_scale[1]),
+        rating_map=args.rating_map,
+        bootstrap=args.bootstrap,
+        seed=args.seed,
+    )
+    return EvalOptions(
+        model=args.model, device=args.device, precision=args.precision, max_patches=args.max_patches,
+        batch_size=args.batch_size, chunk_size=args.chunk_size, baselines=requested_baselines(args),
+        folders=baseline_folders(args), summary=summary, shard=parse_shard(args.shard), fresh=args.fresh,
+    )
+
+
+def _finish(report, args: argparse.Namespace) -> int:
+    if not args.quiet:
+        for line in timing_lines(report):
+            sys.stderr.write(line + "\n")
+        sys.stderr.write("wrote " + ", ".join(report.written) + "\n")
+    if report.summary is None:
+        if not args.quiet:
+            sys.stderr.write(f"shard done; when every shard is, run: python -m masc_core merge {os.path.dirname(report.out_dir)}\n")
+        return 0
+    if args.json:
+        json.dump(report.summary, sys.stdout, indent=2, allow_nan=False)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(summary_tables(report.summary))
+    return 0
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    from ..evaluation.run import evaluate
+
+    options = _evaluation_options(args)
+    progress = ProgressLine(enabled=not args.quiet)
+    try:
+        report = evaluate(args.manifest, args.out_dir, options, progress=progress)
+    finally:
+        progress.close()
+    return _finish(report, args)
+
+
+def run_merge(args: argparse.Namespace) -> int:
+    from ..evaluation.run import merge
+
+    return _finish(merge(args.out_dir, args.shards), args)
+
+
+def register(commands) -> None:
+    defaults = SummaryOptions()
+    eval_parser = commands.add_parser("eval", help="score a manifest: results, summary, agreement with humans")
+    eval_parser.add_argument("manifest", help="CSV or JSONL: ref, ref_mask, out, out_mask, prompt, subject [, method, seed, id, human_cp, human_pf]")
+    add_model_options(eval_parser)
+    eval_parser.add_argument("--out-dir", required=True, metavar="DIR", help="folder for results.jsonl, results.csv, summary.json")
+    eval_parser.add_argument("--shard", default=None, metavar="I/N", help="score only shard I of N (0-based; groups of rows sharing a reference)")
+    eval_parser.add_argument("--chunk-size", type=positive_int, default=DEFAULT_CHUNK_SIZE, help=f"rows scored (and saved) together (default {DEFAULT_CHUNK_SIZE})")
+    add_min_foreground(eval_parser, "the paper's filter: drop rows whose output or reference mask covers less (default 0.05; 0 keeps all)")
+    eval_parser.add_argument(
+        "--baselines", nargs="+", choices=metrics.BASELINE_CHOICES, default=(),
+        help="same-backbone baselines: " + "; ".join(
+            f"{spec.key} ({spec.description})" for spec in metrics.REGISTRY if spec.folder_option is None
+        ),
+    )
+    for spec in metrics.REGISTRY:
+        if spec.folder_option:
+            eval_parser.add_argument(spec.folder_option, default=None, metavar="DIR", help=spec.description)
+    eval_parser.add_argument(
+        "--rating-scale", nargs=2, type=float, default=list(defaults.rating_scale), metavar=("LOW", "HIGH"),
+        help="the human rating scale metrics are mapped onto for alpha (default 0 4)",
+    )
+    eval_parser.add_argument("--rating-map", choices=MAPPINGS, default=defaults.rating_map, help="metric -> rating scale before alpha (default minmax)")
+    eval_parser.add_argument("--bootstrap", type=int, default=defaults.bootstrap, help="bootstrap resamples for the 95%% CIs (default 1000; 0 = none)")
+    eval_parser.add_argument("--seed", type=int, default=defaults.seed, help="bootstrap seed (default 0)")
+    eval_parser.add_argument("--fresh", action="store_true", help="discard earlier results in the folder instead of resuming")
+    eval_parser.add_argument("--quiet", action="store_true", help="no progress line and no time report on stderr")
+    eval_parser.add_argument("--json", action="store_true", help="print summary.json instead of tables")
+    eval_parser.set_defaults(run=run_eval)
+
+    merge_parser = commands.add_parser("merge", help="merge the shard folders of an eval into one result")
+    merge_parser.add_argument("out_dir", metavar="DIR", help="the --out-dir the shards were run with (merged files go here)")
+    merge_parser.add_argument("shards", nargs="*", metavar="SHARD_DIR", help="shard folders (default: DIR/shard-*-of-*)")
+    merge_parser.add_argument("--quiet", action="store_true", help="no report on stderr")
+    merge_parser.add_argument("--json", action="store_true", help="print summary.json instead of tables")
+    merge_parser.set_defaults(run=run_merge)

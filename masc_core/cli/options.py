@@ -1,0 +1,100 @@
+"""What several commands share: the parser class, model and pair options, reading the pair files."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..errors import MascInputError
+from ..masks import MIN_FOREGROUND_FRACTION
+from ..models.devices import PRECISION_CHOICES
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with usage errors reduced to one line."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is below 1")
+    return value
+
+
+def add_device_options(parser: argparse.ArgumentParser, precision_help: str = "model precision") -> None:
+    parser.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:N or mps")
+    parser.add_argument("--precision", default="fp32", choices=PRECISION_CHOICES, help=precision_help)
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="checkpoint folder (Hugging Face layout) or Hub id")
+    add_device_options(parser, "model precision (fp32 gives the paper package's numbers)")
+    parser.add_argument("--max-patches", type=int, default=None, help="NaFlex patch budget (default 1024)")
+    parser.add_argument("--batch-size", type=int, default=8, help="images per vision forward (default 8)")
+
+
+def add_min_foreground(parser: argparse.ArgumentParser, help_text: str) -> None:
+    parser.add_argument("--min-foreground", type=float, default=MIN_FOREGROUND_FRACTION, help=help_text)
+
+
+def add_pair_options(parser: argparse.ArgumentParser, *, out_mask_required: bool) -> None:
+    parser.add_argument("--ref", nargs="+", required=True, metavar="REF", help="reference image(s): several views of one subject")
+    parser.add_argument("--ref-mask", nargs="+", required=True, metavar="MASK", help="one foreground mask per reference")
+    parser.add_argument("--out", nargs="+", required=True, metavar="OUT", help="output (generated) images")
+    parser.add_argument(
+        "--out-mask", nargs="+", required=out_mask_required, default=None, metavar="MASK",
+        help="one foreground mask per output (PF needs them)",
+    )
+    parser.add_argument("--prompt", required=True, help="the generation prompt (may be empty)")
+    parser.add_argument("--subject", required=True, help="subject name(s) to strip from the prompt; comma-separated")
+    add_min_foreground(parser, "flag masks covering less than this share of the image (paper: 0.05)")
+
+
+def load_encoder(args: argparse.Namespace):
+    from ..models.encoder import MascEncoder
+
+    return MascEncoder.load(
+        args.model,
+        device=args.device,
+        precision=args.precision,
+        max_num_patches=args.max_patches,
+        batch_size=args.batch_size,
+    )
+
+
+def read_pairs(args: argparse.Namespace):
+    """The files of --ref/--ref-mask/--out/--out-mask, read and count-checked."""
+    from ..images import load_image_file, load_mask_file
+
+    if len(args.ref_mask) != len(args.ref):
+        raise MascInputError(f"--ref-mask has {len(args.ref_mask)} files for {len(args.ref)} --ref images: give one mask per reference")
+    if args.out_mask is not None and len(args.out_mask) != len(args.out):
+        raise MascInputError(f"--out-mask has {len(args.out_mask)} files for {len(args.out)} --out images: give one mask per output")
+    refs = [load_image_file(p, "--ref") for p in args.ref]
+    ref_masks = [load_mask_file(p, "--ref-mask") for p in args.ref_mask]
+    outs = [load_image_file(p, "--out") for p in args.out]
+    out_masks = [load_mask_file(p, "--out-mask") for p in args.out_mask] if args.out_mask else None
+    return refs, ref_masks, outs, out_masks
+
+
+def score_pairs(args: argparse.Namespace, *, heatmaps: bool = False):
+    """Read the pair files, load the encoder and score: (encoder, batch, refs, outs, load seconds, score seconds)."""
+    import time
+
+    from ..scoring import score_images
+
+    refs, ref_masks, outs, out_masks = read_pairs(args)
+    started = time.perf_counter()
+    encoder = load_encoder(args)
+    loaded = time.perf_counter()
+    batch = score_images(
+        encoder, outs, reference=refs, reference_mask=ref_masks, mask=out_masks, prompt=args.prompt,
+        subject=args.subject, heatmaps=heatmaps, min_foreground=args.min_foreground,
+    )
+    return encoder, batch, refs, outs, loaded - started, time.perf_counter() - loaded

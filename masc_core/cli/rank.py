@@ -1,0 +1,73 @@
+"""``python -m masc_core rank``: best-of-N from files, ranked by CP, PF or both (``masc_core.ranking``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from ..ranking import RANK_KEYS, rank
+from .options import add_model_options, add_pair_options, positive_int, score_pairs
+
+
+def register(commands) -> None:
+    parser = commands.add_parser("rank", help="best-of-N: rank outputs by CP, PF or both")
+    add_model_options(parser)
+    add_pair_options(parser, out_mask_required=False)
+    parser.add_argument("--by", choices=RANK_KEYS, default="both", help="rank by CP, PF or their weighted sum (default both)")
+    parser.add_argument("--cp-weight", type=float, default=1.0, help="weight of CP in --by both (default 1)")
+    parser.add_argument("--pf-weight", type=float, default=1.0, help="weight of PF in --by both (default 1)")
+    parser.add_argument("--top", type=positive_int, default=None, metavar="K", help="select the best K that pass (default: all that pass)")
+    parser.add_argument("--min-cp", type=float, default=None, help="outputs with a lower CP do not pass")
+    parser.add_argument("--min-pf", type=float, default=None, help="outputs with a lower PF do not pass")
+    parser.add_argument(
+        "--reject-small-masks", action="store_true",
+        help="outputs whose mask is below --min-foreground do not pass (subject probably not rendered)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    encoder, batch, _, _, _, _ = score_pairs(args)
+    scores = batch.scores
+    ranking = rank(
+        scores, by=args.by, cp_weight=args.cp_weight, pf_weight=args.pf_weight, top_k=args.top,
+        min_cp=args.min_cp, min_pf=args.min_pf, reject_small_masks=args.reject_small_masks,
+    )
+    if args.json:
+        entries = [
+            {
+                "rank": position,
+                "index": item.index,
+                "image": args.out[item.index],
+                "mask": args.out_mask[item.index] if args.out_mask else None,
+                "cp": item.cp,
+                "pf": item.pf,
+                "key": item.key,
+                "passed": item.passed,
+                "selected": item.index in ranking.selected,
+                "reasons": item.reasons,
+                "foreground_fraction": item.foreground_fraction,
+                "small_foreground": scores[item.index].small_foreground,
+            }
+            for position, item in enumerate(ranking.items, start=1)
+        ]
+        document = {
+            "model": encoder.describe(),
+            "by": ranking.by,
+            "weights": {"cp": args.cp_weight, "pf": args.pf_weight} if ranking.by == "both" else None,
+            "selected": [args.out[i] for i in ranking.selected],
+            "ranking": entries,
+            "encoded_prompt": scores[0].encoded_prompt if scores else None,
+        }
+        json.dump(document, sys.stdout, indent=2, allow_nan=False)
+        sys.stdout.write("\n")
+        return 0
+    sys.stdout.write(ranking.table([os.path.basename(p) for p in args.out]) + "\n")
+    if not ranking.selected:
+        sys.stdout.write("no output passed: nothing selected\n")
+    if scores and scores[0].encoded_prompt is not None:
+        sys.stdout.write(f"PF text: {scores[0].encoded_prompt!r}\n")
+    return 0

@@ -1,0 +1,278 @@
+"""Evaluation results: the typed row record, and the files an evaluation writes.
+
+``EvalRecord`` is one scored manifest row: its labels, paths and texts,
+every metric's value (``metrics``: MaSC's ``cp`` and ``pf`` first, then the
+baselines in the order the run asked for them), why a value is undefined,
+the mask filter's flags and the human ratings.
+
+In the output folder:
+
+- ``results.jsonl``: one JSON object per manifest row. While a run is going,
+  each finished chunk of rows is appended and flushed (the resume log); at
+  the end the file is rewritten sorted by row.
+- ``results.csv``: the same rows, flat (lists joined with ``|``).
+- ``summary.json``: computed from the rows alone (see ``summary``).
+- ``run.json``: what was run (manifest, model identity, options, shard).
+- ``timing.json``: where the time went; kept out of ``summary.json``
+  because it differs between runs while the summary must not.
+
+Floats are written with Python's shortest round-trip repr, so reading a
+file and writing it again gives the same bytes: shards merge to exactly the
+files of one run. NaN never appears (undefined is null).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from ..files import write_atomic
+from .manifest import ASPECTS, ManifestRow
+
+RESULTS_JSONL = "results.jsonl"
+RESULTS_CSV = "results.csv"
+SUMMARY_JSON = "summary.json"
+RUN_JSON = "run.json"
+TIMING_JSON = "timing.json"
+
+MASC_COLUMNS = ("cp", "pf")
+
+
+@dataclass
+class EvalRecord:
+    """One scored manifest row (a line of results.jsonl)."""
+
+    row: int
+    """The row's index in the manifest (0-based): its key in every result file."""
+    id: str | None
+    method: str
+    seed: int | str | None
+    subject: str
+    prompt: str
+    encoded_prompt: str | None
+    """The prompt after subject stripping: what PF compared with."""
+    subject_found: bool | None
+    ref: list[str]
+    ref_mask: list[str]
+    out: str
+    out_mask: str | None
+    metrics: dict[str, float | None]
+    """Metric column -> value (None when undefined): cp, pf, then the baselines in the run's order."""
+    cp_per_reference: list[float | None] = field(default_factory=list)
+    cp_undefined: str | None = None
+    pf_undefined: str | None = None
+    metric_undefined: dict[str, str] = field(default_factory=dict)
+    """Baseline column -> why its value is undefined (results.jsonl: ``baseline_undefined``)."""
+    out_foreground: float | None = None
+    ref_foreground: list[float] = field(default_factory=list)
+    small_out_mask: bool = False
+    small_ref_mask: bool = False
+    filtered: bool = False
+    """Dropped by the paper's mask filter (output or reference mask below ``min_foreground``)."""
+    human_cp: float | None = None
+    human_pf: float | None = None
+    ratings: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Per aspect: rater -> rating ("" for the single-column form)."""
+    fingerprint: str = ""
+    """Hash of what the scores depend on (see ``plan``): the resume key."""
+
+    def value(self, column: str) -> float | None:
+        return self.metrics.get(column)
+
+    def human(self, aspect: str) -> float | None:
+        return self.human_cp if aspect == "cp" else self.human_pf if aspect == "pf" else None
+
+    def apply_filter(self, min_foreground: float) -> None:
+        """Set the filter flags from the mask fractions (the paper's filter, Sec. 3.1)."""
+        self.small_out_mask = self.out_foreground is not None and self.out_foreground < min_foreground
+        self.small_ref_mask = any(f < min_foreground for f in self.ref_foreground)
+        self.filtered = self.small_out_mask or self.small_ref_mask
+
+    def relabel(self, row: ManifestRow, min_foreground: float) -> "EvalRecord":
+        """The stored scores with the manifest's current labels, ratings and filter flags (no rescoring)."""
+        self.id, self.method, self.seed = row.id, row.method, row.seed
+        self.human_cp, self.human_pf = row.human("cp"), row.human("pf")
+        self.ratings = {aspect: dict(row.ratings[aspect]) for aspect in ASPECTS if aspect in row.ratings}
+        self.apply_filter(min_foreground)
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """The results.jsonl object, keys in the file's order (MaSC's own columns first)."""
+        data: dict[str, Any] = {
+            "row": self.row, "id": self.id, "method": self.method, "seed": self.seed, "subject": self.subject,
+            "prompt": self.prompt, "encoded_prompt": self.encoded_prompt, "subject_found": self.subject_found,
+            "ref": list(self.ref), "ref_mask": list(self.ref_mask), "out": self.out, "out_mask": self.out_mask,
+        }
+        data.update({name: self.metrics.get(name) for name in MASC_COLUMNS if name in self.metrics})
+        data.update(cp_per_reference=list(self.cp_per_reference), cp_undefined=self.cp_undefined, pf_undefined=self.pf_undefined)
+        data.update({name: value for name, value in self.metrics.items() if name not in MASC_COLUMNS})
+        data.update(
+            baseline_undefined=dict(self.metric_undefined), out_foreground=self.out_foreground,
+            ref_foreground=list(self.ref_foreground), small_out_mask=self.small_out_mask, small_ref_mask=self.small_ref_mask,
+            filtered=self.filtered, human_cp=self.human_cp, human_pf=self.human_pf, ratings=self.ratings,
+            fingerprint=self.fingerprint,
+        )
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "EvalRecord":
+        """A record from a results.jsonl object; keys that are not fields are metric columns."""
+        known = {k: data.get(k) for k in _FIELDS}
+        metrics = {k: v for k, v in data.items() if k not in _FIELDS and k != "baseline_undefined"}
+        return cls(
+            **{k: v for k, v in known.items() if v is not None or k in _NULLABLE},
+            metrics=metrics,
+            metric_undefined=dict(data.get("baseline_undefined") or {}),
+        )
+
+
+_FIELDS = (
+    "row", "id", "method", "seed", "subject", "prompt", "encoded_prompt", "subject_found", "ref", "ref_mask", "out",
+    "out_mask", "cp_per_reference", "cp_undefined", "pf_undefined", "out_foreground", "ref_foreground",
+    "small_out_mask", "small_ref_mask", "filtered", "human_cp", "human_pf", "ratings", "fingerprint",
+)
+_NULLABLE = {
+    "id", "seed", "encoded_prompt", "subject_found", "out_mask", "cp_undefined", "pf_undefined", "out_foreground",
+    "human_cp", "human_pf",
+}
+
+
+def as_record(value: "EvalRecord | dict") -> EvalRecord:
+    """A results.jsonl object or an EvalRecord, as an EvalRecord."""
+    return value if isinstance(value, EvalRecord) else EvalRecord.from_dict(value)
+
+
+def record_line(record: "EvalRecord | dict") -> str:
+    """One results.jsonl line (newline included)."""
+    data = record.to_dict() if isinstance(record, EvalRecord) else record
+    return json.dumps(data, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def canonical(records: Iterable[EvalRecord]) -> list[EvalRecord]:
+    """The records through JSON and back, as a merge reads them: a summary then sees the exact values a merge would."""
+    return [EvalRecord.from_dict(json.loads(record_line(r))) for r in records]
+
+
+def read_records(path: str) -> dict[int, EvalRecord]:
+    """Rows of a results.jsonl by row index; a later line for the same row wins.
+
+    A line that is not complete JSON (a run killed while writing) is
+    ignored: its chunk is simply scored again.
+    """
+    records: dict[int, EvalRecord] = {}
+    if not os.path.exists(path):
+        return records
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            if not line.endswith("\n"):
+                break
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and isinstance(record.get("row"), int):
+                records[record["row"]] = EvalRecord.from_dict(record)
+    return records
+
+
+class AppendLog:
+    """results.jsonl opened for appending finished rows, each batch flushed to disk."""
+
+    def __init__(self, path: str):
+        self.path = path
+        if os.path.exists(path):
+            self._drop_partial_line()
+        self._handle = open(path, "a", encoding="utf-8")
+
+    def _drop_partial_line(self) -> None:
+        # A run killed mid-write leaves a line without its newline; appending
+        # after it would glue the next record onto it.
+        with open(self.path, "rb+") as handle:
+            data = handle.read()
+            if data and not data.endswith(b"\n"):
+                handle.truncate(data.rfind(b"\n") + 1)
+
+    def append(self, records: Iterable[EvalRecord]) -> None:
+        self._handle.write("".join(record_line(r) for r in records))
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def __enter__(self) -> "AppendLog":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# ---------------------------------------------------------------- CSV
+
+_LEADING_COLUMNS = (
+    "row", "id", "method", "seed", "subject", "prompt", "encoded_prompt", "ref", "ref_mask", "out", "out_mask",
+)
+_TRAILING_COLUMNS = (
+    "out_foreground", "ref_foreground", "small_out_mask", "small_ref_mask", "filtered", "human_cp", "human_pf",
+)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "|".join(_cell(v) for v in value)
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {_cell(v)}" for k, v in value.items())
+    return str(value)
+
+
+def csv_columns(records: list[EvalRecord], metrics: Iterable[str]) -> list[str]:
+    """Columns of results.csv: labels and paths, the metrics, flags and ratings, per-rater ratings, reasons."""
+    raters: dict[str, list[str]] = {"cp": [], "pf": []}
+    for record in records:
+        for aspect, given in record.ratings.items():
+            for rater in given:
+                if rater and rater not in raters.setdefault(aspect, []):
+                    raters[aspect].append(rater)
+    columns = list(_LEADING_COLUMNS) + list(metrics) + list(_TRAILING_COLUMNS)
+    for aspect in ("cp", "pf"):
+        columns += [f"human_{aspect}.{rater}" for rater in raters.get(aspect, [])]
+    return columns + ["cp_undefined", "pf_undefined", "notes", "fingerprint"]
+
+
+def csv_text(records: list[EvalRecord], metrics: Iterable[str]) -> str:
+    """results.csv for ``records`` (sorted by row)."""
+    columns = csv_columns(records, metrics)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    for record in records:
+        record = record.to_dict()
+        cells = []
+        for column in columns:
+            if column.startswith("human_") and "." in column:
+                aspect, rater = column[len("human_") :].split(".", 1)
+                value = (record.get("ratings") or {}).get(aspect, {}).get(rater)
+            elif column == "notes":
+                value = record.get("baseline_undefined") or None
+            else:
+                value = record.get(column)
+            cells.append(_cell(value))
+        writer.writerow(cells)
+    return buffer.getvalue()
+
+
+def write_results(folder: str, records: list[EvalRecord], metrics: Iterable[str]) -> None:
+    """results.jsonl and results.csv for ``records``, which must be sorted by row."""
+    metrics = list(metrics)
+    write_atomic(os.path.join(folder, RESULTS_JSONL), "".join(record_line(r) for r in records))
+    write_atomic(os.path.join(folder, RESULTS_CSV), csv_text(records, metrics))

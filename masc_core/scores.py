@@ -1,0 +1,120 @@
+"""What scoring returns: per-image scores, reference facts and patch-level maps.
+
+Plain data (no model code), shared by the batch API (``masc_core.scoring``),
+ranking, reports, heatmap rendering, the CLI and the ComfyUI nodes.
+Undefined scores are ``None`` with a one-line reason, never NaN.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .masks import MIN_FOREGROUND_FRACTION
+
+
+def defined_number(value: float | None) -> float | None:
+    """``value`` as a float, or None when it is None or NaN (JSON never sees NaN)."""
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+
+
+@dataclass
+class ReferenceInfo:
+    """What CP sees of one reference view."""
+
+    index: int
+    grid: tuple[int, int]
+    foreground_fraction: float
+    """Share of the reference's pixels under its mask (>= 0.5)."""
+    concept_patches: int
+    """Reference patches CP averages over (patch weight > 0.5)."""
+    small_foreground: bool
+    """Mask below the paper's filter threshold (``min_foreground``)."""
+
+
+@dataclass
+class ImageScore:
+    """MaSC scores of one output image."""
+
+    index: int
+    cp: float | None = None
+    """Concept preservation, mean over the references; None if undefined or not asked for."""
+    pf: float | None = None
+    """Prompt following; None if undefined or not asked for."""
+    cp_per_reference: list[float | None] = field(default_factory=list)
+    cp_undefined: str | None = None
+    """Why ``cp`` is None (one line), else None."""
+    pf_undefined: str | None = None
+    """Why ``pf`` is None (one line), else None."""
+    prompt: str | None = None
+    encoded_prompt: str | None = None
+    """The prompt after subject stripping: the text PF compares with."""
+    subject_found: bool | None = None
+    """Whether stripping removed anything from the prompt."""
+    foreground_fraction: float | None = None
+    """Share of the output's pixels under its mask (>= 0.5); None without a mask."""
+    small_foreground: bool = False
+    """Output mask below the paper's filter threshold: the subject was probably not rendered."""
+    background_patches: int | None = None
+    """Output patches the PF pool attends to (patch weight < 0.5)."""
+    grid: tuple[int, int] = (0, 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (NaN never appears; undefined is null)."""
+        data = asdict(self)
+        data["grid"] = list(self.grid)
+        data["cp"] = defined_number(self.cp)
+        data["pf"] = defined_number(self.pf)
+        data["cp_per_reference"] = [defined_number(v) for v in self.cp_per_reference]
+        return data
+
+
+@dataclass
+class Heatmaps:
+    """Where the scores come from, at patch resolution (float32 numpy grids).
+
+    Index ``[n]`` is the n-th output, ``[n][k]`` the k-th reference for it.
+    """
+
+    reference_match: list[list[np.ndarray]]
+    """[n][k]: per reference patch, its best cosine with any patch of output n:
+    which parts of the concept survived (Eq. 1's s_i)."""
+    reference_keep: list[np.ndarray]
+    """[k]: bool grid of the reference patches CP averages over."""
+    output_presence: list[np.ndarray]
+    """[n]: per output patch, its best cosine with any reference foreground
+    patch (max over references): where the concept appears. -inf where no
+    reference patch is kept."""
+    background_attention: list[np.ndarray | None]
+    """[n]: the PF pooler's attention over output n's patches (sums to 1 over
+    the background; 0 on hidden patches); None where PF is undefined."""
+    output_hidden: list[np.ndarray | None]
+    """[n]: bool grid of the output patches hidden from the pooler; None without a mask."""
+
+
+@dataclass
+class ScoreBatch:
+    """The result of one ``score_images`` call."""
+
+    scores: list[ImageScore]
+    references: list[ReferenceInfo]
+    heatmaps: Heatmaps | None = None
+    min_foreground: float = MIN_FOREGROUND_FRACTION
+
+    @property
+    def cp(self) -> list[float | None]:
+        return [s.cp for s in self.scores]
+
+    @property
+    def pf(self) -> list[float | None]:
+        return [s.pf for s in self.scores]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "results": [s.to_dict() for s in self.scores],
+            "references": [dict(asdict(r), grid=list(r.grid)) for r in self.references],
+            "min_foreground": self.min_foreground,
+        }

@@ -1,0 +1,32 @@
+"""The names every MaSC node shares: its category, the pack's own ComfyUI types, and how outputs are declared."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CATEGORY = "MaSC"
+
+MASC_ENCODER = "MASC_ENCODER"
+"""A loaded SigLIP2 encoder under ComfyUI's memory management (``host.ManagedModel``)."""
+MASC_SEGMENTER = "MASC_SEGMENTER"
+"""A loaded CLIPSeg model under ComfyUI's memory management (``host.ManagedModel``)."""
+MASC_SCORES = "MASC_SCORES"
+"""Per-image scores of a batch (``masc_core.ScoreBatch``), for Select Best and Gate."""
+
+
+@dataclass(frozen=True)
+class Output:
+    """One node output: its ComfyUI type, its name and its tooltip, declared together."""
+
+    type: str
+    name: str
+    tooltip: str
+
+
+def declare_outputs(*outputs: Output) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """RETURN_TYPES, RETURN_NAMES and OUTPUT_TOOLTIPS of a node, from one declaration per output."""
+    return (
+        tuple(o.type for o in outputs),
+        tuple(o.name for o in outputs),
+        tuple(o.tooltip for o in outputs),
+    )
