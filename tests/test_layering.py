@@ -1,0 +1,212 @@
+"""The layout's rules, read from the source (ast), not from what happens to be imported.
+
+- ``masc_core`` never imports the node pack or ComfyUI;
+- the pure modules import no model code (nor the libraries that load models);
+- the layers only import downwards: pure < models < scoring < evaluation < cli;
+- nothing imports ``masc_core.cli`` but ``masc_core.__main__``, and nothing imports ``masc_core.testing``;
+- inside the pack every import of the pack is relative (ComfyUI has a top-level ``nodes`` of its own),
+  and only ``nodes/host.py`` talks to ComfyUI;
+- no import cycles, function-level imports included;
+- no module over 400 lines without a reason at its top, no function over 80 lines in ``masc_core``.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+
+import pytest
+
+from conftest import ROOT
+
+PURE = {
+    "masc_core.errors", "masc_core.files", "masc_core.progress", "masc_core.images", "masc_core.masks",
+    "masc_core.metric", "masc_core.stripping", "masc_core.scores", "masc_core.ranking", "masc_core.report",
+    "masc_core.heatmaps", "masc_core.resources",
+}
+LAYERS = [
+    ("pure", lambda m: m in PURE),
+    ("models", lambda m: m.startswith("masc_core.models")),
+    ("scoring", lambda m: m == "masc_core.scoring"),
+    ("evaluation", lambda m: m.startswith("masc_core.evaluation")),
+    ("cli", lambda m: m.startswith("masc_core.cli") or m == "masc_core.__main__"),
+]
+COMFYUI_MODULES = {"comfy", "comfy_api", "comfy_execution", "comfy_extras", "folder_paths", "server", "execution",
+                   "latent_preview", "node_helpers", "nodes"}
+MODEL_LIBRARIES = {"transformers", "safetensors", "tokenizers", "huggingface_hub"}
+
+
+def _source_files() -> dict[str, str]:
+    """Module name -> path, for the pack (``__init__``, ``nodes.*``) and ``masc_core.*``."""
+    found = {"__init__": os.path.join(ROOT, "__init__.py")}
+    for top in ("masc_core", "nodes"):
+        for folder, _, names in os.walk(os.path.join(ROOT, top)):
+            for name in names:
+                if name.endswith(".py"):
+                    path = os.path.join(folder, name)
+                    parts = os.path.relpath(path, ROOT)[:-3].split(os.sep)
+                    if parts[-1] == "__init__":
+                        parts = parts[:-1]
+                    found[".".join(parts)] = path
+    return found
+
+
+MODULES = _source_files()
+
+
+def _package_of(module: str, path: str) -> list[str]:
+    parts = [] if module == "__init__" else module.split(".")
+    return parts if path.endswith("__init__.py") else parts[:-1]
+
+
+def _imports(module: str, path: str) -> list[tuple[str, int, bool]]:
+    """(imported module, line, relative?) for every import in the file, inside functions too."""
+    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    package = _package_of(module, path)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno, False) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                found.append((node.module, node.lineno, False))
+                continue
+            base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+            target = ".".join(base + ([node.module] if node.module else []))
+            for alias in node.names:
+                candidate = f"{target}.{alias.name}" if target else alias.name
+                found.append((candidate if candidate in MODULES else (target or "__init__"), node.lineno, True))
+    return found
+
+
+def _internal(name: str) -> str | None:
+    """The module of ours an import names (a submodule's package when the name is inside it), or None."""
+    while name:
+        if name in MODULES:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+GRAPH = {m: _imports(m, p) for m, p in MODULES.items()}
+
+
+def _layer(module: str) -> int | None:
+    return next((i for i, (_, test) in enumerate(LAYERS) if test(module)), None)
+
+
+def test_masc_core_never_imports_the_pack_or_comfyui():
+    bad = [
+        f"{m}:{line} imports {name}"
+        for m, imports in GRAPH.items() if m.startswith("masc_core")
+        for name, line, relative in imports
+        if name.split(".")[0] in COMFYUI_MODULES or (relative and name.split(".")[0] == "nodes")
+    ]
+    assert not bad, bad
+
+
+def test_pure_modules_import_no_model_code():
+    bad = [
+        f"{m}:{line} imports {name}"
+        for m, imports in GRAPH.items() if m in PURE
+        for name, line, _ in imports
+        if name.split(".")[0] in MODEL_LIBRARIES or (name.startswith("masc_core") and _internal(name) not in PURE)
+    ]
+    assert not bad, bad
+
+
+def test_layers_only_import_downwards():
+    bad = []
+    for module, imports in GRAPH.items():
+        own = _layer(module)
+        if own is None:
+            continue
+        for name, line, _ in imports:
+            target = _internal(name)
+            theirs = _layer(target) if target else None
+            if theirs is not None and theirs > own:
+                bad.append(f"{module} ({LAYERS[own][0]}):{line} imports {target} ({LAYERS[theirs][0]})")
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("package,allowed", [
+    ("masc_core.cli", {"masc_core.__main__"}),
+    ("masc_core.testing", set()),
+])
+def test_nothing_imports_the_cli_or_the_test_builders(package, allowed):
+    bad = [
+        f"{m}:{line} imports {name}"
+        for m, imports in GRAPH.items() if not m.startswith(package) and m not in allowed
+        for name, line, _ in imports
+        if (_internal(name) or "").startswith(package)
+    ]
+    assert not bad, bad
+
+
+def test_the_pack_imports_itself_relatively_and_only_host_talks_to_comfyui():
+    bad = []
+    for module, imports in GRAPH.items():
+        if module.startswith("masc_core"):
+            continue
+        for name, line, relative in imports:
+            top = name.split(".")[0]
+            if not relative and top in ("masc_core", "nodes"):
+                bad.append(f"{module}:{line} imports {name} absolutely (ComfyUI's own 'nodes' would win)")
+            elif not relative and top in COMFYUI_MODULES and module != "nodes.host":
+                bad.append(f"{module}:{line} imports ComfyUI's {name}: go through nodes/host.py")
+    assert not bad, bad
+
+
+def test_no_import_cycles():
+    edges = {m: sorted({_internal(n) for n, _, _ in imports} - {None, m}) for m, imports in GRAPH.items()}
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in edges[node]:
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                item = stack.pop()
+                on_stack.discard(item)
+                component.append(item)
+                if item == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in edges:
+        if module not in index:
+            visit(module)
+    assert not cycles, cycles
+
+
+def test_the_rules_see_the_code():
+    """The checks above would be empty if the reader found nothing: it finds the known edges."""
+    assert len(MODULES) > 40
+    assert ("masc_core.models.encoder" in {_internal(n) for n, _, _ in GRAPH["masc_core.scoring"]})
+    assert ("masc_core.scoring" in {_internal(n) for n, _, _ in GRAPH["nodes.scoring_nodes"]})
+    assert _layer("masc_core.evaluation.metrics.clip") == 3 and _layer("masc_core.report") == 0
+
+
+def test_modules_and_functions_stay_readable():
+    bad = []
+    for module, path in MODULES.items():
+        text = open(path, encoding="utf-8").read()
+        lines = text.count("\n")
+        docstring = ast.get_docstring(ast.parse(text)) or ""
+        if lines > 400 and "lines" not in docstring:
+            bad.append(f"{module}: {lines} lines and no reason given at its top")
+        if not module.startswith("masc_core"):
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 80:
+                bad.append(f"{module}.{node.name}: {node.end_lineno - node.lineno + 1} lines")
+    assert not bad, bad
