@@ -75,6 +75,34 @@ def test_heatmaps_are_written(capsys, naflex_dir, files, tmp_path):
         assert image.size == Image.open(files["dog_01_tall"]).size or "reference_match" in path
 
 
+def test_heatmaps_show_every_reference_view(capsys, naflex_dir, files, tmp_path):
+    """With K reference views, one reference map per view, each drawn on its own view (it was view 0 only)."""
+    from masc_core import MascEncoder, render_heatmaps, score_images
+    from masc_core.images import load_image_file, load_mask_file
+
+    views = ("dog_00", "dog_01_wide")
+    args = ["score", "--model", naflex_dir, "--device", "cpu", "--ref", *[files[v] for v in views],
+            "--ref-mask", *[files[v + "_mask"] for v in views], "--out", files["cat_00"], "--out-mask", files["cat_00_mask"],
+            "--prompt", PROMPT, "--subject", "dog", "--heatmaps", str(tmp_path / "maps"), "--json"]
+    code, out, err = run(capsys, *args)
+    assert code == 0, err
+    written = json.loads(out)["heatmaps"]
+    maps = tmp_path / "maps"
+    assert written == [str(maps / f"cat_00.reference_match.view{k}.png") for k in (0, 1)] + [
+        str(maps / "cat_00.presence.png"), str(maps / "cat_00.background_attention.png")]
+    refs = [load_image_file(files[v]) for v in views]
+    batch = score_images(
+        MascEncoder.load(naflex_dir, device="cpu"), [load_image_file(files["cat_00"])], reference=refs,
+        reference_mask=[load_mask_file(files[v + "_mask"]) for v in views], mask=load_mask_file(files["cat_00_mask"]),
+        prompt=PROMPT, subject="dog", heatmaps=True,
+    )
+    expected = render_heatmaps(batch, refs, [load_image_file(files["cat_00"])], captions=False).reference
+    for k in (0, 1):
+        drawn = np.asarray(Image.open(written[k]))
+        assert drawn.shape == refs[k].shape
+        assert np.array_equal(drawn, expected[k])
+
+
 def test_without_out_masks_pf_is_null_with_a_reason(capsys, naflex_dir, files):
     code, out, _ = run(capsys, *pair_args(naflex_dir, files, masks=False), "--json")
     row = json.loads(out)["results"][0]
