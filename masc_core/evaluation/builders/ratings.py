@@ -49,7 +49,7 @@ def _rating(path: str, key: str, value) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise MascInputError(f"rating file '{path}': key '{key}' has {value!r}, not a number or null")
-    return float(value)
+    return value  # as the file has it (DreamBench++'s are whole numbers 0-4)
 
 
 def _entries(path: str) -> dict:
