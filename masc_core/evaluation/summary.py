@@ -117,6 +117,22 @@ def _statistics(records: list[EvalRecord], metrics: list[str]) -> dict:
     return block
 
 
+def agreement_rows(records: list[EvalRecord], aspect: str, names: list[str]) -> list[EvalRecord]:
+    """The rows an aspect's agreement compares: kept, rated, every metric ``names`` defined (the same rows for all)."""
+    return [
+        r for r in records
+        if r.human(aspect) is not None and not r.filtered and all(r.value(m) is not None for m in names)
+    ]
+
+
+def identity_rows(records: list[EvalRecord], names: list[str]) -> list[EvalRecord]:
+    """The pairs the identity AUCs are computed on: labelled, kept, every concept metric ``names`` defined."""
+    return [
+        r for r in records
+        if r.same_subject is not None and not r.filtered and all(r.value(m) is not None for m in names)
+    ]
+
+
 def _aspect_agreement(records: list[EvalRecord], aspect: str, metrics: list[str], options: SummaryOptions) -> dict | None:
     names = [m for m in ASPECT_METRICS[aspect] if m in metrics]
     if not names:
@@ -124,7 +140,7 @@ def _aspect_agreement(records: list[EvalRecord], aspect: str, metrics: list[str]
     rated = [r for r in records if r.human(aspect) is not None]
     if not rated:
         return None
-    units = [r for r in rated if not r.filtered and all(r.value(m) is not None for m in names)]
+    units = agreement_rows(records, aspect, names)
     block: dict[str, Any] = {
         "n": len(units),
         "rated": len(rated),
@@ -206,7 +222,7 @@ def _identity(records: list[EvalRecord], metrics: list[str], options: SummaryOpt
     if not labelled or not names:
         return None
     kept = [r for r in labelled if not r.filtered]
-    units = [r for r in kept if all(r.value(m) is not None for m in names)]
+    units = identity_rows(records, names)
     block: dict[str, Any] = {
         "statistic": discrimination.STATISTIC,
         "interval": discrimination.INTERVAL,
