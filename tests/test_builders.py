@@ -5,9 +5,11 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
+from PIL import Image, ImageOps
 from sklearn.metrics import roc_auc_score
 
 from benchmark_layouts import (
@@ -16,6 +18,7 @@ from benchmark_layouts import (
 )
 from masc_core.evaluation.builders import dreambench as dreambench_builder
 from masc_core.evaluation.manifest import read_manifest
+from masc_core.images import load_image_file, load_mask_file
 from masc_core.models.clipseg import ClipSegSegmenter
 from test_evaluate import FAST, call, records
 
@@ -89,8 +92,6 @@ def test_dreambench_masks_are_clipseg_masks_of_the_class_word(dreambench, tiny_c
     made = json.load(open(os.path.join(folder, "masks", "masks.json")))
     assert made["threshold"] == 0.4 and made["dilation"] == 0 and made["segmenter"] == tiny_clipseg_dir
     segmenter = ClipSegSegmenter.load(tiny_clipseg_dir, device="cpu")
-    from masc_core.images import load_image_file, load_mask_file
-
     for image, mask, word in (
         (os.path.join(dreambench["dataset"], "dog", "01.jpg"), "masks/references/dog/01.png", "dog"),
         (os.path.join(str(dreambench["root"]), "outputs", "textual_inversion", "teapot", "24_0.png"),
@@ -161,7 +162,6 @@ def test_dreambench_bad_layouts_are_one_line(case, expected, tmp_path):
     dataset = dreambench_dataset(str(tmp_path / "dataset"))
     outputs = tmp_path / "outputs"
     os.makedirs(outputs / "dreambooth" / "dog")
-    from PIL import Image
 
     def image(path):
         Image.new("RGB", (8, 8)).save(path)
@@ -273,8 +273,6 @@ def test_dreambench_plus_raw_ratings(plus, tmp_path):
     ("no_ratings", "holds no rating files: expected DreamBench++'s data_human_rating folder"),
 ])
 def test_dreambench_plus_bad_input_is_one_line(case, expected, plus, tmp_path):
-    import shutil
-
     root = tmp_path / "copy"
     shutil.copytree(plus["data"], root / "data")
     shutil.copytree(plus["samples"], root / "samples")
@@ -378,3 +376,34 @@ def test_pairs_score_end_to_end_with_the_auc(pairs, naflex_dir, tmp_path):
     assert all(isinstance(r["same_subject"], bool) for r in rows)
     assert "identity discrimination (n=" in out and "cp" in out
     assert table(out_dir / "results.csv")[0]["same_subject"] in ("true", "false")
+
+
+# ---------------------------------------------------------------- a real DreamBench folder (opt-in)
+
+REAL_DREAMBENCH = os.environ.get("MASC_DREAMBENCH_DIR")
+
+
+@pytest.mark.skipif(
+    not REAL_DREAMBENCH, reason="set MASC_DREAMBENCH_DIR to a DreamBench folder (e.g. dreambench-mini) to build a manifest from it"
+)
+def test_real_dreambench_folder_scores_end_to_end(tiny_clipseg_dir, naflex_dir, tmp_path):
+    """The real folder's layout and prompts file, outputs made here from its own photos (crops and flips)."""
+    dataset = REAL_DREAMBENCH
+    subjects = sorted(d for d in os.listdir(dataset) if os.path.isdir(os.path.join(dataset, d)))
+    outputs = tmp_path / "outputs"
+    for k, subject in enumerate(subjects):
+        views = sorted(os.listdir(os.path.join(dataset, subject)))
+        os.makedirs(outputs / "method_a" / subject)
+        for prompt in (0, 20):
+            image = Image.open(os.path.join(dataset, subject, views[-1])).convert("RGB")
+            (ImageOps.mirror(image) if prompt else image).crop((10, 10, image.width - 10, image.height - 10)).save(
+                outputs / "method_a" / subject / f"{prompt}_{k % 2}.png"
+            )
+    manifest = tmp_path / "manifest.csv"
+    code, out, err = call("manifest", "dreambench", dataset, outputs, "-o", manifest, "--auto-masks", tiny_clipseg_dir, "--device", "cpu")
+    assert code == 0, err
+    assert f"{2 * len(subjects)} rows: 1 method, {len(subjects)} subjects" in out
+    code, out, err = call("eval", manifest, "--model", naflex_dir, *EVAL, "--out-dir", tmp_path / "results", "--min-foreground", "0")
+    assert code == 0, err
+    rows = records(tmp_path / "results")
+    assert len(rows) == 2 * len(subjects) and all(r["cp"] is not None for r in rows)
