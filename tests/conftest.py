@@ -117,3 +117,11 @@ def files(tmp_path_factory):
         Image.fromarray(box_mask(image.height, image.width, 0.2, 0.3, 0.9, 0.7)).save(mask_path)
         paths[f"dog_01_{label}_mask"] = mask_path
     return paths
+
+
+@pytest.fixture(scope="session")
+def tiny_clipseg_dir(checkpoint_root) -> str:
+    """A tiny random-weight CLIPSeg checkpoint (the layout of CIDAS/clipseg-rd64-refined), for built-in masks."""
+    from masc_core.testing import build_clipseg_checkpoint
+
+    return build_clipseg_checkpoint(os.path.join(checkpoint_root, "tiny-clipseg"), seed=0)

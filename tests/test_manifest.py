@@ -138,3 +138,50 @@ def test_shard_specs():
     for bad in ("3/3", "1", "a/b", "-1/2", "0/0", "1/2/3"):
         with pytest.raises(MascInputError, match="is not i/n with 0 <= i < n"):
             parse_shard(bad)
+
+
+def test_missing_files_are_listed_together(folder):
+    given = rows(6)
+    given[0]["out"] = "generated/a.png"
+    given[2]["out_mask"] = "masks/b.png"
+    given[3]["out"] = "generated/c.png"
+    given[4]["out"] = "generated/d.png"
+    given[5]["out"] = "generated/a.png"  # the same missing file again: counted once
+    message = error(folder, given)
+    assert message.startswith(f"manifest '{folder / 'm.csv'}': 4 files do not exist: line 2, column 'out': file 'generated/a.png'")
+    assert "line 4, column 'out_mask': file 'masks/b.png'" in message and "line 5, column 'out': file 'generated/c.png'" in message
+    assert "; and 1 more: fix the paths" in message and "generated/d.png" not in message
+
+
+@pytest.mark.parametrize("name", ["m.csv", "m.jsonl"])
+def test_same_subject_labels(folder, name):
+    given = rows(4)
+    for row, label in zip(given, (1, 0, "1", "0") if name.endswith(".csv") else (1, 0, True, False)):
+        row["same_subject"] = label
+    path = str(folder / name)
+    (write_jsonl if name.endswith(".jsonl") else write_csv)(path, given)
+    manifest = read_manifest(path)
+    assert [r.same_subject for r in manifest.rows] == [True, False, True, False] and manifest.has_identity_labels
+    assert not read_manifest(write_csv(str(folder / "plain.csv"), rows(2))).has_identity_labels
+
+
+@pytest.mark.parametrize("name", ["m.csv", "m.jsonl"])
+def test_mixing_labelled_and_unlabelled_rows_is_one_line(folder, name):
+    given = rows(5)
+    for row in given[:3]:
+        row["same_subject"] = 1
+    if name.endswith(".csv"):
+        for row in given[3:]:
+            row["same_subject"] = ""
+    message = error(folder, given, name)
+    line = 5 if name.endswith(".csv") else 4  # the fourth row: CSV has a header line
+    assert message.endswith(
+        f"labels 3 of 5 rows with same_subject, but not line {line} (and 1 more): give every row 1 or 0, or leave the column out"
+    )
+
+
+def test_bad_same_subject_label(folder):
+    given = rows(2)
+    given[0]["same_subject"] = "maybe"
+    given[1]["same_subject"] = 1
+    assert "line 2, column 'same_subject': expected 1 (same subject as the reference) or 0 (another subject), got 'maybe'" in error(folder, given)

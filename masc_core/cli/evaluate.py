@@ -97,7 +97,21 @@ def _evaluation_options(args: argparse.Namespace):
     )
 
 
+def _plots(report, args: argparse.Namespace) -> None:
+    """The PNG plots beside summary.json, drawn from the rows just written (which they never change)."""
+    from ..evaluation.plots import write_plots
+    from ..evaluation.records import RESULTS_JSONL, read_records
+
+    stored = read_records(os.path.join(report.out_dir, RESULTS_JSONL))
+    written, note = write_plots(report.out_dir, [stored[i] for i in sorted(stored)], report.summary)
+    report.written += written
+    if note:
+        sys.stderr.write(note + "\n")
+
+
 def _finish(report, args: argparse.Namespace) -> int:
+    if report.summary is not None and not args.no_plots:
+        _plots(report, args)
     if not args.quiet:
         for line in timing_lines(report):
             sys.stderr.write(line + "\n")
@@ -117,7 +131,11 @@ def _finish(report, args: argparse.Namespace) -> int:
 def run_eval(args: argparse.Namespace) -> int:
     from ..evaluation.run import evaluate
 
+    from ..evaluation.plots import remove_plots
+
     options = _evaluation_options(args)
+    if options.shard is None and os.path.isdir(args.out_dir):
+        remove_plots(args.out_dir)  # until this run's summary is written, older plots would show other rows
     progress = ProgressLine(enabled=not args.quiet)
     try:
         report = evaluate(args.manifest, args.out_dir, options, progress=progress)
@@ -160,6 +178,7 @@ def register(commands) -> None:
     eval_parser.add_argument("--fresh", action="store_true", help="discard earlier results in the folder instead of resuming")
     eval_parser.add_argument("--quiet", action="store_true", help="no progress line and no time report on stderr")
     eval_parser.add_argument("--json", action="store_true", help="print summary.json instead of tables")
+    eval_parser.add_argument("--no-plots", action="store_true", help="no PNG plots beside summary.json (they need matplotlib)")
     eval_parser.set_defaults(run=run_eval)
 
     merge_parser = commands.add_parser("merge", help="merge the shard folders of an eval into one result")
@@ -167,4 +186,5 @@ def register(commands) -> None:
     merge_parser.add_argument("shards", nargs="*", metavar="SHARD_DIR", help="shard folders (default: DIR/shard-*-of-*)")
     merge_parser.add_argument("--quiet", action="store_true", help="no report on stderr")
     merge_parser.add_argument("--json", action="store_true", help="print summary.json instead of tables")
+    merge_parser.add_argument("--no-plots", action="store_true", help="no PNG plots beside summary.json (they need matplotlib)")
     merge_parser.set_defaults(run=run_merge)

@@ -7,7 +7,10 @@
 - ``records``: ``EvalRecord`` and the result files;
 - ``run``: ``evaluate`` (resumable, shardable) and ``merge``;
 - ``summary`` / ``agreement``: per-method statistics and agreement with human ratings;
-- ``timing`` / ``report``: where the time went, and the printed tables.
+- ``discrimination``: identity pairs (``same_subject``): ROC AUC per concept metric;
+- ``timing`` / ``report``: where the time went, and the printed tables;
+- ``plots``: the PNG plots beside summary.json (matplotlib, optional);
+- ``builders``: manifests built from benchmark folders (DreamBench, DreamBench++, identity pairs).
 """
 
 from .manifest import Manifest, ManifestRow, read_manifest

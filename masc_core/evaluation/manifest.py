@@ -3,7 +3,7 @@
 Columns (CSV header, or JSONL object keys):
 
 - required: ``ref``, ``ref_mask``, ``out``, ``out_mask``, ``prompt``, ``subject``;
-- optional: ``method``, ``seed``, ``id``, and human ratings, either one
+- optional: ``method``, ``seed``, ``id``, ``same_subject``, and human ratings, either one
   column per aspect (``human_cp``, ``human_pf``: one rating, or a rating
   already pooled over raters) or one column per rater or rater group
   (``human_cp.<rater>``, ``human_pf.<rater>``; an empty cell = not rated by
@@ -14,10 +14,18 @@ Columns (CSV header, or JSONL object keys):
 empty (PF is then undefined), ``prompt`` and ``subject`` may be empty. In
 JSONL a rating column may also be an object ``{"<rater>": rating}``.
 
+``same_subject`` labels identity pairs (the paper's ORIDa regime): 1 when
+``out`` shows the reference's subject, 0 when it shows another one (JSONL
+also takes true/false). When the column is there, every row needs a label:
+``eval`` then reports how well each concept metric tells the two apart
+(ROC AUC; see ``discrimination``).
+
 Relative paths are resolved against the manifest's folder, so a manifest
 and its images can be moved together. Every file is checked to exist when
-the manifest is read, before anything is scored. Bad input raises
-``MascInputError`` with one line naming the file, the line and the column.
+the manifest is read, before anything is scored; the missing ones are
+listed together (their count and the first few), so one round of fixes is
+enough. Bad input raises ``MascInputError`` with one line naming the file,
+the line and the column.
 Other columns are ignored.
 """
 
@@ -34,11 +42,15 @@ from ..errors import MascInputError
 
 REQUIRED_COLUMNS = ("ref", "ref_mask", "out", "out_mask", "prompt", "subject")
 LABEL_COLUMNS = ("method", "seed", "id")
+IDENTITY_COLUMN = "same_subject"
+"""1/0: does ``out`` show the reference's subject (identity pairs, the paper's ORIDa regime)."""
 ASPECTS = ("cp", "pf")
 RATING_PREFIX = "human_"
 PATH_SEPARATOR = "|"
 DEFAULT_METHOD = "default"
 """Method name of rows whose ``method`` is missing or empty."""
+LISTED_PROBLEMS = 3
+"""How many missing files a message names (after their count)."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +73,8 @@ class ManifestRow:
     id: str | None = None
     ratings: dict[str, dict[str, float]] = field(default_factory=dict)
     """Per aspect ("cp", "pf"): rater -> rating. The single-column form uses the rater name ""."""
+    same_subject: bool | None = None
+    """Identity pairs: True when ``out`` shows the reference's subject, False for another subject, None unlabelled."""
     ref_paths: tuple[str, ...] = ()
     """``ref`` resolved against the manifest's folder."""
     ref_mask_paths: tuple[str, ...] = ()
@@ -89,6 +103,11 @@ class Manifest:
     @property
     def has_ratings(self) -> bool:
         return any(row.ratings.get(aspect) for row in self.rows for aspect in ASPECTS)
+
+    @property
+    def has_identity_labels(self) -> bool:
+        """Every row says whether its output shows the reference's subject (``same_subject``)."""
+        return bool(self.rows) and all(row.same_subject is not None for row in self.rows)
 
 
 def _fail(path: str, where: str, problem: str) -> MascInputError:
@@ -198,6 +217,24 @@ def _rating(path: str, line: int, column: str, value: Any) -> float | None:
     return number
 
 
+def _same_subject(path: str, line: int, value: Any) -> bool | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    if text in ("1", "true"):
+        return True
+    if text in ("0", "false"):
+        return False
+    raise _fail(
+        path, f"line {line}, column '{IDENTITY_COLUMN}'",
+        f"expected 1 (same subject as the reference) or 0 (another subject), got {value!r}",
+    )
+
+
 def _named_raters(path: str, columns: list[str]) -> dict[str, list[str]]:
     """Per aspect, the rater names of the per-rater columns (human_<aspect>.<rater>) of the header."""
     raters: dict[str, list[str]] = {aspect: [] for aspect in ASPECTS}
@@ -216,12 +253,26 @@ def _resolve(folder: str, name: str) -> str:
     return os.path.normpath(name if os.path.isabs(name) else os.path.join(folder, name))
 
 
-def _check_file(path: str, line: int, column: str, name: str, resolved: str) -> None:
-    shown = f"'{name}'" if os.path.abspath(name) == resolved else f"'{name}' (resolved to '{resolved}')"
+def _shown(name: str, resolved: str) -> str:
+    return f"'{name}'" if os.path.abspath(name) == resolved else f"'{name}' (resolved to '{resolved}')"
+
+
+def _check_file(path: str, line: int, column: str, name: str, resolved: str, missing: dict[str, str]) -> None:
+    """A folder is refused at once; a missing file is noted in ``missing`` (where it first occurs), to be listed with the others."""
     if not os.path.exists(resolved):
-        raise _fail(path, f"line {line}, column '{column}'", f"file {shown} does not exist")
-    if os.path.isdir(resolved):
-        raise _fail(path, f"line {line}, column '{column}'", f"{shown} is a folder, not an image file")
+        missing.setdefault(resolved, f"line {line}, column '{column}': file {_shown(name, resolved)}")
+    elif os.path.isdir(resolved):
+        raise _fail(path, f"line {line}, column '{column}'", f"{_shown(name, resolved)} is a folder, not an image file")
+
+
+def missing_files_error(what: str, missing: list[str], hint: str) -> MascInputError:
+    """One line for many missing files: their count, the first few (``missing``: one description each), what to do."""
+    missing = list(missing)
+    count = len(missing)
+    listed = "; ".join(missing[:LISTED_PROBLEMS])
+    more = f"; and {count - LISTED_PROBLEMS} more" if count > LISTED_PROBLEMS else ""
+    verb = "file does" if count == 1 else "files do"
+    return MascInputError(f"{what}: {count} {verb} not exist: {listed}{more}: {hint}")
 
 
 def _row_ratings(path: str, line: int, record: dict, raters: dict[str, list[str]], pooled_form: dict[str, bool]) -> dict:
@@ -255,8 +306,8 @@ def _row_ratings(path: str, line: int, record: dict, raters: dict[str, list[str]
     return ratings
 
 
-def _row(path: str, folder: str, index: int, line: int, record: dict, ratings: dict) -> ManifestRow:
-    """One checked row: texts read, paths resolved against the manifest's folder, files checked."""
+def _row(path: str, folder: str, index: int, line: int, record: dict, ratings: dict, missing: dict[str, str]) -> ManifestRow:
+    """One checked row: texts read, paths resolved against the manifest's folder, files checked (see ``missing``)."""
     missing_here = [c for c in REQUIRED_COLUMNS if c not in record]
     if missing_here:
         raise _fail(path, f"line {line}", f"has no '{missing_here[0]}' key")
@@ -280,15 +331,27 @@ def _row(path: str, folder: str, index: int, line: int, record: dict, ratings: d
         ("out_mask", (out_mask,) if out_mask else (), (out_mask_path,) if out_mask else ()),
     ):
         for name, full in zip(names, resolved):
-            _check_file(path, line, column, name, full)
+            _check_file(path, line, column, name, full, missing)
     return ManifestRow(
         index=index, line=line, ref=refs, ref_mask=ref_masks, out=out, out_mask=out_mask,
         prompt=_text(path, line, "prompt", record["prompt"], required=False) or "",
         subject=_text(path, line, "subject", record["subject"], required=False) or "",
         method=_text(path, line, "method", record.get("method"), required=False) or DEFAULT_METHOD,
         seed=_seed(path, line, record.get("seed")), id=_text(path, line, "id", record.get("id"), required=False),
-        ratings=ratings, ref_paths=ref_paths, ref_mask_paths=ref_mask_paths, out_path=out_path, out_mask_path=out_mask_path,
+        ratings=ratings, same_subject=_same_subject(path, line, record.get(IDENTITY_COLUMN)),
+        ref_paths=ref_paths, ref_mask_paths=ref_mask_paths, out_path=out_path, out_mask_path=out_mask_path,
     )
+
+
+def _check_identity_labels(path: str, rows: list[ManifestRow]) -> None:
+    """``same_subject`` labels every row or none: a half-labelled manifest would score a different set of pairs."""
+    unlabelled = [row for row in rows if row.same_subject is None]
+    if unlabelled and len(unlabelled) < len(rows):
+        more = f" (and {len(unlabelled) - 1} more)" if len(unlabelled) > 1 else ""
+        raise MascInputError(
+            f"manifest '{path}' labels {len(rows) - len(unlabelled)} of {len(rows)} rows with {IDENTITY_COLUMN}, "
+            f"but not line {unlabelled[0].line}{more}: give every row 1 or 0, or leave the column out"
+        )
 
 
 def read_manifest(path: str | os.PathLike) -> Manifest:
@@ -308,14 +371,21 @@ def read_manifest(path: str | os.PathLike) -> Manifest:
     if missing:
         raise MascInputError(
             f"manifest '{path}' has no column '{missing[0]}': the columns are {', '.join(REQUIRED_COLUMNS)} "
-            "(plus optional method, seed, id, human_cp, human_pf)"
+            "(plus optional method, seed, id, same_subject, human_cp, human_pf)"
         )
     raters = _named_raters(path, columns)
     pooled_form = {aspect: False for aspect in ASPECTS}
     folder = os.path.dirname(os.path.abspath(path))
     rows = []
+    missing_files: dict[str, str] = {}
     for index, (line, record) in enumerate(records):
-        rows.append(_row(path, folder, index, line, record, _row_ratings(path, line, record, raters, pooled_form)))
+        ratings = _row_ratings(path, line, record, raters, pooled_form)
+        rows.append(_row(path, folder, index, line, record, ratings, missing_files))
+    if missing_files:
+        raise missing_files_error(
+            f"manifest '{path}'", list(missing_files.values()), "fix the paths (relative ones are resolved against the manifest's folder)"
+        )
+    _check_identity_labels(path, rows)
     for aspect in ASPECTS:
         if pooled_form[aspect] and raters[aspect]:
             raise MascInputError(

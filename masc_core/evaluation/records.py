@@ -77,6 +77,8 @@ class EvalRecord:
     human_pf: float | None = None
     ratings: dict[str, dict[str, float]] = field(default_factory=dict)
     """Per aspect: rater -> rating ("" for the single-column form)."""
+    same_subject: bool | None = None
+    """Identity pairs: does the output show the reference's subject (the manifest's label; None unlabelled)."""
     fingerprint: str = ""
     """Hash of what the scores depend on (see ``plan``): the resume key."""
 
@@ -97,6 +99,7 @@ class EvalRecord:
         self.id, self.method, self.seed = row.id, row.method, row.seed
         self.human_cp, self.human_pf = row.human("cp"), row.human("pf")
         self.ratings = {aspect: dict(row.ratings[aspect]) for aspect in ASPECTS if aspect in row.ratings}
+        self.same_subject = row.same_subject
         self.apply_filter(min_foreground)
         return self
 
@@ -114,7 +117,7 @@ class EvalRecord:
             baseline_undefined=dict(self.metric_undefined), out_foreground=self.out_foreground,
             ref_foreground=list(self.ref_foreground), small_out_mask=self.small_out_mask, small_ref_mask=self.small_ref_mask,
             filtered=self.filtered, human_cp=self.human_cp, human_pf=self.human_pf, ratings=self.ratings,
-            fingerprint=self.fingerprint,
+            same_subject=self.same_subject, fingerprint=self.fingerprint,
         )
         return data
 
@@ -133,11 +136,11 @@ class EvalRecord:
 _FIELDS = (
     "row", "id", "method", "seed", "subject", "prompt", "encoded_prompt", "subject_found", "ref", "ref_mask", "out",
     "out_mask", "cp_per_reference", "cp_undefined", "pf_undefined", "out_foreground", "ref_foreground",
-    "small_out_mask", "small_ref_mask", "filtered", "human_cp", "human_pf", "ratings", "fingerprint",
+    "small_out_mask", "small_ref_mask", "filtered", "human_cp", "human_pf", "ratings", "same_subject", "fingerprint",
 )
 _NULLABLE = {
     "id", "seed", "encoded_prompt", "subject_found", "out_mask", "cp_undefined", "pf_undefined", "out_foreground",
-    "human_cp", "human_pf",
+    "human_cp", "human_pf", "same_subject",
 }
 
 
@@ -236,7 +239,7 @@ def _cell(value: Any) -> str:
 
 
 def csv_columns(records: list[EvalRecord], metrics: Iterable[str]) -> list[str]:
-    """Columns of results.csv: labels and paths, the metrics, flags and ratings, per-rater ratings, reasons."""
+    """Columns of results.csv: labels and paths, the metrics, flags and ratings, per-rater ratings, identity labels, reasons."""
     raters: dict[str, list[str]] = {"cp": [], "pf": []}
     for record in records:
         for aspect, given in record.ratings.items():
@@ -246,6 +249,8 @@ def csv_columns(records: list[EvalRecord], metrics: Iterable[str]) -> list[str]:
     columns = list(_LEADING_COLUMNS) + list(metrics) + list(_TRAILING_COLUMNS)
     for aspect in ("cp", "pf"):
         columns += [f"human_{aspect}.{rater}" for rater in raters.get(aspect, [])]
+    if any(record.same_subject is not None for record in records):
+        columns.append("same_subject")
     return columns + ["cp_undefined", "pf_undefined", "notes", "fingerprint"]
 
 

@@ -86,4 +86,60 @@ def summary_tables(summary: dict) -> str:
                 f"  human inter-rater alpha: {format_score(ceiling['krippendorff_alpha'], 3)} {_interval_cell(ceiling['ci95'])} "
                 f"({len(ceiling['raters'])} raters, {ceiling['n']} rows rated twice or more)"
             )
+    lines += identity_lines(summary)
     return "\n".join(lines) + "\n"
+
+
+def _spread_cell(side: dict) -> str:
+    if side["mean"] is None:
+        return "n/a"
+    return f"{side['mean']:+.4f}" + (f"±{side['std']:.4f}" if side["std"] is not None else "")
+
+
+def _excluded_text(block: dict, min_foreground: float) -> str | None:
+    excluded = block["excluded"]
+    parts = []
+    if excluded["filtered"]:
+        parts.append(f"{excluded['filtered']} dropped by the filter (mask < {100 * min_foreground:g}% of the image)")
+    if excluded["undefined_metric"]:
+        which = ", ".join(f"{m} {k}" for m, k in excluded["undefined_by_metric"].items() if k)
+        parts.append(f"{excluded['undefined_metric']} with an undefined score ({which})")
+    return "left out: " + "; ".join(parts) if parts else None
+
+
+def identity_lines(summary: dict) -> list[str]:
+    """The identity-discrimination table (manifests with same_subject labels): AUC per concept metric."""
+    block = summary.get("identity")
+    if not block:
+        return []
+    lines = [
+        "",
+        f"identity discrimination (n={block['n']} labelled pairs: {block['same_subject']} same-subject, "
+        f"{block['cross_subject']} cross-subject; ROC AUC, a tie counts 1/2):",
+    ]
+    excluded = _excluded_text(block, summary["filter"]["min_foreground"])
+    if "metrics" in block:
+        lines.append(f"  {'metric':<17}  {'AUC':>6}  {'95% CI':<16}  {'same-subject':>16}  {'cross-subject':>16}  {'tied pairs':>10}")
+        for name, stats in block["metrics"].items():
+            auc = "n/a" if stats["auc"] is None else f"{stats['auc']:.3f}"
+            interval = "" if not stats["ci95"] else f"[{stats['ci95'][0]:.3f}, {stats['ci95'][1]:.3f}]"
+            lines.append(
+                f"  {name:<17}  {auc:>6}  {interval:<16}  {_spread_cell(stats['same_subject']):>16}  "
+                f"{_spread_cell(stats['cross_subject']):>16}  {stats['tied_pairs']:>10}"
+            )
+    if block.get("note"):
+        lines.append(f"  {block['note']}")
+    if excluded:
+        lines.append(f"  {excluded}")
+    by_method = block.get("by_method") or {}
+    if by_method:
+        headline = block["headline"]
+        cells = [
+            f"{method} {'n/a' if entry['metrics'][headline]['auc'] is None else format(entry['metrics'][headline]['auc'], '.3f')}"
+            for method, entry in by_method.items()
+        ]
+        lines.append(f"  AUC of {headline} per method: " + ", ".join(cells))
+    for method, entry in by_method.items():
+        if entry.get("note"):
+            lines.append(f"  method '{method}': {entry['note']}")
+    return lines

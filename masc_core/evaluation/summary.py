@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import MascInputError
 from ..masks import MIN_FOREGROUND_FRACTION
-from . import agreement
+from . import agreement, discrimination
 from .metrics import ASPECT_METRICS, ASPECTS, METRIC_ORDER
 from .records import EvalRecord, as_record
 
@@ -117,6 +117,22 @@ def _statistics(records: list[EvalRecord], metrics: list[str]) -> dict:
     return block
 
 
+def agreement_rows(records: list[EvalRecord], aspect: str, names: list[str]) -> list[EvalRecord]:
+    """The rows an aspect's agreement compares: kept, rated, every metric ``names`` defined (the same rows for all)."""
+    return [
+        r for r in records
+        if r.human(aspect) is not None and not r.filtered and all(r.value(m) is not None for m in names)
+    ]
+
+
+def identity_rows(records: list[EvalRecord], names: list[str]) -> list[EvalRecord]:
+    """The pairs the identity AUCs are computed on: labelled, kept, every concept metric ``names`` defined."""
+    return [
+        r for r in records
+        if r.same_subject is not None and not r.filtered and all(r.value(m) is not None for m in names)
+    ]
+
+
 def _aspect_agreement(records: list[EvalRecord], aspect: str, metrics: list[str], options: SummaryOptions) -> dict | None:
     names = [m for m in ASPECT_METRICS[aspect] if m in metrics]
     if not names:
@@ -124,7 +140,7 @@ def _aspect_agreement(records: list[EvalRecord], aspect: str, metrics: list[str]
     rated = [r for r in records if r.human(aspect) is not None]
     if not rated:
         return None
-    units = [r for r in rated if not r.filtered and all(r.value(m) is not None for m in names)]
+    units = agreement_rows(records, aspect, names)
     block: dict[str, Any] = {
         "n": len(units),
         "rated": len(rated),
@@ -187,6 +203,65 @@ def _aspect_agreement(records: list[EvalRecord], aspect: str, metrics: list[str]
     return block
 
 
+def _class_counts(rows: list[EvalRecord]) -> dict:
+    same = sum(1 for r in rows if r.same_subject)
+    return {"same_subject": same, "cross_subject": len(rows) - same}
+
+
+def _single_class_note(rows: list[EvalRecord]) -> str | None:
+    counts = _class_counts(rows)
+    if counts["same_subject"] and counts["cross_subject"]:
+        return None
+    which = "same-subject" if counts["same_subject"] else "cross-subject"
+    return discrimination.SINGLE_CLASS.format(which=which, count=len(rows))
+
+
+def _identity(records: list[EvalRecord], metrics: list[str], options: SummaryOptions) -> dict | None:
+    labelled = [r for r in records if r.same_subject is not None]
+    names = [m for m in ASPECT_METRICS["cp"] if m in metrics]
+    if not labelled or not names:
+        return None
+    kept = [r for r in labelled if not r.filtered]
+    units = identity_rows(records, names)
+    block: dict[str, Any] = {
+        "statistic": discrimination.STATISTIC,
+        "interval": discrimination.INTERVAL,
+        "n": len(units),
+        "labelled": len(labelled),
+        **_class_counts(units),
+        "excluded": {
+            "filtered": len(labelled) - len(kept),
+            "undefined_metric": len(kept) - len(units),
+            "undefined_by_metric": {m: sum(1 for r in kept if r.value(m) is None) for m in names},
+        },
+        "headline": names[0],
+    }
+
+    def compare(rows: list[EvalRecord], label: str) -> dict:
+        return discrimination.compare(
+            {m: [r.value(m) for r in rows] for m in names}, [bool(r.same_subject) for r in rows],
+            bootstrap=options.bootstrap, seed=options.seed, label=label,
+        )
+
+    if not units:
+        block["note"] = "no labelled row is kept with every concept metric defined"
+        return block
+    overall = compare(units, "identity")
+    block.update(auc=overall[names[0]]["auc"], ci95=overall[names[0]]["ci95"], metrics=overall)
+    if _single_class_note(units):
+        block["note"] = _single_class_note(units)
+    methods = list(dict.fromkeys(r.method for r in units))
+    if len(methods) > 1:
+        block["by_method"] = {}
+        for method in methods:
+            rows = [r for r in units if r.method == method]
+            entry = {"n": len(rows), **_class_counts(rows), "metrics": compare(rows, f"identity/method/{method}")}
+            if _single_class_note(rows):
+                entry["note"] = _single_class_note(rows)
+            block["by_method"][method] = entry
+    return block
+
+
 def summarize(records: Iterable[EvalRecord | dict], options: SummaryOptions) -> dict:
     """summary.json's content for result rows sorted by row (their filter flags already set).
 
@@ -217,4 +292,7 @@ def summarize(records: Iterable[EvalRecord | dict], options: SummaryOptions) -> 
             blocks[aspect] = block
     if blocks:
         summary["agreement"] = blocks
+    identity = _identity(records, metrics, options)
+    if identity is not None:
+        summary["identity"] = identity
     return summary
