@@ -2,7 +2,8 @@
 
 Commands, one module each: ``score`` (CP and PF of outputs against a
 reference), ``mask`` (CLIPSeg subject masks), ``rank`` (best-of-N),
-``eval`` and ``merge`` (a manifest scored into results and a summary).
+``eval`` and ``merge`` (a manifest scored into results and a summary),
+``read`` (the scores MaSC nodes saved in PNGs).
 Every command exits 0 on success, 2 with one line on stderr for bad input
 (a missing or unreadable file, a file that is not an image, a bad model
 folder, counts that do not match), 130 when interrupted; no traceback is
@@ -21,10 +22,10 @@ import sys
 from typing import Sequence
 
 from ..errors import MascError
-from . import evaluate, mask, rank, score
+from . import evaluate, mask, rank, read, score
 from .options import OneLineParser
 
-COMMAND_MODULES = (score, mask, rank, evaluate)
+COMMAND_MODULES = (score, mask, rank, evaluate, read)
 
 
 def build_parser() -> argparse.ArgumentParser:
