@@ -117,3 +117,34 @@ def files(tmp_path_factory):
         Image.fromarray(box_mask(image.height, image.width, 0.2, 0.3, 0.9, 0.7)).save(mask_path)
         paths[f"dog_01_{label}_mask"] = mask_path
     return paths
+
+
+@pytest.fixture(scope="session")
+def pack():
+    """The node pack, imported as ComfyUI imports it (tests/comfy_harness.py)."""
+    from comfy_harness import import_pack
+
+    return import_pack()
+
+
+@pytest.fixture(scope="session")
+def comfy_dirs(tmp_path_factory, naflex_dir):
+    """A models dir with the test checkpoints under the paper's names, an input dir with photos and masks, an output dir."""
+    import shutil
+
+    from masc_core.testing import build_clipseg_checkpoint
+
+    root = tmp_path_factory.mktemp("comfy")
+    target = root / "models" / "masc" / "google" / "siglip2-so400m-patch16-naflex"
+    shutil.copytree(naflex_dir, target)
+    build_clipseg_checkpoint(root / "models" / "clipseg" / "CIDAS" / "clipseg-rd64-refined", seed=0)
+    inputs = root / "input"
+    inputs.mkdir()
+    for name in ["dog_00", "dog_01", "dog_02", "cat_00"]:
+        shutil.copy(photo_path(name), inputs / f"{name}.jpg")
+        Image.fromarray(box_mask(512, 512)).save(inputs / f"{name}_mask.png")
+    outputs = root / "output"
+    outputs.mkdir()
+    os.environ["MASC_MODELS_DIR"] = str(root / "models")
+    os.environ["MASC_OUTPUT_DIR"] = str(outputs)
+    return {"models": str(root / "models"), "input": str(inputs), "output": str(outputs), "checkpoint": str(target)}

@@ -6,7 +6,6 @@ import glob
 import inspect
 import json
 import os
-import shutil
 
 import numpy as np
 import pytest
@@ -14,34 +13,11 @@ import torch
 from PIL import Image
 
 from comfy_harness import CORE_NODES, ROOT, import_pack, run_graph
-from conftest import box_mask, load_photo, photo_path
+from conftest import box_mask, load_photo
 
 WORKFLOWS = sorted(glob.glob(os.path.join(ROOT, "workflows", "api", "*.json")))
 # Graphs that need a diffusion checkpoint (or other models absent here) are not run in CI.
 NEEDS_DIFFUSION = {"CheckpointLoaderSimple", "KSampler", "VAEDecode"}
-
-
-@pytest.fixture(scope="module")
-def pack():
-    return import_pack()
-
-
-@pytest.fixture(scope="module")
-def comfy_dirs(tmp_path_factory, naflex_dir):
-    """A models dir with the test checkpoint under the paper's name, and an input dir with photos and masks."""
-    from masc_core.testing import build_clipseg_checkpoint
-
-    root = tmp_path_factory.mktemp("comfy")
-    target = root / "models" / "masc" / "google" / "siglip2-so400m-patch16-naflex"
-    shutil.copytree(naflex_dir, target)
-    build_clipseg_checkpoint(root / "models" / "clipseg" / "CIDAS" / "clipseg-rd64-refined", seed=0)
-    inputs = root / "input"
-    inputs.mkdir()
-    for name in ["dog_00", "dog_01", "dog_02", "cat_00"]:
-        shutil.copy(photo_path(name), inputs / f"{name}.jpg")
-        Image.fromarray(box_mask(512, 512)).save(inputs / f"{name}_mask.png")
-    os.environ["MASC_MODELS_DIR"] = str(root / "models")
-    return {"models": str(root / "models"), "input": str(inputs), "checkpoint": str(target)}
 
 
 def node_classes(pack):
@@ -71,10 +47,11 @@ def test_node_contract(pack, node_id, comfy_dirs):
     function = getattr(cls, cls.FUNCTION)
     parameters = inspect.signature(function).parameters
     names = [p for p in parameters if p != "self"]
-    required, optional = list(spec["required"]), list(spec.get("optional", {}))
-    assert sorted(names) == sorted(required + optional)
-    for name in optional:
-        assert parameters[name].default is None, f"optional input {name} needs a default of None"
+    required, optional, hidden = list(spec["required"]), list(spec.get("optional", {})), list(spec.get("hidden", {}))
+    assert sorted(names) == sorted(required + optional + hidden)
+    for name in optional + hidden:
+        assert parameters[name].default is None, f"optional or hidden input {name} needs a default of None"
+    assert set(spec.get("hidden", {}).values()) <= {"EXTRA_PNGINFO", "UNIQUE_ID", "PROMPT"}
     for section in ("required", "optional"):
         for name, entry in spec.get(section, {}).items():
             assert isinstance(entry, tuple) and 1 <= len(entry) <= 2
