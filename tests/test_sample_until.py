@@ -269,3 +269,58 @@ def test_a_load_image_empty_mask_as_candidate_mask_gets_the_hint(pack, models):
     # An empty mask of the image's own size is a segmenter finding no subject: scored, not refused.
     out = pack.NODE_CLASS_MAPPINGS["MaSCPromptFollowing"]().score(models["encoder"], float_image("dog_01"), torch.zeros(1, 512, 512), PROMPT, "dog", heatmaps=False)
     assert out["result"][2].scores[0].foreground_fraction == 0.0
+
+
+def workflow_4(**sample_until):
+    import os
+
+    from comfy_harness import ROOT
+
+    with open(os.path.join(ROOT, "workflows", "api", "4_rejection_sampling.json")) as handle:
+        graph = json.load(handle)
+    graph["5"]["inputs"].update(width=256, height=256)
+    graph["10"]["inputs"].update(steps=1, **sample_until)
+    return graph
+
+
+@pytest.mark.parametrize("case", ["low threshold", "unreachable, block", "unreachable, return best"])
+def test_workflow_4_in_one_queue_press(pack, comfy_dirs, tmp_path, capsys, case):
+    """The host check, in the harness: early stop, blocking, and the scores read back from the saved PNGs."""
+    from comfy_harness import run_graph
+    from masc_core.cli import main
+
+    blocker = module(pack, "nodes.host").ExecutionBlocker
+    settings = {
+        "low threshold": dict(min_cp=-0.9),
+        "unreachable, block": dict(min_cp=0.999, on_shortfall="block", max_candidates=3),
+        "unreachable, return best": dict(min_cp=0.999, max_candidates=3),
+    }[case]
+    with stand_in_sampling(pack) as backend:
+        result = run_graph(workflow_4(**settings), pack.NODE_CLASS_MAPPINGS, comfy_dirs["input"], blocker, output_dir=str(tmp_path))
+    outputs = result["outputs"]["10"]
+    used, report = outputs[4], outputs[6]
+    log_rows = open(outputs_path := result["outputs"]["13"][0]).read().splitlines()
+    assert outputs_path.startswith(comfy_dirs["output"])
+    if case == "low threshold":
+        assert used == 2 < 16 and backend.calls == [[1000], [1001]]
+        assert report.splitlines()[0] == "2 of 2 accepted after 2 of 16 candidates (stopped early)"
+    else:
+        assert used == 3
+    if case == "unreachable, block":
+        assert "11" in result["blocked"] and "11" not in result["saved_files"]  # Save Image skipped, no error
+        assert "12" not in result["blocked"] and "13" not in result["blocked"]  # the report and the log still run
+        return
+    paths = result["saved_files"]["11"]
+    assert len(paths) == 2
+    seeds = outputs[5].split(", ")
+    for path, seed in zip(paths, seeds):
+        assert main(["read", path]) == 0
+        line = capsys.readouterr().out.splitlines()[1]
+        assert line.startswith(f"  this image: #{int(seed) - 1000}  seed {seed}  CP ")
+        assert line.endswith("accepted" if case == "low threshold" else "kept below threshold: CP below 0.999")
+    assert json.loads(log_rows[-1])["seed"] == 1000 + used - 1
+
+
+def test_without_png_metadata_from_comfyui_the_report_says_scores_are_not_saved(pack, models):
+    out, _ = run(pack, models, max_candidates=2, extra_pnginfo=None)
+    assert out["result"][6].endswith("scores are not saved in PNGs")
