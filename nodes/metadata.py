@@ -22,10 +22,15 @@ HIDDEN_INPUTS = {"extra_pnginfo": "EXTRA_PNGINFO", "unique_id": "UNIQUE_ID"}
 """What a node declares under "hidden" to receive the prompt's PNG metadata and its own id."""
 
 
+WEIGHT_SAMPLE_BYTES = 64 * 1024
+"""Bytes read from the start, middle and end of each weight file for the encoder's digest (never the whole file)."""
+
+
 def encoder_identity(encoder) -> dict[str, str]:
-    """The encoder's folder name (as the loader named it) and a short hash of the folder (not of its 1.6 GB of weights)."""
+    """The encoder's folder name (as the loader named it) and a short hash of the folder and samples of its weights."""
     folder = encoder.core.info.folder
-    return {"model": encoder.name or os.path.basename(os.path.normpath(folder)), "digest": folder_digest(folder)[:12]}
+    digest = folder_digest(folder, sample_bytes=WEIGHT_SAMPLE_BYTES)[:12]
+    return {"model": encoder.name or os.path.basename(os.path.normpath(folder)), "digest": digest}
 
 
 def image_digests(images: torch.Tensor) -> list[str]:
