@@ -9,10 +9,12 @@ wrappers around the very calls the node makes:
 
 - sampling and decoding (the stand-in backend's ``sample`` / ``decode``),
 - masking (the segmenter's ``masks``),
-- encoder forwards (``forward_images`` / ``forward_texts``),
+- encoder forwards (``forward_images`` / ``forward_texts``, and ``pool``:
+  the vision tower's trained attention-pooling head PF runs over each
+  candidate's background),
 
 and calls everything else the loop's own overhead: converting tensors,
-preprocessing images for the encoder, CP/PF arithmetic, the acceptance
+preprocessing images for the encoder, CP's patch matching, the acceptance
 decisions, copying kept candidates, the report and the PNG metadata.
 Preprocessing is also shown on its own. The overhead is stated per round
 and as a share of a round; the stand-in sampler costs almost nothing, so a
@@ -95,7 +97,7 @@ def one_run(pack, harness, encoder, segmenter, *, candidates: int, batch_size: i
 
     timer = Timer()
     core = encoder.core
-    for name in ("forward_images", "forward_texts"):
+    for name in ("forward_images", "forward_texts", "pool"):  # the towers, and the vision tower's attention-pooling head
         timer.wrap(core, name, "encoder forwards")
     timer.wrap(core, "prepare", "preprocessing (part of the overhead)")
     timer.wrap(segmenter.core, "masks", "masking")
@@ -119,7 +121,7 @@ def one_run(pack, harness, encoder, segmenter, *, candidates: int, batch_size: i
         )
         total = time.perf_counter() - started
     for obj in (core, segmenter.core, backend):  # drop the instance-level wrappers
-        for name in ("forward_images", "forward_texts", "prepare", "masks", "sample", "decode"):
+        for name in ("forward_images", "forward_texts", "pool", "prepare", "masks", "sample", "decode"):
             obj.__dict__.pop(name, None)
     assert out["result"][4] == candidates
     parts = dict(timer.seconds)
