@@ -63,10 +63,11 @@ def acceptance_inputs() -> dict:
         "accept": ("INT", {"default": 1, "min": 1, "max": 4096, "tooltip": "Stop once this many candidates pass; they are returned best first."}),
         "max_candidates": ("INT", {"default": 16, "min": 1, "max": 4096, "tooltip": "The budget: never sample more candidates than this."}),
         "batch_size": ("INT", {"default": 1, "min": 1, "max": 64, "tooltip": "Candidates sampled per round. Larger is faster on a big GPU; 1 stops soonest and needs least VRAM."}),
-        "rank_by": (list(RANK_KEYS), {"default": "both", "tooltip": "Best first by cp, pf, or both = cp_weight*CP + pf_weight*PF (pf and both need a segmenter)."}),
+        "rank_by": (list(RANK_KEYS), {"default": "cp", "tooltip": "Best first by cp, pf, or both = cp_weight*CP + pf_weight*PF (pf and both need a segmenter)."}),
         "cp_weight": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of CP when ranking by both."}),
         "pf_weight": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of PF when ranking by both."}),
         **THRESHOLD_INPUTS,
+        "min_cp": ("FLOAT", dict(THRESHOLD_INPUTS["min_cp"][1], default=0.5)),  # as MaSC Gate: a starting point, tune it
         "on_shortfall": (list(SHORTFALL_CHOICES), {"default": SHORTFALL_CHOICES[0], "tooltip": "When the budget runs out with fewer than accept passing: return the best so far (marked below threshold in the report), or block the nodes downstream."}),
         "mask_subject": ("STRING", {"default": "", "tooltip": "What the segmenter masks in each candidate (e.g. 'dog'); empty = the subject names."}),
         "mask_threshold": ("FLOAT", {"default": DEFAULT_MASK_THRESHOLD, "min": 0.0, "max": 1.0, "step": 0.01, "tooltip": "The segmenter's threshold, as in MaSC Auto Mask."}),
