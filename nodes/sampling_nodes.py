@@ -24,7 +24,7 @@ from . import host
 from .convert import check_reference_mask, check_single_latent, comfy_images, comfy_masks
 from .metadata import HIDDEN_INPUTS, encoder_identity, image_digests, record
 from .scoring_nodes import ENCODER_INPUT, PROMPT_INPUT, REFERENCE_INPUT, REFERENCE_MASK_INPUT, SUBJECT_INPUT
-from .selection_nodes import OFF, THRESHOLD_INPUTS, _threshold, blocked
+from .selection_nodes import OFF, THRESHOLD_INPUTS, blocked, threshold_value
 from .types import CATEGORY, MASC_SCORES, MASC_SEGMENTER, Output, declare_outputs
 
 NODE = "MaSCSampleUntil"
@@ -117,7 +117,7 @@ class MaSCSampleUntil:
     ):
         rules = AcceptanceRules(
             seed=int(seed), accept=int(accept), max_candidates=int(max_candidates), batch_size=int(batch_size), by=rank_by,
-            cp_weight=float(cp_weight), pf_weight=float(pf_weight), min_cp=_threshold(min_cp), min_pf=_threshold(min_pf),
+            cp_weight=float(cp_weight), pf_weight=float(pf_weight), min_cp=threshold_value(min_cp), min_pf=threshold_value(min_pf),
             reject_small_masks=bool(reject_small_masks), min_foreground=float(min_foreground), on_shortfall=on_shortfall,
         ).check()
         check_pf_needs_masks(rules, segmenter)

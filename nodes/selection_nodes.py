@@ -37,7 +37,8 @@ CARRIED_INPUTS = {
 }
 
 
-def _threshold(value: float) -> float | None:
+def threshold_value(value: float) -> float | None:
+    """A threshold widget's value, or None when it is off (-1)."""
     return None if value is None or value <= OFF else float(value)
 
 
@@ -159,7 +160,7 @@ class MaSCSelectBest:
         scores = check_batch(scores, images)
         ranking = rank(
             scores.scores, by=rank_by, cp_weight=cp_weight, pf_weight=pf_weight, top_k=int(top_k),
-            min_cp=_threshold(min_cp), min_pf=_threshold(min_pf), reject_small_masks=bool(reject_small_masks),
+            min_cp=threshold_value(min_cp), min_pf=threshold_value(min_pf), reject_small_masks=bool(reject_small_masks),
             min_foreground=float(min_foreground),
         )
         chosen = ranking.selected
@@ -210,7 +211,7 @@ class MaSCGate:
 
     def gate(self, scores, images, min_cp, min_pf, reject_small_masks, min_foreground, latent=None, mask=None, extra_pnginfo=None, unique_id=None):
         scores = check_batch(scores, images)
-        cp_on, pf_on = _threshold(min_cp), _threshold(min_pf)
+        cp_on, pf_on = threshold_value(min_cp), threshold_value(min_pf)
         by = "both" if (cp_on is not None and pf_on is not None) else ("pf" if pf_on is not None else "cp")
         ranking = rank(
             scores.scores, by=by, min_cp=cp_on, min_pf=pf_on, reject_small_masks=bool(reject_small_masks),
