@@ -114,7 +114,7 @@ def test_stops_early_and_returns_the_kept_candidates_best_first_equal_to_plain_k
 
 def test_rounds_of_several_candidates_equal_separate_runs(pack, models, plain_cps):
     images, cps = plain_cps
-    out, backend = run(pack, models, batch_size=3, accept=2, max_candidates=7, min_cp=2.0 - 1.0)  # min_cp 1.0: unreachable
+    out, backend = run(pack, models, batch_size=3, accept=2, max_candidates=7, min_cp=1.0)  # unreachable: the whole budget
     kept_images, _, _, scores, used, seeds, _ = out["result"]
     assert backend.calls == [[1000, 1001, 1002], [1003, 1004, 1005], [1006]]  # the budget cuts the last round
     assert used == 7 and [s.cp for s in scores.scores] == pytest.approx(cps[:7], abs=1e-6)
