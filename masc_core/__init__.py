@@ -36,8 +36,7 @@ from .ranking import RANK_KEYS, Ranking, rank
 from .scores import Heatmaps, ImageScore, ReferenceInfo, ScoreBatch
 from .scoring import score_images
 from .stripping import parse_subject_names, strip_subject
-
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "CLIPSEG_MODEL_ID",

@@ -8,8 +8,8 @@ Undefined scores are ``None`` with a one-line reason, never NaN.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -96,6 +96,27 @@ class Heatmaps:
 
 
 @dataclass
+class ScoreContext:
+    """Where a batch's scores came from: what the PNG metadata and the score log record beside the numbers.
+
+    Filled in by whoever knows it (the ComfyUI nodes); every field may be unknown.
+    """
+
+    node: str | None = None
+    """The node type that scored the batch (e.g. "MaSCScore")."""
+    subject: str | None = None
+    """The subject name(s) stripped from the prompt, as given."""
+    encoder: dict[str, str] | None = None
+    """The encoder's identity: ``{"model": folder name, "digest": short hash of the folder}``."""
+    seeds: list[int | None] | None = None
+    """Per image, the sampler seed it was generated with, when known."""
+    verdicts: list[str] | None = None
+    """Per image, what a deciding node made of it ("accepted", "rejected: CP below 0.6", ...)."""
+    kept: list[int] | None = None
+    """Positions of the images a node passed on, in its output order (MaSC Sample Until's kept candidates)."""
+
+
+@dataclass
 class ScoreBatch:
     """The result of one ``score_images`` call."""
 
@@ -103,6 +124,7 @@ class ScoreBatch:
     references: list[ReferenceInfo]
     heatmaps: Heatmaps | None = None
     min_foreground: float = MIN_FOREGROUND_FRACTION
+    context: ScoreContext = field(default_factory=ScoreContext)
 
     @property
     def cp(self) -> list[float | None]:
@@ -111,6 +133,25 @@ class ScoreBatch:
     @property
     def pf(self) -> list[float | None]:
         return [s.pf for s in self.scores]
+
+    def subset(self, positions: Sequence[int]) -> "ScoreBatch":
+        """The scores of the images at ``positions``, re-indexed 0.. in that order (heatmaps dropped).
+
+        Per-image context (seeds, verdicts) follows its images; ``kept`` is
+        cleared, since the subset is what was kept.
+        """
+        positions = list(positions)
+        context = self.context
+
+        def pick(values):
+            return None if values is None else [values[i] for i in positions]
+
+        return ScoreBatch(
+            scores=[replace(self.scores[p], index=i) for i, p in enumerate(positions)],
+            references=self.references,
+            min_foreground=self.min_foreground,
+            context=replace(context, seeds=pick(context.seeds), verdicts=pick(context.verdicts), kept=None),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -230,6 +230,7 @@ def score_images(
     heatmaps: bool = False,
     min_foreground: float = MIN_FOREGROUND_FRACTION,
     progress: ProgressCallback | None = None,
+    cache_outputs: bool = True,
 ) -> ScoreBatch:
     """MaSC CP and PF for N output images in one call.
 
@@ -251,9 +252,13 @@ def score_images(
     min_foreground: the paper's filter; masks covering less than this share
         of their image are flagged (``small_foreground``), not dropped.
     progress: ``progress(done, total)`` after each batch of encoded images.
+    cache_outputs: keep the outputs' features in the encoder's cache (the
+        references always are); False for images scored once, such as a
+        sampling loop's candidates, so the cache keeps the reference.
     """
     inputs = _read_inputs(images, reference, reference_mask, mask, prompt, subject, cp, pf, min_foreground)
-    encoded = encoder.encode_images(inputs.references + inputs.outputs, progress=progress)
+    remember = [True] * len(inputs.references) + [bool(cache_outputs)] * len(inputs.outputs)
+    encoded = encoder.encode_images(inputs.references + inputs.outputs, progress=progress, remember=remember)
     ref_tokens, out_tokens = encoded[: len(inputs.references)], encoded[len(inputs.references) :]
     out_padded, out_valid = pad_tokens([t.tokens for t in out_tokens])
     concept = _concept_preservation(

@@ -1,7 +1,9 @@
 """The MaSC node pack: thin ComfyUI adapters over masc_core."""
 
 from .encoder_node import MaSCLoadEncoder
+from .log_nodes import MaSCLogScores
 from .mask_nodes import MaSCAutoMask, MaSCLoadAutoMaskModel
+from .sampling_nodes import MaSCSampleUntil
 from .scoring_nodes import MaSCConceptPreservation, MaSCPromptFollowing, MaSCScore, MaSCStripSubject
 from .selection_nodes import MaSCGate, MaSCSelectBest
 
@@ -15,6 +17,8 @@ NODE_CLASS_MAPPINGS = {
     "MaSCGate": MaSCGate,
     "MaSCLoadAutoMaskModel": MaSCLoadAutoMaskModel,
     "MaSCAutoMask": MaSCAutoMask,
+    "MaSCSampleUntil": MaSCSampleUntil,
+    "MaSCLogScores": MaSCLogScores,
 }
 
 NODE_DISPLAY_NAME_MAPPINGS = {
@@ -27,4 +31,6 @@ NODE_DISPLAY_NAME_MAPPINGS = {
     "MaSCGate": "MaSC Gate",
     "MaSCLoadAutoMaskModel": "Load MaSC Auto Mask Model",
     "MaSCAutoMask": "MaSC Auto Mask",
+    "MaSCSampleUntil": "MaSC Sample Until",
+    "MaSCLogScores": "MaSC Log Scores",
 }

@@ -26,6 +26,21 @@ def comfy_masks(masks: torch.Tensor | None) -> torch.Tensor | None:
     return masks[None] if masks.ndim == 2 else masks
 
 
+LOAD_IMAGE_EMPTY_MASK_HINT = (
+    "it is the empty 64x64 mask Load Image gives for a picture without alpha: load the subject's mask "
+    "with Load Image (as Mask), channel red, or make one with MaSC Auto Mask"
+)
+
+
+def is_load_image_empty_mask(mask: torch.Tensor, images: list[np.ndarray]) -> bool:
+    """All zero, 64x64, for images of another size: Load Image's MASK for a file without alpha."""
+    return (
+        tuple(mask.shape[-2:]) == _LOADIMAGE_EMPTY_MASK
+        and images[0].shape[:2] != _LOADIMAGE_EMPTY_MASK
+        and float(mask.max()) <= 0.0
+    )
+
+
 def check_mask_not_empty(mask: torch.Tensor, images: list[np.ndarray], name: str, why: str) -> None:
     """Refuse an all-empty mask with advice: it is nearly always a wiring mistake.
 
@@ -35,12 +50,33 @@ def check_mask_not_empty(mask: torch.Tensor, images: list[np.ndarray], name: str
     if float(mask.max()) > 0.0:
         return
     hint = "draw the subject's mask or load it with Load Image (as Mask), channel red"
-    if tuple(mask.shape[-2:]) == _LOADIMAGE_EMPTY_MASK and images[0].shape[:2] != _LOADIMAGE_EMPTY_MASK:
-        hint = (
-            "it is the empty 64x64 mask Load Image gives for a picture without alpha: load the subject's mask "
-            "with Load Image (as Mask), channel red, or make one with MaSC Auto Mask"
-        )
+    if is_load_image_empty_mask(mask, images):
+        hint = LOAD_IMAGE_EMPTY_MASK_HINT
     raise MascInputError(f"{name} is empty (all zero): {why}; {hint}")
+
+
+def check_candidate_mask(mask: torch.Tensor | None, images: list[np.ndarray], name: str = "mask") -> None:
+    """Refuse Load Image's empty 64x64 mask given for generated images.
+
+    An all-zero mask of the images' own size is allowed: a segmenter gives
+    one when the subject was not rendered, and the mask filter handles it.
+    """
+    if mask is not None and is_load_image_empty_mask(mask, images):
+        raise MascInputError(f"{name} is empty (all zero): PF pools the background around the subject; {LOAD_IMAGE_EMPTY_MASK_HINT}")
+
+
+def check_single_latent(latent: dict, name: str = "latent_image") -> None:
+    """One latent to start every candidate from: a batch of one, not nested."""
+    samples = latent.get("samples") if isinstance(latent, dict) else None
+    if not isinstance(samples, torch.Tensor):
+        raise MascInputError(f"{name} is not a LATENT: connect Empty Latent Image (or another LATENT output)")
+    if getattr(samples, "is_nested", False):
+        raise MascInputError(f"{name} is a nested (audio/video) latent: MaSC Sample Until takes one image latent")
+    if samples.shape[0] != 1:
+        raise MascInputError(
+            f"{name} has a batch of {samples.shape[0]}: MaSC Sample Until starts every candidate from one latent "
+            "(its batch_size sets candidates per round); set Empty Latent Image's batch_size to 1, or pick one with Latent From Batch"
+        )
 
 
 def check_reference_mask(mask: torch.Tensor, images: list[np.ndarray]) -> None:

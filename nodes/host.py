@@ -1,19 +1,27 @@
 """What the nodes need from ComfyUI, with stand-ins when ComfyUI is absent.
 
 Inside ComfyUI these are ComfyUI's own facilities (model folders, memory
-management, progress bar, interrupts, execution blocking, temp previews).
-Outside it (the pack's tests, scripts) the same calls work with plain
-equivalents, so the node code has a single path.
+management, progress bar, interrupts, execution blocking, temp previews,
+the output folder, and sampling: core's noise, sampler, latent previews and
+VAE decode). Outside it (the pack's tests, scripts) the same calls work with
+plain equivalents, so the node code has a single path; sampling has none
+outside ComfyUI unless one is installed with ``use_sampling`` (the tests'
+stand-in sampler). Over 400 lines: sampling is the one ComfyUI facility
+with real code here, and it must live in this module (only host talks to
+ComfyUI).
 """
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import os
 import weakref
 from typing import Callable
 
 import torch
 
+from ..masc_core.errors import MascInputError
 from ..masc_core.models.checkpoints import looks_like_hub_id
 from ..masc_core.models.devices import PRECISION_CHOICES, resolve_device, resolve_dtype
 
@@ -21,11 +29,14 @@ try:  # ComfyUI's modules are importable only inside ComfyUI.
     import folder_paths  # type: ignore
     import comfy.model_management as model_management  # type: ignore
     import comfy.model_patcher as model_patcher  # type: ignore
+    import comfy.sample as comfy_sample  # type: ignore
+    import comfy.samplers as comfy_samplers  # type: ignore
     import comfy.utils as comfy_utils  # type: ignore
+    import latent_preview  # type: ignore
 
     IN_COMFYUI = True
 except ImportError:  # pragma: no cover - exercised by the tests without ComfyUI
-    folder_paths = model_management = model_patcher = comfy_utils = None
+    folder_paths = model_management = model_patcher = comfy_sample = comfy_samplers = comfy_utils = latent_preview = None
     IN_COMFYUI = False
 
 try:
@@ -188,9 +199,11 @@ class ManagedModel:
     strong reference ComfyUI's model list does not (it holds patchers weakly).
     """
 
-    def __init__(self, core, compute_device: torch.device):
+    def __init__(self, core, compute_device: torch.device, name: str = ""):
         self.core = core
         self.compute_device = compute_device
+        self.name = name
+        """The model as the loader's combo named it (a folder under models/<kind>, or a Hub id)."""
         self.patcher = make_patcher(core.model, compute_device, offload_device())
 
     def ready(self):
@@ -224,7 +237,7 @@ def load_shared(kind: str, name: str, device: str, precision: str, build: Callab
     compute = load_device(device)
     dtype = pick_dtype(precision, compute)
     download_dir = download_folder(kind, name) if folder is None and looks_like_hub_id(name) else None
-    managed = ManagedModel(build(folder or name, offload_device(), dtype, download_dir), compute)
+    managed = ManagedModel(build(folder or name, offload_device(), dtype, download_dir), compute, name)
     _LOADED[key] = managed
     return managed
 
@@ -262,3 +275,151 @@ def save_previews(images: list, prefix: str) -> list[dict]:
         Image.fromarray(pixels).save(os.path.join(full_folder, name), compress_level=1)
         entries.append({"filename": name, "subfolder": subfolder, "type": "temp"})
     return entries
+
+
+def interrupt_callback() -> Callable[[int, int], None]:
+    """``progress(done, total)`` that only honours Cancel (for work inside a node that drives its own bar)."""
+    return lambda done, total: check_interrupt()
+
+
+def output_directory() -> str:
+    """ComfyUI's output folder (outside ComfyUI: $MASC_OUTPUT_DIR, else ./output)."""
+    if IN_COMFYUI:
+        return folder_paths.get_output_directory()
+    return os.environ.get("MASC_OUTPUT_DIR", os.path.join(os.getcwd(), "output"))
+
+
+# ---------------------------------------------------------------- sampling
+
+FALLBACK_SAMPLERS = ("euler", "euler_ancestral", "heun", "dpm_2", "lms", "dpmpp_2m", "dpmpp_2m_sde", "ddim", "uni_pc")
+FALLBACK_SCHEDULERS = ("normal", "karras", "exponential", "sgm_uniform", "simple", "ddim_uniform", "beta")
+
+BATCH_EXACT_SAMPLERS = frozenset({
+    "euler", "euler_cfg_pp", "heun", "heunpp2", "dpm_2", "lms", "dpm_fast", "dpm_adaptive", "dpmpp_2m", "dpmpp_2m_cfg_pp",
+    "ipndm", "ipndm_v", "deis", "res_multistep", "res_multistep_cfg_pp", "gradient_estimation", "gradient_estimation_cfg_pp",
+    "uni_pc", "uni_pc_bh2",
+})
+"""Samplers that draw no noise while sampling (ComfyUI 0.3.64 and 0.33): only their initial noise depends on the
+seed, so a batch built from per-candidate noise equals separate runs. The others (ancestral, SDE, lcm, ddpm,
+ddim's inpainting noise, ...) draw step noise for the whole batch from one seed; any name not listed counts as one."""
+
+
+def sampler_names() -> list[str]:
+    """The sampler combo, as core KSampler's."""
+    return list(comfy_samplers.KSampler.SAMPLERS) if IN_COMFYUI else list(FALLBACK_SAMPLERS)
+
+
+def scheduler_names() -> list[str]:
+    """The scheduler combo, as core KSampler's."""
+    return list(comfy_samplers.KSampler.SCHEDULERS) if IN_COMFYUI else list(FALLBACK_SCHEDULERS)
+
+
+def samples_one_by_one(sampler_name: str) -> bool:
+    """Whether a round must call the sampler once per candidate to equal separate KSampler runs."""
+    return sampler_name not in BATCH_EXACT_SAMPLERS
+
+
+class CandidateProgress:
+    """One progress bar over a run's candidates (each counted in sampler steps), with core's latent previews.
+
+    ``updates`` keeps (value, total) pairs outside ComfyUI, for tests.
+    """
+
+    def __init__(self, candidates: int, steps: int):
+        self.steps = max(1, int(steps))
+        self.total = max(1, int(candidates)) * self.steps
+        self.bar = comfy_utils.ProgressBar(self.total) if IN_COMFYUI else None
+        self.updates: list[tuple[int, int]] = []
+        self._previewer = None
+        self._previewer_for = None
+
+    def update(self, value: int, preview=None) -> None:
+        value = min(int(value), self.total)
+        if self.bar is not None:
+            self.bar.update_absolute(value, self.total, preview)
+        else:
+            self.updates.append((value, self.total))
+
+    def sampler_callback(self, model, done: int) -> Callable:
+        """``callback(step, x0, x, total_steps)`` for a sampler call that starts after ``done`` candidates."""
+        previewer = self._get_previewer(model)
+
+        def callback(step, x0, x, total_steps):
+            preview = None
+            if previewer is not None and x0 is not None:
+                if getattr(x0, "is_nested", False):
+                    x0 = x0.tensors[0]
+                preview = previewer.decode_latent_to_preview_image("JPEG", x0)
+            self.update(done * self.steps + round((step + 1) * self.steps / max(1, total_steps)), preview)
+
+        return callback
+
+    def _get_previewer(self, model):
+        if not IN_COMFYUI:
+            return None
+        if self._previewer_for is not model:
+            self._previewer = latent_preview.get_previewer(model.load_device, model.model.latent_format)
+            self._previewer_for = model
+        return self._previewer
+
+
+class CoreSampling:
+    """ComfyUI's own sampling, as core KSampler + VAE Decode do it (nodes.common_ksampler), one candidate per seed.
+
+    Whatever the graph did to MODEL and CONDITIONING upstream (LoRA, IP-Adapter, ...) applies. Each
+    candidate's noise is ``comfy.sample.prepare_noise(latent, seed, batch_index)`` of the one input latent,
+    exactly what a KSampler with that seed and latent uses; a round samples them as one batch when the sampler
+    draws no noise of its own (``BATCH_EXACT_SAMPLERS``), else one call per candidate.
+    """
+
+    def sample(self, model, seeds, latent, *, positive, negative, steps, cfg, sampler_name, scheduler, denoise, progress, done):
+        image = self._fix_empty_latent(model, latent)
+        batch_index = latent.get("batch_index")
+        groups = [[seed] for seed in seeds] if samples_one_by_one(sampler_name) else [list(seeds)]
+        results = []
+        for group in groups:
+            noise = torch.cat([comfy_sample.prepare_noise(image, seed, batch_index) for seed in group])
+            batch = image.repeat(len(group), *([1] * (image.ndim - 1)))
+            callback = progress.sampler_callback(model, done)
+            results.append(comfy_sample.sample(
+                model, noise, steps, cfg, sampler_name, scheduler, positive, negative, batch, denoise=denoise,
+                noise_mask=latent.get("noise_mask"), callback=callback, disable_pbar=not comfy_utils.PROGRESS_BAR_ENABLED,
+                seed=group[0],
+            ))
+            done += len(group)
+        return torch.cat(results)
+
+    @staticmethod
+    def _fix_empty_latent(model, latent):
+        """core's fix_empty_latent_channels with the extra arguments newer versions take from the latent."""
+        extra = [latent.get(k) for k in ("downscale_ratio_spacial", "downscale_ratio_temporal")]
+        parameters = inspect.signature(comfy_sample.fix_empty_latent_channels).parameters
+        return comfy_sample.fix_empty_latent_channels(model, latent["samples"], *extra[: max(0, len(parameters) - 2)])
+
+    def decode(self, vae, samples):
+        """As core VAE Decode: IMAGE [B,H,W,C]."""
+        images = vae.decode(samples)
+        if len(images.shape) == 5:
+            images = images.reshape(-1, images.shape[-3], images.shape[-2], images.shape[-1])
+        return images
+
+
+_SAMPLING = CoreSampling() if IN_COMFYUI else None
+
+
+def sampling():
+    """The sampling backend: ComfyUI's own inside ComfyUI, else the one installed with ``use_sampling``."""
+    if _SAMPLING is None:
+        raise MascInputError("MaSC Sample Until samples with ComfyUI's own sampler: run it inside ComfyUI")
+    return _SAMPLING
+
+
+@contextlib.contextmanager
+def use_sampling(backend):
+    """Sample with ``backend`` (``sample``/``decode`` as ``CoreSampling``) inside the block: the tests' stand-in."""
+    global _SAMPLING
+    previous, _SAMPLING = _SAMPLING, backend
+    try:
+        yield backend
+    finally:
+        _SAMPLING = previous

@@ -15,7 +15,8 @@ from ..masc_core.scores import ScoreBatch
 from ..masc_core.scoring import score_images
 from ..masc_core.stripping import strip_subject
 from . import host
-from .convert import batch_value, check_reference_mask, comfy_images, comfy_masks, image_output
+from .convert import batch_value, check_candidate_mask, check_reference_mask, comfy_images, comfy_masks, image_output
+from .metadata import HIDDEN_INPUTS, image_digests, record, scoring_context
 from .types import CATEGORY, MASC_ENCODER, MASC_SCORES, Output, declare_outputs
 
 ENCODER_INPUT = (MASC_ENCODER, {"tooltip": "From Load MaSC Encoder."})
@@ -42,6 +43,7 @@ def run_scoring(
     encoder,
     image,
     *,
+    node: str,
     mask=None,
     reference_image=None,
     reference_mask=None,
@@ -51,19 +53,21 @@ def run_scoring(
     pf: bool,
     heatmaps: bool,
 ):
-    """Convert, score once; return (batch, output arrays, reference arrays, heatmap pictures or None)."""
+    """Convert, score once; return (batch with its context, output arrays, heatmap pictures or None)."""
     outputs = comfy_images(image, "image")
     references = comfy_images(reference_image, "reference_image") if cp else []
     reference_masks = comfy_masks(reference_mask) if cp else None
     if cp:
         check_reference_mask(reference_masks, references)
+    output_masks = comfy_masks(mask)
+    check_candidate_mask(output_masks, outputs)
     masc = encoder.ready()
     batch = score_images(
         masc,
         outputs,
         reference=references or None,
         reference_mask=reference_masks,
-        mask=comfy_masks(mask),
+        mask=output_masks,
         prompt=prompt if pf else None,
         subject=subject,
         cp=cp,
@@ -71,8 +75,14 @@ def run_scoring(
         heatmaps=heatmaps,
         progress=host.progress_callback(len(outputs) + len(references)),
     )
+    batch.context = scoring_context(node, encoder, subject if pf else None)
     pictures = render_heatmaps(batch, references, outputs, reference=cp, presence=cp, attention=pf) if heatmaps else None
     return batch, outputs, pictures
+
+
+def record_scores(extra_pnginfo, unique_id, batch: ScoreBatch, image) -> None:
+    """The node's entry in the PNG metadata: every scored image, found again in a saved PNG by its pixels."""
+    record(extra_pnginfo, unique_id, batch, batch.context.node, pixels=image_digests(image))
 
 
 def report_text(batch: ScoreBatch) -> str:
@@ -132,12 +142,15 @@ class MaSCConceptPreservation:
             "optional": {
                 "mask": ("MASK", {"tooltip": "Optional: the subject in each generated image. CP does not use it; it sets the mask-size flag the selection nodes can filter on."}),
             },
+            "hidden": dict(HIDDEN_INPUTS),
         }
 
-    def score(self, encoder, reference_image, reference_mask, image, heatmaps=True, mask=None):
+    def score(self, encoder, reference_image, reference_mask, image, heatmaps=True, mask=None, extra_pnginfo=None, unique_id=None):
         batch, outputs, pictures = run_scoring(
-            encoder, image, mask=mask, reference_image=reference_image, reference_mask=reference_mask, cp=True, pf=False, heatmaps=heatmaps
+            encoder, image, node="MaSCConceptPreservation", mask=mask, reference_image=reference_image,
+            reference_mask=reference_mask, cp=True, pf=False, heatmaps=heatmaps,
         )
+        record_scores(extra_pnginfo, unique_id, batch, image)
         report = report_text(batch)
         result = (
             batch_value(batch.cp),
@@ -177,11 +190,15 @@ class MaSCPromptFollowing:
                 "prompt": PROMPT_INPUT,
                 "subject": SUBJECT_INPUT,
                 "heatmaps": HEATMAPS_INPUT,
-            }
+            },
+            "hidden": dict(HIDDEN_INPUTS),
         }
 
-    def score(self, encoder, image, mask, prompt, subject, heatmaps=True):
-        batch, outputs, pictures = run_scoring(encoder, image, mask=mask, prompt=prompt, subject=subject, cp=False, pf=True, heatmaps=heatmaps)
+    def score(self, encoder, image, mask, prompt, subject, heatmaps=True, extra_pnginfo=None, unique_id=None):
+        batch, outputs, pictures = run_scoring(
+            encoder, image, node="MaSCPromptFollowing", mask=mask, prompt=prompt, subject=subject, cp=False, pf=True, heatmaps=heatmaps
+        )
+        record_scores(extra_pnginfo, unique_id, batch, image)
         report = report_text(batch)
         result = (
             batch_value(batch.pf),
@@ -227,13 +244,15 @@ class MaSCScore:
                 "heatmaps": HEATMAPS_INPUT,
             },
             "optional": {"mask": OUTPUT_MASK_INPUT},
+            "hidden": dict(HIDDEN_INPUTS),
         }
 
-    def score(self, encoder, reference_image, reference_mask, image, prompt, subject, heatmaps=True, mask=None):
+    def score(self, encoder, reference_image, reference_mask, image, prompt, subject, heatmaps=True, mask=None, extra_pnginfo=None, unique_id=None):
         batch, outputs, pictures = run_scoring(
-            encoder, image, mask=mask, reference_image=reference_image, reference_mask=reference_mask,
+            encoder, image, node="MaSCScore", mask=mask, reference_image=reference_image, reference_mask=reference_mask,
             prompt=prompt, subject=subject, cp=True, pf=True, heatmaps=heatmaps,
         )
+        record_scores(extra_pnginfo, unique_id, batch, image)
         report = report_text(batch)
         result = (
             batch_value(batch.cp),

@@ -16,6 +16,7 @@ from ..masc_core.masks import MIN_FOREGROUND_FRACTION
 from ..masc_core.ranking import RANK_KEYS, rank
 from ..masc_core.scores import ScoreBatch
 from . import host
+from .metadata import HIDDEN_INPUTS, image_digests, record
 from .types import CATEGORY, MASC_SCORES, Output, declare_outputs
 
 OFF = -1.0
@@ -36,17 +37,39 @@ CARRIED_INPUTS = {
 }
 
 
-def _threshold(value: float) -> float | None:
+def threshold_value(value: float) -> float | None:
+    """A threshold widget's value, or None when it is off (-1)."""
     return None if value is None or value <= OFF else float(value)
 
 
-def check_batch(scores: ScoreBatch, images: torch.Tensor) -> None:
+def check_batch(scores: ScoreBatch, images: torch.Tensor) -> ScoreBatch:
+    """The scores of ``images``, in their order.
+
+    MaSC Sample Until's scores cover every candidate but its images output
+    holds the kept ones: given those images, their own scores are used.
+    """
     if not isinstance(scores, ScoreBatch):
         raise MascInputError("scores is not a MaSC scores object: connect the 'scores' output of a MaSC scoring node")
-    if images.shape[0] != len(scores.scores):
-        raise MascInputError(
-            f"images has {images.shape[0]} images but scores has {len(scores.scores)}: connect the same batch that was scored"
-        )
+    count = images.shape[0]
+    if count == len(scores.scores):
+        return scores
+    kept = scores.context.kept
+    if kept is not None and count == len(kept):
+        return scores.subset(kept)
+    raise MascInputError(
+        f"images has {count} images but scores has {len(scores.scores)}: connect the same batch that was scored"
+    )
+
+
+def selection_entry(extra_pnginfo, unique_id, scores: ScoreBatch, images, node: str, ranking, chosen: list[int], selected_word: str) -> None:
+    """The node's PNG metadata entry: every image's verdict, and where the chosen ones went in its output."""
+    items = {item.index: item for item in ranking.items}
+    verdicts = []
+    for index in range(len(scores.scores)):
+        item = items[index]
+        verdicts.append(selected_word if index in chosen else ("passed" if item.passed else "rejected: " + "; ".join(item.reasons)))
+    outputs = [chosen.index(i) if i in chosen else None for i in range(len(scores.scores))]
+    record(extra_pnginfo, unique_id, scores, node, verdicts=verdicts, outputs=outputs, pixels=image_digests(images))
 
 
 def select_images(images: torch.Tensor, indices: list[int]) -> torch.Tensor:
@@ -79,6 +102,15 @@ def select_latent(latent: dict | None, indices: list[int], count: int):
     original = latent.get("batch_index", list(range(count)))
     chosen["batch_index"] = [original[i] for i in indices]
     return chosen
+
+
+def top_k_note(top_k: int, count: int, passing: int) -> str:
+    """Why fewer than top_k images come out: the batch is smaller, or fewer passed (empty when neither)."""
+    if top_k > count:
+        return f"\ntop_k is {top_k} but the batch has {count} images: at most {min(count, passing)} selected"
+    if passing < top_k:
+        return f"\ntop_k is {top_k} but only {passing} of {count} images passed"
+    return ""
 
 
 def blocked(count: int) -> tuple:
@@ -118,18 +150,23 @@ class MaSCSelectBest:
                 **THRESHOLD_INPUTS,
             },
             "optional": dict(CARRIED_INPUTS),
+            "hidden": dict(HIDDEN_INPUTS),
         }
 
-    def select(self, scores, images, rank_by, cp_weight, pf_weight, top_k, min_cp, min_pf, reject_small_masks, min_foreground, latent=None, mask=None):
-        check_batch(scores, images)
+    def select(
+        self, scores, images, rank_by, cp_weight, pf_weight, top_k, min_cp, min_pf, reject_small_masks, min_foreground,
+        latent=None, mask=None, extra_pnginfo=None, unique_id=None,
+    ):
+        scores = check_batch(scores, images)
         ranking = rank(
             scores.scores, by=rank_by, cp_weight=cp_weight, pf_weight=pf_weight, top_k=int(top_k),
-            min_cp=_threshold(min_cp), min_pf=_threshold(min_pf), reject_small_masks=bool(reject_small_masks),
+            min_cp=threshold_value(min_cp), min_pf=threshold_value(min_pf), reject_small_masks=bool(reject_small_masks),
             min_foreground=float(min_foreground),
         )
-        table = ranking.table()
         chosen = ranking.selected
         count = images.shape[0]
+        table = ranking.table() + top_k_note(int(top_k), count, len([i for i in ranking.items if i.passed]))
+        selection_entry(extra_pnginfo, unique_id, scores, images, "MaSCSelectBest", ranking, chosen, "selected")
         if not chosen:
             text = "no image passed; downstream nodes skipped\n" + table
             return {"ui": {"text": [text]}, "result": blocked(3) + (-1, "", text)}
@@ -170,11 +207,11 @@ class MaSCGate:
             **THRESHOLD_INPUTS,
         }
         required["min_cp"] = ("FLOAT", dict(THRESHOLD_INPUTS["min_cp"][1], default=0.5))
-        return {"required": required, "optional": dict(CARRIED_INPUTS)}
+        return {"required": required, "optional": dict(CARRIED_INPUTS), "hidden": dict(HIDDEN_INPUTS)}
 
-    def gate(self, scores, images, min_cp, min_pf, reject_small_masks, min_foreground, latent=None, mask=None):
-        check_batch(scores, images)
-        cp_on, pf_on = _threshold(min_cp), _threshold(min_pf)
+    def gate(self, scores, images, min_cp, min_pf, reject_small_masks, min_foreground, latent=None, mask=None, extra_pnginfo=None, unique_id=None):
+        scores = check_batch(scores, images)
+        cp_on, pf_on = threshold_value(min_cp), threshold_value(min_pf)
         by = "both" if (cp_on is not None and pf_on is not None) else ("pf" if pf_on is not None else "cp")
         ranking = rank(
             scores.scores, by=by, min_cp=cp_on, min_pf=pf_on, reject_small_masks=bool(reject_small_masks),
@@ -182,6 +219,7 @@ class MaSCGate:
         )
         passed = sorted(ranking.selected)
         count = images.shape[0]
+        selection_entry(extra_pnginfo, unique_id, scores, images, "MaSCGate", ranking, passed, "passed")
         lines = [f"{len(passed)} of {count} passed" + ("" if passed else "; downstream nodes skipped")]
         for item in sorted(ranking.items, key=lambda x: x.index):
             lines.append(f"#{item.index}: " + ("pass" if item.passed else "reject (" + "; ".join(item.reasons) + ")"))

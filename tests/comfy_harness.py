@@ -7,22 +7,36 @@
 - ``CORE_NODES``: small stand-ins for the core nodes the example workflows
   use, behaving as ComfyUI's do for these inputs (LoadImage's MASK is
   1 - alpha, or an empty 64x64 without alpha; LoadImageMask reads one
-  channel; ImageBatch resizes the second batch to the first).
-- ``run_graph``: validates widget values against INPUT_TYPES, executes the
-  nodes in dependency order, and propagates ExecutionBlocker values as
-  ComfyUI does (a node with a blocked input is skipped, its outputs blocked).
+  channel; ImageBatch resizes the second batch to the first; Save Image
+  writes PNGs with the prompt's extra_pnginfo as text chunks, as core's).
+- A stand-in diffusion model (``CheckpointLoaderSimple``, ``CLIPTextEncode``,
+  ``EmptyLatentImage``, ``KSampler``, ``VAEDecode``): core's noise
+  (``prepare_noise``, copied from comfy/sample.py) and a fixed, per-item
+  "denoiser" and "VAE" that turn each seed into its own deterministic
+  picture (a blend of two photos set by the noise). ``StandInSampling`` is
+  the same model behind the pack's ``host.use_sampling``, so MaSC Sample
+  Until's candidate i can be compared with a KSampler run at seed + i.
+- ``run_graph``: validates widget values against INPUT_TYPES, passes the
+  hidden inputs (EXTRA_PNGINFO, UNIQUE_ID, PROMPT), executes the nodes in
+  dependency order, and propagates ExecutionBlocker values as ComfyUI does
+  (a node with a blocked input is skipped, its outputs blocked).
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import importlib.util
+import json
 import os
 import sys
 import types
+import weakref
 
 import numpy as np
 import torch
 from PIL import Image, ImageOps
+from PIL.PngImagePlugin import PngInfo
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -83,6 +97,117 @@ def record(kind: str):
     return node
 
 
+def save_image(ctx, images, filename_prefix="ComfyUI"):
+    """core Save Image: keeps the images, and with ctx["output_dir"] writes PNGs as core does (extra_pnginfo as text chunks)."""
+    ctx["saved"][ctx["node_id"]] = images
+    folder = ctx.get("output_dir")
+    if folder:
+        paths = ctx["saved_files"].setdefault(ctx["node_id"], [])
+        for image in images:
+            pixels = Image.fromarray(np.clip(255.0 * image.cpu().numpy(), 0, 255).astype(np.uint8))
+            metadata = PngInfo()
+            metadata.add_text("prompt", json.dumps(ctx["prompt"]))
+            for key, value in (ctx.get("extra_pnginfo") or {}).items():
+                metadata.add_text(key, json.dumps(value))
+            path = os.path.join(folder, f"{filename_prefix}_{len(os.listdir(folder)) + 1:05}_.png")
+            pixels.save(path, pnginfo=metadata, compress_level=4)
+            paths.append(path)
+    return ()
+
+
+# ---------------------------------------------------------------- a stand-in diffusion model
+
+LATENT_CHANNELS = 4
+PHOTOS = os.path.join(ROOT, "tests", "data", "dreambench")
+
+
+def prepare_noise(latent_image, seed, noise_inds=None):
+    """core's comfy.sample.prepare_noise (0.3.64): the noise a KSampler with ``seed`` adds."""
+    generator = torch.manual_seed(seed)
+    if noise_inds is None:
+        return torch.randn(latent_image.size(), dtype=latent_image.dtype, layout=latent_image.layout, generator=generator, device="cpu")
+    unique_inds, inverse = np.unique(noise_inds, return_inverse=True)
+    noises = []
+    for i in range(unique_inds[-1] + 1):
+        noise = torch.randn([1] + list(latent_image.size())[1:], dtype=latent_image.dtype, layout=latent_image.layout, generator=generator, device="cpu")
+        if i in unique_inds:
+            noises.append(noise)
+    return torch.cat([noises[i] for i in inverse], axis=0)
+
+
+class StandInModel:
+    """MODEL: 'denoising' is a fixed function of each item's noise and the conditioning (items never mix)."""
+
+    def denoise(self, noise, latent, positive, negative, cfg, denoise):
+        guidance = 0.01 * cfg * (positive[0][0].mean() - negative[0][0].mean())
+        return (1.0 - denoise) * latent + denoise * (0.8 * noise + guidance)
+
+
+class StandInVAE:
+    """VAE: each latent becomes a blend of a dog and a teapot photo, set by its mean, plus its own texture."""
+
+    def __init__(self):
+        self.photos = [np.asarray(Image.open(os.path.join(PHOTOS, f"{n}.jpg")).convert("RGB")) for n in ("dog_01", "teapot_00")]
+
+    def decode(self, samples):
+        height, width = samples.shape[-2] * 8, samples.shape[-1] * 8
+        a, b = (torch.from_numpy(np.asarray(Image.fromarray(p).resize((width, height)), dtype=np.float32) / 255.0) for p in self.photos)
+        weight = torch.sigmoid(60.0 * samples.mean(dim=(1, 2, 3)))[:, None, None, None]
+        texture = torch.tanh(samples[:, :3]).repeat_interleave(8, dim=2).repeat_interleave(8, dim=3).movedim(1, -1)
+        return (weight * a + (1 - weight) * b + 0.08 * texture).clamp(0, 1)
+
+
+def text_conditioning(text: str):
+    generator = torch.Generator().manual_seed(sum(text.encode()) % (2**31))
+    return [[torch.randn(1, 1, 8, generator=generator), {}]]
+
+
+def ksampler(ctx, model, seed, steps, cfg, sampler_name, scheduler, positive, negative, latent_image, denoise=1.0):
+    """core KSampler (nodes.common_ksampler) on the stand-in model."""
+    noise = prepare_noise(latent_image["samples"], seed, latent_image.get("batch_index"))
+    out = latent_image.copy()
+    out["samples"] = model.denoise(noise, latent_image["samples"], positive, negative, cfg, denoise)
+    return (out,)
+
+
+class StandInSampling:
+    """The pack's sampling backend (``host.use_sampling``) on the stand-in model, as host.CoreSampling does it:
+    each candidate's noise from its own seed, the round as one batch, the progress callback once per step.
+
+    Keeps what a test asserts: the seeds of each call, and weak references to every tensor it made.
+    """
+
+    def __init__(self):
+        self.calls: list[list[int]] = []
+        self.made: list[weakref.ref] = []
+        self.alive_at_call: list[int] = []
+
+    def _made(self, tensor):
+        self.made.append(weakref.ref(tensor))
+        return tensor
+
+    def sample(self, model, seeds, latent, *, positive, negative, steps, cfg, sampler_name, scheduler, denoise, progress, done):
+        self.alive_at_call.append(sum(ref() is not None for ref in self.made))
+        self.calls.append(list(seeds))
+        image = latent["samples"]
+        noise = torch.cat([prepare_noise(image, seed, latent.get("batch_index")) for seed in seeds])
+        callback = progress.sampler_callback(model, done)
+        for step in range(steps):
+            callback(step, None, None, steps)
+        return self._made(model.denoise(noise, image.repeat(len(seeds), 1, 1, 1), positive, negative, cfg, denoise))
+
+    def decode(self, vae, samples):
+        return self._made(vae.decode(samples))
+
+
+@contextlib.contextmanager
+def stand_in_sampling(pack):
+    """Install a StandInSampling as the pack's sampling backend for the block."""
+    host = importlib.import_module(pack.__name__ + ".nodes.host")
+    with host.use_sampling(StandInSampling()) as backend:
+        yield backend
+
+
 CORE_NODES = {
     "LoadImage": lambda ctx, **kw: LoadImage(ctx["input_dir"]).run(**kw),
     "LoadImageMask": lambda ctx, **kw: LoadImageMask(ctx["input_dir"]).run(**kw),
@@ -90,7 +215,12 @@ CORE_NODES = {
     "PrimitiveStringMultiline": lambda ctx, value: (value,),
     "PreviewAny": record("shown"),
     "PreviewImage": record("previews"),
-    "SaveImage": record("saved"),
+    "SaveImage": save_image,
+    "CheckpointLoaderSimple": lambda ctx, ckpt_name: (StandInModel(), object(), StandInVAE()),
+    "CLIPTextEncode": lambda ctx, text, clip: (text_conditioning(text),),
+    "EmptyLatentImage": lambda ctx, width, height, batch_size: ({"samples": torch.zeros(batch_size, LATENT_CHANNELS, height // 8, width // 8)},),
+    "KSampler": ksampler,
+    "VAEDecode": lambda ctx, samples, vae: (vae.decode(samples["samples"]),),
 }
 
 
@@ -111,9 +241,26 @@ def validate_widget(node_type: str, name: str, value, spec) -> None:
         raise AssertionError(f"{where}: a {kind} input must be a link")
 
 
-def run_graph(graph: dict, mappings: dict, input_dir: str, blocker_type) -> dict:
-    """Execute an API-format graph; returns what preview/save nodes received and each node's outputs."""
-    ctx = {"input_dir": input_dir, "shown": {}, "previews": {}, "saved": {}, "outputs": {}, "ui": {}, "blocked": set()}
+HIDDEN_VALUES = {
+    "EXTRA_PNGINFO": lambda ctx, node_id: ctx["extra_pnginfo"],
+    "UNIQUE_ID": lambda ctx, node_id: node_id,
+    "PROMPT": lambda ctx, node_id: ctx["prompt"],
+}
+
+
+FROM_FRONT_END = object()
+"""run_graph's default extra_pnginfo: what the front end sends (a "workflow" entry)."""
+
+
+def run_graph(graph: dict, mappings: dict, input_dir: str, blocker_type, output_dir: str | None = None, extra_pnginfo=FROM_FRONT_END) -> dict:
+    """Execute an API-format graph; returns what preview/save nodes received and each node's outputs.
+
+    ``extra_pnginfo``: the dict ComfyUI hands to nodes (default: as from the front end); None is an API prompt
+    sent without extra_data.
+    """
+    ctx = {"input_dir": input_dir, "shown": {}, "previews": {}, "saved": {}, "outputs": {}, "ui": {}, "blocked": set(),
+           "output_dir": output_dir, "saved_files": {}, "prompt": graph,
+           "extra_pnginfo": {"workflow": {"nodes": []}} if extra_pnginfo is FROM_FRONT_END else extra_pnginfo}
     order, seen = [], set()
 
     def visit(node_id):
@@ -153,6 +300,8 @@ def run_graph(graph: dict, mappings: dict, input_dir: str, blocker_type) -> dict
             continue
         if node_type in mappings:
             cls = mappings[node_type]
+            for name, kind in cls.INPUT_TYPES().get("hidden", {}).items():
+                kwargs[name] = HIDDEN_VALUES[kind](ctx, node_id)
             returned = getattr(cls(), cls.FUNCTION)(**kwargs)
             if isinstance(returned, dict):
                 ctx["ui"][node_id] = returned.get("ui", {})

@@ -125,3 +125,32 @@ def tiny_clipseg_dir(checkpoint_root) -> str:
     from masc_core.testing import build_clipseg_checkpoint
 
     return build_clipseg_checkpoint(os.path.join(checkpoint_root, "tiny-clipseg"), seed=0)
+
+
+@pytest.fixture(scope="session")
+def pack():
+    """The node pack, imported as ComfyUI imports it (tests/comfy_harness.py)."""
+    from comfy_harness import import_pack
+
+    return import_pack()
+
+
+@pytest.fixture(scope="session")
+def comfy_dirs(tmp_path_factory, naflex_dir, tiny_clipseg_dir):
+    """A models dir with the test checkpoints under the paper's names, an input dir with photos and masks, an output dir."""
+    import shutil
+
+    root = tmp_path_factory.mktemp("comfy")
+    target = root / "models" / "masc" / "google" / "siglip2-so400m-patch16-naflex"
+    shutil.copytree(naflex_dir, target)
+    shutil.copytree(tiny_clipseg_dir, root / "models" / "clipseg" / "CIDAS" / "clipseg-rd64-refined")
+    inputs = root / "input"
+    inputs.mkdir()
+    for name in ["dog_00", "dog_01", "dog_02", "cat_00"]:
+        shutil.copy(photo_path(name), inputs / f"{name}.jpg")
+        Image.fromarray(box_mask(512, 512)).save(inputs / f"{name}_mask.png")
+    outputs = root / "output"
+    outputs.mkdir()
+    os.environ["MASC_MODELS_DIR"] = str(root / "models")
+    os.environ["MASC_OUTPUT_DIR"] = str(outputs)
+    return {"models": str(root / "models"), "input": str(inputs), "output": str(outputs), "checkpoint": str(target)}

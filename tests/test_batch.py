@@ -64,6 +64,23 @@ def test_cache_memory_is_bounded(naflex_dir):
     assert disabled.forward_counts["images"] == 4 and len(disabled.image_cache) == 0
 
 
+def test_outputs_scored_once_can_stay_out_of_the_cache(naflex_dir):
+    """A sampling loop's candidates are seen once: kept out of the cache, they cannot push the reference out."""
+    encoder = MascEncoder.load(naflex_dir, device="cpu")
+    ref = load_photo("dog_00")
+    outs = outputs_of_several_aspect_ratios()
+    kwargs = dict(reference=ref, reference_mask=box_mask(512, 512), mask=box_mask(64, 64), prompt=PROMPT, subject="dog")
+    cached = score_images(encoder, outs[:2], **kwargs)
+    encoder.clear_cache()
+    encoder.reset_forward_counts()
+    for out in outs[:2]:
+        uncached = score_images(encoder, [out], cache_outputs=False, **kwargs)
+        assert len(encoder.image_cache) == 1  # the reference only
+    assert encoder.forward_counts == {"images": 3, "texts": 1}  # the reference and the prompt encoded once
+    assert uncached.scores[0].cp == pytest.approx(cached.scores[1].cp, abs=1e-6)
+    assert uncached.scores[0].pf == pytest.approx(cached.scores[1].pf, abs=1e-6)
+
+
 def test_several_references_average_per_reference_cp(encoder):
     views = [load_photo("dog_00"), load_photo("dog_02")[50:450]]
     view_masks = [box_mask(*v.shape[:2]) for v in views]

@@ -55,3 +55,24 @@ def test_markdown_adds_cuda_peaks_only_when_measured():
     assert "device cpu (Test GPU)" in lines[0]
     assert lines[4].endswith("| 2.00 / 1.00 / n/a | 3.00 / 1.50 / 1.00 |")
     assert lines[2].count("|") == lines[3].count("|") == lines[4].count("|") == 10
+
+
+def test_loop_overhead_benchmark_runs_and_accounts_for_every_part(naflex_dir, tmp_path):
+    """``python -m benchmarks loop-overhead`` end to end on the tiny checkpoint (its numbers are not asserted: not a timed test)."""
+    out = tmp_path / "loop.json"
+    completed = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "loop-overhead", "--checkpoint", naflex_dir, "--candidates", "3", "--batch-sizes", "1", "2",
+         "--repeat", "1", "--resolution", "128", "--max-patches", "64", "--sampling-seconds", "1", "--workdir", str(tmp_path / "work"),
+         "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True,
+    )
+    assert completed.returncode == 0, completed.stderr
+    rows = json.loads(out.read_text())
+    assert [(r["batch_size"], r["rounds"]) for r in rows] == [(1, 3), (2, 2)]
+    for row in rows:
+        assert set(row["parts_per_round_ms"]) == {
+            "sampling (stand-in)", "decoding (stand-in)", "masking", "encoder forwards", "preprocessing (part of the overhead)",
+        }
+        assert row["overhead_per_round_ms"] > 0 and 0 < row["overhead_share"] < 1
+        assert row["overhead_share_with_sampling"] < row["overhead_share"]
+    assert completed.stdout.splitlines()[0].startswith("| size | batch_size | rounds |")

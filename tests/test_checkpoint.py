@@ -130,3 +130,20 @@ def test_patch_budget_is_configurable(naflex_dir):
     out = load_photo("dog_01")
     score = score_images(encoder, out, mask=box_mask(512, 512), prompt=PROMPT, subject="dog").scores[0]
     assert score.grid == (16, 16)
+
+
+def test_folder_digest_with_weight_samples_tells_apart_weights_of_the_same_size(tmp_path, naflex_dir):
+    from masc_core.models.checkpoints import folder_digest
+
+    copy = tmp_path / "copy"
+    shutil.copytree(naflex_dir, copy)
+    changed = tmp_path / "changed"
+    shutil.copytree(naflex_dir, changed)
+    weights = changed / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 4] = bytes(255 - b for b in data[middle : middle + 4])  # same size, other weights
+    weights.write_bytes(bytes(data))
+    assert folder_digest(naflex_dir) == folder_digest(str(copy)) == folder_digest(str(changed))  # eval's cheap identity
+    sampled = [folder_digest(str(f), sample_bytes=65536) for f in (naflex_dir, copy, changed)]
+    assert sampled[0] == sampled[1] != sampled[2]

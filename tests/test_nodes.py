@@ -6,42 +6,16 @@ import glob
 import inspect
 import json
 import os
-import shutil
 
 import numpy as np
 import pytest
 import torch
 from PIL import Image
 
-from comfy_harness import CORE_NODES, ROOT, import_pack, run_graph
-from conftest import box_mask, load_photo, photo_path
+from comfy_harness import CORE_NODES, ROOT, import_pack, run_graph, stand_in_sampling
+from conftest import box_mask, load_photo
 
 WORKFLOWS = sorted(glob.glob(os.path.join(ROOT, "workflows", "api", "*.json")))
-# Graphs that need a diffusion checkpoint (or other models absent here) are not run in CI.
-NEEDS_DIFFUSION = {"CheckpointLoaderSimple", "KSampler", "VAEDecode"}
-
-
-@pytest.fixture(scope="module")
-def pack():
-    return import_pack()
-
-
-@pytest.fixture(scope="module")
-def comfy_dirs(tmp_path_factory, naflex_dir):
-    """A models dir with the test checkpoint under the paper's name, and an input dir with photos and masks."""
-    from masc_core.testing import build_clipseg_checkpoint
-
-    root = tmp_path_factory.mktemp("comfy")
-    target = root / "models" / "masc" / "google" / "siglip2-so400m-patch16-naflex"
-    shutil.copytree(naflex_dir, target)
-    build_clipseg_checkpoint(root / "models" / "clipseg" / "CIDAS" / "clipseg-rd64-refined", seed=0)
-    inputs = root / "input"
-    inputs.mkdir()
-    for name in ["dog_00", "dog_01", "dog_02", "cat_00"]:
-        shutil.copy(photo_path(name), inputs / f"{name}.jpg")
-        Image.fromarray(box_mask(512, 512)).save(inputs / f"{name}_mask.png")
-    os.environ["MASC_MODELS_DIR"] = str(root / "models")
-    return {"models": str(root / "models"), "input": str(inputs), "checkpoint": str(target)}
 
 
 def node_classes(pack):
@@ -71,10 +45,11 @@ def test_node_contract(pack, node_id, comfy_dirs):
     function = getattr(cls, cls.FUNCTION)
     parameters = inspect.signature(function).parameters
     names = [p for p in parameters if p != "self"]
-    required, optional = list(spec["required"]), list(spec.get("optional", {}))
-    assert sorted(names) == sorted(required + optional)
-    for name in optional:
-        assert parameters[name].default is None, f"optional input {name} needs a default of None"
+    required, optional, hidden = list(spec["required"]), list(spec.get("optional", {})), list(spec.get("hidden", {}))
+    assert sorted(names) == sorted(required + optional + hidden)
+    for name in optional + hidden:
+        assert parameters[name].default is None, f"optional or hidden input {name} needs a default of None"
+    assert set(spec.get("hidden", {}).values()) <= {"EXTRA_PNGINFO", "UNIQUE_ID", "PROMPT"}
     for section in ("required", "optional"):
         for name, entry in spec.get(section, {}).items():
             assert isinstance(entry, tuple) and 1 <= len(entry) <= 2
@@ -106,22 +81,24 @@ def test_encoder_is_loaded_once_and_shared(pack, comfy_dirs):
 
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=[os.path.basename(p) for p in WORKFLOWS])
-def test_api_workflows_run(pack, comfy_dirs, path):
+def test_api_workflows_run(pack, comfy_dirs, path, tmp_path):
+    """Every API workflow runs; the diffusion ones on the harness's stand-in checkpoint, KSampler and VAE."""
     with open(path) as handle:
         graph = json.load(handle)
     types_used = {node["class_type"] for node in graph.values()}
-    if types_used & NEEDS_DIFFUSION:
-        pytest.skip("needs a diffusion checkpoint")
     missing = {t for t in types_used if t not in pack.NODE_CLASS_MAPPINGS and t not in CORE_NODES}
     assert not missing, f"unknown node types {missing}"
     from importlib import import_module
 
     blocker = import_module(pack.__name__ + ".nodes.host").ExecutionBlocker
-    result = run_graph(graph, pack.NODE_CLASS_MAPPINGS, comfy_dirs["input"], blocker)
+    with stand_in_sampling(pack):
+        result = run_graph(graph, pack.NODE_CLASS_MAPPINGS, comfy_dirs["input"], blocker, output_dir=str(tmp_path))
     assert result["shown"] or result["saved"] or result["previews"]
     for node_id, value in result["shown"].items():
         if isinstance(value, float):
             assert not np.isnan(value)
+    for paths in result["saved_files"].values():  # every saved PNG carries the scores of the MaSC nodes upstream
+        assert paths and all(json.loads(Image.open(p).text["masc"])["nodes"] for p in paths)
 
 
 def float_image(name):

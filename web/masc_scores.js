@@ -11,6 +11,8 @@ const NODES_WITH_REPORTS = new Set([
   "MaSCSelectBest",
   "MaSCGate",
   "MaSCAutoMask",
+  "MaSCSampleUntil",
+  "MaSCLogScores",
 ]);
 const WIDGET_NAME = "masc_report";
 

@@ -3,7 +3,8 @@
 Commands, one module each: ``score`` (CP and PF of outputs against a
 reference), ``mask`` (CLIPSeg subject masks), ``rank`` (best-of-N),
 ``eval`` and ``merge`` (a manifest scored into results and a summary),
-``manifest`` (a manifest built from a benchmark's folders).
+``manifest`` (a manifest built from a benchmark's folders), ``read`` (the
+scores MaSC nodes saved in PNGs).
 Every command exits 0 on success, 2 with one line on stderr for bad input
 (a missing or unreadable file, a file that is not an image, a bad model
 folder, counts that do not match), 130 when interrupted; no traceback is
@@ -22,10 +23,10 @@ import sys
 from typing import Sequence
 
 from ..errors import MascError
-from . import evaluate, manifest, mask, rank, score
+from . import evaluate, manifest, mask, rank, read, score
 from .options import OneLineParser
 
-COMMAND_MODULES = (score, mask, rank, evaluate, manifest)
+COMMAND_MODULES = (score, mask, rank, evaluate, manifest, read)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -182,22 +182,23 @@ def read_records(path: str) -> dict[int, EvalRecord]:
     return records
 
 
+def drop_partial_line(path: str) -> None:
+    """Cut a last line that has no newline (a process killed mid-write), so an append does not glue onto it."""
+    if not os.path.exists(path):
+        return
+    with open(path, "rb+") as handle:
+        data = handle.read()
+        if data and not data.endswith(b"\n"):
+            handle.truncate(data.rfind(b"\n") + 1)
+
+
 class AppendLog:
     """results.jsonl opened for appending finished rows, each batch flushed to disk."""
 
     def __init__(self, path: str):
         self.path = path
-        if os.path.exists(path):
-            self._drop_partial_line()
+        drop_partial_line(path)
         self._handle = open(path, "a", encoding="utf-8")
-
-    def _drop_partial_line(self) -> None:
-        # A run killed mid-write leaves a line without its newline; appending
-        # after it would glue the next record onto it.
-        with open(self.path, "rb+") as handle:
-            data = handle.read()
-            if data and not data.endswith(b"\n"):
-                handle.truncate(data.rfind(b"\n") + 1)
 
     def append(self, records: Iterable[EvalRecord]) -> None:
         self._handle.write("".join(record_line(r) for r in records))
@@ -224,7 +225,8 @@ _TRAILING_COLUMNS = (
 )
 
 
-def _cell(value: Any) -> str:
+def csv_cell(value: Any) -> str:
+    """One CSV cell: empty for None, true/false, shortest float repr, lists joined with ``|``."""
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -232,9 +234,9 @@ def _cell(value: Any) -> str:
     if isinstance(value, float):
         return repr(value)
     if isinstance(value, (list, tuple)):
-        return "|".join(_cell(v) for v in value)
+        return "|".join(csv_cell(v) for v in value)
     if isinstance(value, dict):
-        return "; ".join(f"{k}: {_cell(v)}" for k, v in value.items())
+        return "; ".join(f"{k}: {csv_cell(v)}" for k, v in value.items())
     return str(value)
 
 
@@ -271,7 +273,7 @@ def csv_text(records: list[EvalRecord], metrics: Iterable[str]) -> str:
                 value = record.get("baseline_undefined") or None
             else:
                 value = record.get(column)
-            cells.append(_cell(value))
+            cells.append(csv_cell(value))
         writer.writerow(cells)
     return buffer.getvalue()
 

@@ -169,11 +169,14 @@ class MascEncoder(ModelPlacement):
         images: Sequence[np.ndarray],
         *,
         progress: ProgressCallback | None = None,
+        remember: Sequence[bool] | None = None,
     ) -> list[ImageTokens]:
         """Patch tokens for each RGB uint8 [H, W, 3] image, on the model's device.
 
         Images already in the cache (same pixels) and repeated images within
-        the call are not encoded again.
+        the call are not encoded again. ``remember[i]`` False keeps image i's
+        new tokens out of the cache (images seen once, such as a sampling
+        loop's candidates, would only push out what is reused).
         """
         device = self.device
         keys = [self.image_key(img) for img in images]
@@ -200,6 +203,8 @@ class MascEncoder(ModelPlacement):
                 count = item.grid[0] * item.grid[1]
                 key = keys[todo[j]]
                 found[key] = ImageTokens(hidden[row, :count], item.grid)
+                if remember is not None and not remember[todo[j]]:
+                    continue
                 stored = hidden_host[row, :count].clone()
                 self.image_cache.put(key, ImageTokens(stored, item.grid), stored.numel() * stored.element_size())
             done += len(batch)

@@ -1,0 +1,272 @@
+"""The decisions of a sample-until loop (MaSC Sample Until): which seeds next, what to keep, when to stop.
+
+Candidate ``i`` is sampled with seed ``seed + i``, so a plain sampler run
+with that seed reproduces it. Rounds of ``batch_size`` candidates (the last
+one cut to what is left of the budget) are sampled until ``accept``
+candidates pass or ``max_candidates`` are spent; a whole round is scored
+before the loop decides, so a round may bring more passing candidates than
+needed (the best are kept).
+
+A candidate *passes* as in ``masc_core.ranking``: its key (CP, PF or their
+weighted sum) is defined, it clears ``min_cp`` / ``min_pf``, and with
+``reject_small_masks`` its mask is not below ``min_foreground``.
+
+Memory stays flat in ``max_candidates``: between rounds the loop holds the
+payloads (the caller's pixels and latents) of at most ``accept``
+candidates, the ones that can still be returned:
+
+- ``on_shortfall="return best"``: the best ``accept`` so far, passing ones
+  first, so a shortfall returns the best it saw;
+- ``on_shortfall="block"``: passing candidates only (a shortfall returns
+  nothing, so nothing else can be returned).
+
+The caller hands each round's payloads over lazily (``take(j)``), so a
+candidate that is not retained is never copied. This module is pure: it
+never samples, decodes or scores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Sequence
+
+from .errors import MascInputError
+from .masks import MIN_FOREGROUND_FRACTION
+from .ranking import RANK_KEYS, Ranking, rank
+from .report import format_score, format_share
+from .scores import ImageScore
+
+RETURN_BEST = "return best"
+BLOCK = "block"
+SHORTFALL_CHOICES = (RETURN_BEST, BLOCK)
+SEED_LIMIT = 0xFFFFFFFFFFFFFFFF
+"""The largest seed ComfyUI's KSampler takes."""
+_NOT_TAKEN = object()
+
+
+@dataclass(frozen=True)
+class AcceptanceRules:
+    """What the loop is asked for: the seeds, how many to keep, the budget, and what passes."""
+
+    seed: int
+    accept: int = 1
+    max_candidates: int = 16
+    batch_size: int = 1
+    by: str = "both"
+    cp_weight: float = 1.0
+    pf_weight: float = 1.0
+    min_cp: float | None = None
+    min_pf: float | None = None
+    reject_small_masks: bool = False
+    min_foreground: float = MIN_FOREGROUND_FRACTION
+    on_shortfall: str = RETURN_BEST
+
+    def check(self) -> "AcceptanceRules":
+        """These rules, or a one-line error naming the input that cannot work."""
+        if self.accept < 1:
+            raise MascInputError(f"accept is {self.accept}: keep at least 1 candidate")
+        if self.max_candidates < 1:
+            raise MascInputError(f"max_candidates is {self.max_candidates}: allow at least 1 candidate")
+        if self.accept > self.max_candidates:
+            raise MascInputError(
+                f"accept is {self.accept} but max_candidates is {self.max_candidates}: the budget cannot yield that many; "
+                "raise max_candidates or lower accept"
+            )
+        if self.batch_size < 1:
+            raise MascInputError(f"batch_size is {self.batch_size}: sample at least 1 candidate per round")
+        if self.by not in RANK_KEYS:
+            raise MascInputError(f"rank_by '{self.by}' is unknown: use cp, pf or both")
+        if self.on_shortfall not in SHORTFALL_CHOICES:
+            raise MascInputError(f"on_shortfall '{self.on_shortfall}' is unknown: use '{RETURN_BEST}' or '{BLOCK}'")
+        if not 0 <= self.seed <= SEED_LIMIT - (self.max_candidates - 1):
+            raise MascInputError(
+                f"seed {self.seed} is outside 0..{SEED_LIMIT - (self.max_candidates - 1)}: candidates use seed .. "
+                "seed + max_candidates - 1, which must stay within the sampler's seed range"
+            )
+        return self
+
+    @property
+    def key_label(self) -> str:
+        """What the key column holds (as in ranking tables)."""
+        return Ranking(items=[], selected=[], by=self.by, cp_weight=self.cp_weight, pf_weight=self.pf_weight).key_label
+
+    def describe(self) -> str:
+        """The rules in one line, for the report."""
+        tests = [f"CP >= {self.min_cp:g}" if self.min_cp is not None else "", f"PF >= {self.min_pf:g}" if self.min_pf is not None else ""]
+        if self.reject_small_masks:
+            tests.append(f"mask >= {100 * self.min_foreground:g}%")
+        passes = ", ".join(t for t in tests if t) or f"{self.key_label} defined"
+        return (
+            f"rank by {self.key_label}; pass: {passes}; accept {self.accept} of at most {self.max_candidates}, "
+            f"{self.batch_size} per round; on shortfall: {self.on_shortfall}"
+        )
+
+
+@dataclass
+class Candidate:
+    """One sampled candidate and what the loop made of it."""
+
+    index: int
+    """Its number in the run: it was sampled with seed ``seed + index``."""
+    seed: int
+    score: ImageScore
+    """Its scores, ``index`` set to the candidate's number."""
+    key: float | None
+    passed: bool
+    reasons: list[str] = field(default_factory=list)
+    """Why it did not pass (empty when it did)."""
+    verdict: str = ""
+    """Final word on it, set by ``AcceptanceLoop.outcome``."""
+    output: int | None = None
+    """Its position among the returned images (0 = best), or None if not returned."""
+
+
+@dataclass
+class Outcome:
+    """How a run ended."""
+
+    kept: list[tuple[Candidate, Any]]
+    """The returned candidates and their payloads, best first (empty when blocked)."""
+    candidates: list[Candidate]
+    """Every sampled candidate, in sampling order."""
+    accept: int
+    max_candidates: int
+    stopped_early: bool
+    """Enough passed before the budget was spent."""
+    shortfall: bool
+    """Fewer than ``accept`` passed."""
+    blocked: bool
+    """Shortfall with on_shortfall="block": nothing is returned."""
+
+    @property
+    def used(self) -> int:
+        return len(self.candidates)
+
+    @property
+    def passed(self) -> int:
+        return sum(c.passed for c in self.candidates)
+
+    @property
+    def seeds(self) -> list[int]:
+        """The returned candidates' seeds, best first."""
+        return [candidate.seed for candidate, _ in self.kept]
+
+
+def _order(candidate: Candidate) -> tuple:
+    """Best first: passing before failing, then by key (undefined last), then by sampling order."""
+    return (not candidate.passed, candidate.key is None, -(candidate.key if candidate.key is not None else 0.0), candidate.index)
+
+
+class AcceptanceLoop:
+    """Round after round: ``next_seeds()``, sample and score them, ``add_round(scores, take)``; then ``outcome()``."""
+
+    def __init__(self, rules: AcceptanceRules):
+        self.rules = rules.check()
+        self.candidates: list[Candidate] = []
+        self._retained: list[tuple[Candidate, Any]] = []
+        self._pending: list[int] = []
+        self.rounds = 0
+        self.peak_retained = 0
+        """Most payloads held at once between rounds (at most ``accept``)."""
+
+    @property
+    def used(self) -> int:
+        return len(self.candidates)
+
+    @property
+    def passed(self) -> int:
+        return sum(c.passed for c in self.candidates)
+
+    @property
+    def done(self) -> bool:
+        return self.passed >= self.rules.accept or self.used >= self.rules.max_candidates
+
+    @property
+    def retained(self) -> int:
+        return len(self._retained)
+
+    def next_seeds(self) -> list[int]:
+        """Seeds of the next round (empty when the run is over)."""
+        if self.done:
+            self._pending = []
+        else:
+            count = min(self.rules.batch_size, self.rules.max_candidates - self.used)
+            self._pending = [self.rules.seed + self.used + j for j in range(count)]
+        return list(self._pending)
+
+    def add_round(self, scores: Sequence[ImageScore], take: Callable[[int], Any]) -> None:
+        """Judge the round's scores (in ``next_seeds()`` order); ``take(j)`` gives round item j's payload if it is retained."""
+        if not self._pending or len(scores) != len(self._pending):
+            raise ValueError(f"add_round got {len(scores)} scores for a round of {len(self._pending)} seeds")
+        rules = self.rules
+        first = self.used
+        numbered = [replace(score, index=first + j) for j, score in enumerate(scores)]
+        ranking = rank(
+            numbered, by=rules.by, cp_weight=rules.cp_weight, pf_weight=rules.pf_weight, min_cp=rules.min_cp,
+            min_pf=rules.min_pf, reject_small_masks=rules.reject_small_masks, min_foreground=rules.min_foreground,
+        )
+        judged = {item.index: item for item in ranking.items}
+        new = []
+        for seed, score in zip(self._pending, numbered):
+            item = judged[score.index]
+            new.append(Candidate(score.index, seed, score, item.key, item.passed, list(item.reasons)))
+        self.candidates.extend(new)
+        self._pending = []
+        self.rounds += 1
+        eligible = [(c, _NOT_TAKEN) for c in new if c.passed or rules.on_shortfall == RETURN_BEST]
+        contenders = sorted(self._retained + eligible, key=lambda pair: _order(pair[0]))[: rules.accept]
+        self._retained = [(c, take(c.index - first) if payload is _NOT_TAKEN else payload) for c, payload in contenders]
+        self.peak_retained = max(self.peak_retained, len(self._retained))
+
+    def outcome(self) -> Outcome:
+        """The kept candidates best first, and a verdict on every candidate."""
+        rules = self.rules
+        passed = self.passed
+        shortfall = passed < rules.accept
+        blocked = shortfall and rules.on_shortfall == BLOCK
+        kept = [] if blocked else list(self._retained)
+        if blocked:
+            self._retained = []
+        returned = {c.index: position for position, (c, _) in enumerate(kept)}
+        for candidate in self.candidates:
+            candidate.output = returned.get(candidate.index)
+            candidate.verdict = _verdict(candidate, blocked, passed, rules.accept)
+        return Outcome(
+            kept=kept, candidates=list(self.candidates), accept=rules.accept, max_candidates=rules.max_candidates,
+            stopped_early=not shortfall and self.used < rules.max_candidates, shortfall=shortfall, blocked=blocked,
+        )
+
+
+def _verdict(candidate: Candidate, blocked: bool, passed: int, accept: int) -> str:
+    reasons = "; ".join(candidate.reasons)
+    if candidate.output is not None:
+        return "accepted" if candidate.passed else f"kept below threshold: {reasons}"
+    if not candidate.passed:
+        return f"rejected: {reasons}"
+    if blocked:
+        return f"passed, blocked: only {passed} of {accept} passed"
+    return "passed, not kept: better candidates filled accept"
+
+
+def outcome_report(outcome: Outcome, rules: AcceptanceRules, pf_text: str | None = None) -> str:
+    """The run as text: a summary line, the rules, one line per candidate in sampling order, the kept seeds."""
+    head = f"{min(outcome.passed, outcome.accept)} of {outcome.accept} accepted after {outcome.used} of {outcome.max_candidates} candidates"
+    if outcome.stopped_early:
+        head += " (stopped early)"
+    elif outcome.blocked:
+        head += "; shortfall: downstream nodes blocked"
+    elif outcome.shortfall:
+        head += "; shortfall: returning the best so far (below threshold)"
+    lines = [head, rules.describe()]
+    width = max(4, len(str(max((c.seed for c in outcome.candidates), default=0))))
+    lines.append(f"cand  {'seed':>{width}}  {'CP':>7}  {'PF':>7}  {rules.key_label:>7}  {'mask':>6}  verdict")
+    for c in outcome.candidates:
+        lines.append(
+            f"{c.index:>4}  {c.seed:>{width}}  {format_score(c.score.cp):>7}  {format_score(c.score.pf):>7}  "
+            f"{format_score(c.key):>7}  {format_share(c.score.foreground_fraction)}  {c.verdict}"
+        )
+    if outcome.kept:
+        lines.append("kept, best first: " + ", ".join(f"#{c.index} (seed {c.seed})" for c, _ in outcome.kept))
+    if pf_text is not None:
+        lines.append(f"PF text: {pf_text!r}")
+    return "\n".join(lines)

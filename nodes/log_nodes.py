@@ -1,0 +1,50 @@
+"""MaSC Log Scores: one row per scored image, appended to a .jsonl or .csv file in ComfyUI's output folder."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+
+from ..masc_core.errors import MascInputError
+from ..masc_core.evaluation.score_log import append_rows, log_path, log_rows
+from ..masc_core.scores import ScoreBatch
+from . import host
+from .types import CATEGORY, MASC_SCORES, Output, declare_outputs
+
+
+class MaSCLogScores:
+    """Node: MaSC Log Scores."""
+
+    DESCRIPTION = (
+        "Appends one row per scored image (every candidate of MaSC Sample Until, or every image a scoring node scored) "
+        "to a .jsonl or .csv file in ComfyUI's output folder: seed, CP, PF, verdict, prompt, encoder and the columns "
+        "'python -m masc_core eval' writes, so a night of sampling can be analysed afterwards."
+    )
+    CATEGORY = CATEGORY
+    OUTPUT_NODE = True
+    FUNCTION = "log"
+    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+        Output("STRING", "path", "The log file written to."),
+        Output("STRING", "report", "How many rows were appended, and where."),
+    )
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "scores": (MASC_SCORES, {"tooltip": "From MaSC Sample Until or a MaSC scoring node."}),
+                "filename": ("STRING", {"default": "masc_scores.jsonl", "tooltip": "File in the output folder (subfolders allowed); .jsonl or .csv. Rows are appended across runs."}),
+                "method": ("STRING", {"default": "", "tooltip": "Optional label for these rows (eval's 'method' column), e.g. the LoRA or settings tried."}),
+            }
+        }
+
+    def log(self, scores, filename, method):
+        if not isinstance(scores, ScoreBatch):
+            raise MascInputError("scores is not a MaSC scores object: connect the 'scores' output of a MaSC node")
+        path = log_path(host.output_directory(), filename)
+        now = datetime.datetime.now(datetime.timezone.utc)
+        run = now.strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
+        rows = log_rows(scores, time=now.isoformat(timespec="seconds"), run=run, method=method)
+        append_rows(path, rows)
+        report = f"appended {len(rows)} rows to {path} (run {run})"
+        return {"ui": {"text": [report]}, "result": (path, report)}

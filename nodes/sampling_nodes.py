@@ -1,0 +1,238 @@
+"""MaSC Sample Until: rejection sampling and best-of-N in one queue run, stopping as soon as enough pass.
+
+The node samples with ComfyUI's own sampler (``host.sampling()``: core's
+noise, sampler, latent previews and VAE decode), masks the candidates with
+the optional segmenter, scores them with ``masc_core.score_images`` and
+leaves every decision (seeds, acceptance, budget, what to keep, order,
+shortfall) to ``masc_core.acceptance``. It converts types and formats
+results; nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..masc_core.acceptance import SHORTFALL_CHOICES, AcceptanceLoop, AcceptanceRules, Outcome, outcome_report
+from ..masc_core.errors import MascInputError
+from ..masc_core.masks import DEFAULT_MASK_THRESHOLD, masks_for_batch
+from ..masc_core.ranking import RANK_KEYS
+from ..masc_core.scores import ScoreBatch, ScoreContext
+from ..masc_core.scoring import score_images
+from . import host
+from .convert import check_reference_mask, check_single_latent, comfy_images, comfy_masks
+from .metadata import HIDDEN_INPUTS, encoder_identity, image_digests, record
+from .scoring_nodes import ENCODER_INPUT, PROMPT_INPUT, REFERENCE_INPUT, REFERENCE_MASK_INPUT, SUBJECT_INPUT
+from .selection_nodes import OFF, THRESHOLD_INPUTS, blocked, threshold_value
+from .types import CATEGORY, MASC_SCORES, MASC_SEGMENTER, Output, declare_outputs
+
+NODE = "MaSCSampleUntil"
+
+
+@dataclass
+class Kept:
+    """A retained candidate's tensors, copied out of its round (a view would keep the whole round alive)."""
+
+    image: torch.Tensor
+    latent: torch.Tensor
+    mask: torch.Tensor | None
+
+
+def sampler_inputs() -> dict:
+    """What core KSampler takes, with its widgets' ranges."""
+    return {
+        "model": ("MODEL", {"tooltip": "The diffusion model, with whatever the graph did to it upstream (LoRA, ...)."}),
+        "positive": ("CONDITIONING", {"tooltip": "Positive conditioning, as for KSampler."}),
+        "negative": ("CONDITIONING", {"tooltip": "Negative conditioning, as for KSampler."}),
+        "latent_image": ("LATENT", {"tooltip": "ONE latent every candidate starts from (Empty Latent Image with batch_size 1)."}),
+        "vae": ("VAE", {"tooltip": "Decodes each candidate for scoring, as VAE Decode."}),
+        "seed": ("INT", {"default": 0, "min": 0, "max": 0xFFFFFFFFFFFFFFFF, "control_after_generate": True,
+                         "tooltip": "Candidate i uses seed + i: a KSampler with that seed (batch 1) reproduces it."}),
+        "steps": ("INT", {"default": 20, "min": 1, "max": 10000, "tooltip": "Sampler steps per candidate."}),
+        "cfg": ("FLOAT", {"default": 8.0, "min": 0.0, "max": 100.0, "step": 0.1, "round": 0.01, "tooltip": "Classifier-free guidance, as for KSampler."}),
+        "sampler_name": (host.sampler_names(), {"tooltip": "The sampler, as for KSampler."}),
+        "scheduler": (host.scheduler_names(), {"tooltip": "The scheduler, as for KSampler."}),
+        "denoise": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 1.0, "step": 0.01, "tooltip": "As for KSampler (below 1 starts from latent_image's content)."}),
+    }
+
+
+def acceptance_inputs() -> dict:
+    """How many to keep, the budget, the ranking and the thresholds (those of MaSC Gate)."""
+    return {
+        "accept": ("INT", {"default": 1, "min": 1, "max": 4096, "tooltip": "Stop once this many candidates pass; they are returned best first."}),
+        "max_candidates": ("INT", {"default": 16, "min": 1, "max": 4096, "tooltip": "The budget: never sample more candidates than this."}),
+        "batch_size": ("INT", {"default": 1, "min": 1, "max": 64, "tooltip": "Candidates sampled per round. Larger is faster on a big GPU; 1 stops soonest and needs least VRAM."}),
+        "rank_by": (list(RANK_KEYS), {"default": "cp", "tooltip": "Best first by cp, pf, or both = cp_weight*CP + pf_weight*PF (pf and both need a segmenter)."}),
+        "cp_weight": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of CP when ranking by both."}),
+        "pf_weight": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of PF when ranking by both."}),
+        **THRESHOLD_INPUTS,
+        "min_cp": ("FLOAT", dict(THRESHOLD_INPUTS["min_cp"][1], default=0.5)),  # as MaSC Gate: a starting point, tune it
+        "on_shortfall": (list(SHORTFALL_CHOICES), {"default": SHORTFALL_CHOICES[0], "tooltip": "When the budget runs out with fewer than accept passing: return the best so far (marked below threshold in the report), or block the nodes downstream."}),
+        "mask_subject": ("STRING", {"default": "", "tooltip": "What the segmenter masks in each candidate (e.g. 'dog'); empty = the subject names."}),
+        "mask_threshold": ("FLOAT", {"default": DEFAULT_MASK_THRESHOLD, "min": 0.0, "max": 1.0, "step": 0.01, "tooltip": "The segmenter's threshold, as in MaSC Auto Mask."}),
+    }
+
+
+class MaSCSampleUntil:
+    """Node: MaSC Sample Until."""
+
+    DESCRIPTION = (
+        "Samples candidates with ComfyUI's own sampler (seed, seed+1, ...), scores each with MaSC against the reference "
+        "and stops as soon as 'accept' pass, or after max_candidates. Returns the kept images, latents and masks best "
+        "first, every candidate's scores and seed, and a report. One press of Queue; no Auto Queue."
+    )
+    CATEGORY = CATEGORY
+    OUTPUT_NODE = True
+    FUNCTION = "sample"
+    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+        Output("IMAGE", "images", "The kept candidates, best first (skipped downstream when blocked)."),
+        Output("LATENT", "latent", "Their latents, best first; batch_index = candidate number."),
+        Output("MASK", "mask", "Their masks from the segmenter, best first (skipped downstream without a segmenter)."),
+        Output(MASC_SCORES, "scores", "Every candidate's scores, seeds and verdicts (MaSC Log Scores; Select Best/Gate with 'images')."),
+        Output("INT", "candidates_used", "How many candidates were sampled."),
+        Output("STRING", "seeds", "The kept candidates' seeds, best first, comma-separated."),
+        Output("STRING", "report", "Every candidate: seed, CP, PF and verdict."),
+    )
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        required = sampler_inputs()
+        required.update({
+            "encoder": ENCODER_INPUT,
+            "reference_image": REFERENCE_INPUT,
+            "reference_mask": REFERENCE_MASK_INPUT,
+            "prompt": PROMPT_INPUT,
+            "subject": SUBJECT_INPUT,
+        })
+        required.update(acceptance_inputs())
+        optional = {"segmenter": (MASC_SEGMENTER, {"tooltip": "Optional: masks each candidate (Load MaSC Auto Mask Model). Without it: CP only, PF undefined."})}
+        return {"required": required, "optional": optional, "hidden": dict(HIDDEN_INPUTS)}
+
+    def sample(
+        self, model, positive, negative, latent_image, vae, seed, steps, cfg, sampler_name, scheduler, denoise,
+        encoder, reference_image, reference_mask, prompt, subject, accept, max_candidates, batch_size, rank_by,
+        cp_weight, pf_weight, min_cp, min_pf, reject_small_masks, min_foreground, on_shortfall, mask_subject,
+        mask_threshold, segmenter=None, extra_pnginfo=None, unique_id=None,
+    ):
+        rules = AcceptanceRules(
+            seed=int(seed), accept=int(accept), max_candidates=int(max_candidates), batch_size=int(batch_size), by=rank_by,
+            cp_weight=float(cp_weight), pf_weight=float(pf_weight), min_cp=threshold_value(min_cp), min_pf=threshold_value(min_pf),
+            reject_small_masks=bool(reject_small_masks), min_foreground=float(min_foreground), on_shortfall=on_shortfall,
+        ).check()
+        check_pf_needs_masks(rules, segmenter)
+        check_single_latent(latent_image)
+        references, reference_masks = reference_inputs(reference_image, reference_mask)
+        sampling = host.sampling()
+        progress = host.CandidateProgress(rules.max_candidates, steps)
+        settings = dict(positive=positive, negative=negative, steps=int(steps), cfg=float(cfg), sampler_name=sampler_name,
+                        scheduler=scheduler, denoise=float(denoise))
+        scoring = dict(reference=references, reference_mask=reference_masks, prompt=prompt, subject=subject, cp=True, pf=True,
+                       min_foreground=rules.min_foreground, cache_outputs=False, progress=host.interrupt_callback())
+        loop = AcceptanceLoop(rules)
+        first_batch = None
+        while seeds := loop.next_seeds():
+            host.check_interrupt()
+            samples = sampling.sample(model, seeds, latent_image, progress=progress, done=loop.used, **settings)
+            images = sampling.decode(vae, samples)
+            arrays = comfy_images(images, "decoded candidates")
+            masks = mask_candidates(segmenter, arrays, mask_subject or subject, mask_threshold)
+            batch = score_images(encoder.ready(), arrays, mask=masks, **scoring)
+            if first_batch is None:
+                first_batch = batch
+            loop.add_round(batch.scores, lambda j: Kept(images[j : j + 1].clone(), samples[j : j + 1].clone(),
+                                                         None if masks is None else masks[j : j + 1].clone()))
+            del samples, images, arrays, masks, batch
+        progress.update(progress.total)
+        outcome = loop.outcome()
+        scores = all_scores(outcome, first_batch, encoder, subject)
+        report = run_report(outcome, rules, scores, segmenter, sampler_name, extra_pnginfo)
+        return node_result(outcome, scores, latent_image, report, extra_pnginfo, unique_id)
+
+
+def check_pf_needs_masks(rules: AcceptanceRules, segmenter) -> None:
+    """PF needs each candidate's mask: without a segmenter, settings that use PF cannot work."""
+    if segmenter is not None:
+        return
+    uses_pf = [
+        (rules.by in ("pf", "both"), f"rank_by '{rules.by}'"),
+        (rules.min_pf is not None, "min_pf"),
+        (rules.reject_small_masks, "reject_small_masks"),
+    ]
+    for used, name in uses_pf:
+        if used:
+            raise MascInputError(
+                f"{name} needs the candidates' masks, and no segmenter is connected: connect Load MaSC Auto Mask Model to "
+                f"'segmenter', or rank by cp with min_pf {OFF:g} and reject_small_masks off (CP only)"
+            )
+
+
+def reference_inputs(reference_image, reference_mask):
+    """The reference views and one mask per view, checked before the first candidate is sampled."""
+    references = comfy_images(reference_image, "reference_image")
+    masks = comfy_masks(reference_mask)
+    check_reference_mask(masks, references)
+    return references, masks_for_batch(masks, len(references), "reference_mask")
+
+
+def mask_candidates(segmenter, arrays, subject: str, threshold: float):
+    """The candidates' masks [B,H,W] from the segmenter, or None without one."""
+    if segmenter is None:
+        return None
+    masks = segmenter.ready().masks(arrays, subject, threshold=float(threshold), progress=host.interrupt_callback())
+    return torch.stack(masks)
+
+
+def all_scores(outcome: Outcome, first_batch: ScoreBatch, encoder, subject: str) -> ScoreBatch:
+    """Every candidate's scores in sampling order, with seeds, verdicts and which were kept."""
+    return ScoreBatch(
+        scores=[c.score for c in outcome.candidates],
+        references=first_batch.references,
+        min_foreground=first_batch.min_foreground,
+        context=ScoreContext(
+            node=NODE, subject=subject, encoder=encoder_identity(encoder), seeds=[c.seed for c in outcome.candidates],
+            verdicts=[c.verdict for c in outcome.candidates], kept=[c.index for c, _ in outcome.kept],
+        ),
+    )
+
+
+def run_report(outcome: Outcome, rules: AcceptanceRules, scores: ScoreBatch, segmenter, sampler_name: str, extra_pnginfo) -> str:
+    """The loop's report plus what the user should know about this run's setup."""
+    notes = []
+    if segmenter is None:
+        notes.append("no segmenter connected: PF undefined, CP only")
+    if rules.batch_size > 1 and host.samples_one_by_one(sampler_name):
+        notes.append(
+            f"{sampler_name} draws noise while sampling: each candidate of a round was sampled in its own call, "
+            "so a KSampler with its seed reproduces it"
+        )
+    if not isinstance(extra_pnginfo, dict):
+        notes.append("ComfyUI passed no PNG metadata (an API prompt without extra_data.extra_pnginfo): scores are not saved in PNGs")
+    first = scores.scores[0]
+    text = outcome_report(outcome, rules, first.encoded_prompt)
+    return "\n".join([text] + notes)
+
+
+def kept_latent(latent_image: dict, outcome: Outcome) -> dict:
+    """The kept latents, best first, with batch_index = candidate number (noise_mask etc. carried over)."""
+    dropped = ("samples", "batch_index", "downscale_ratio_spacial", "downscale_ratio_temporal")
+    latent = {k: v for k, v in latent_image.items() if k not in dropped}
+    latent["samples"] = torch.cat([kept.latent for _, kept in outcome.kept])
+    latent["batch_index"] = [candidate.index for candidate, _ in outcome.kept]
+    return latent
+
+
+def node_result(outcome: Outcome, scores: ScoreBatch, latent_image: dict, report: str, extra_pnginfo, unique_id) -> dict:
+    """The outputs (blocked ones skip their consumers), the PNG metadata entry, the report on the node."""
+    seeds = ", ".join(str(s) for s in outcome.seeds)
+    if outcome.blocked:
+        record(extra_pnginfo, unique_id, scores, NODE)
+        return {"ui": {"text": [report]}, "result": blocked(3) + (scores, outcome.used, seeds, report)}
+    images = torch.cat([kept.image for _, kept in outcome.kept])
+    masks = [kept.mask for _, kept in outcome.kept]
+    digests = image_digests(images)
+    record(extra_pnginfo, unique_id, scores, NODE, outputs=[c.output for c in outcome.candidates],
+           pixels=[None if c.output is None else digests[c.output] for c in outcome.candidates])
+    mask = blocked(1)[0] if masks[0] is None else torch.cat(masks)
+    result = (images, kept_latent(latent_image, outcome), mask, scores, outcome.used, seeds, report)
+    return {"ui": {"text": [report]}, "result": result}
