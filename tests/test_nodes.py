@@ -40,6 +40,10 @@ def comfy_dirs(tmp_path_factory, naflex_dir):
     for name in ["dog_00", "dog_01", "dog_02", "cat_00"]:
         shutil.copy(photo_path(name), inputs / f"{name}.jpg")
         Image.fromarray(box_mask(512, 512)).save(inputs / f"{name}_mask.png")
+    # The workflows load the shipped examples from input/masc_examples/, where the pack puts them at load.
+    from importlib import import_module
+
+    assert import_module(import_pack().__name__ + ".nodes.host").copy_example_inputs(str(inputs))
     os.environ["MASC_MODELS_DIR"] = str(root / "models")
     return {"models": str(root / "models"), "input": str(inputs), "checkpoint": str(target)}
 
