@@ -111,8 +111,23 @@ def validate_widget(node_type: str, name: str, value, spec) -> None:
         raise AssertionError(f"{where}: a {kind} input must be a link")
 
 
-def run_graph(graph: dict, mappings: dict, input_dir: str, blocker_type) -> dict:
-    """Execute an API-format graph; returns what preview/save nodes received and each node's outputs."""
+def as_intermediate(value, dtype):
+    """What ComfyUI's --fp16-intermediates does to the IMAGE and MASK tensors core nodes hand over."""
+    if dtype is None:
+        return value
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value.to(dtype)
+    if isinstance(value, dict) and isinstance(value.get("samples"), torch.Tensor):
+        return {**value, "samples": value["samples"].to(dtype)}
+    return value
+
+
+def run_graph(graph: dict, mappings: dict, input_dir: str, blocker_type, intermediate_dtype=None) -> dict:
+    """Execute an API-format graph; returns what preview/save nodes received and each node's outputs.
+
+    ``intermediate_dtype`` (e.g. torch.float16) casts what the core stand-ins produce, as ComfyUI's
+    --fp16-intermediates does, so the pack's nodes receive such tensors.
+    """
     ctx = {"input_dir": input_dir, "shown": {}, "previews": {}, "saved": {}, "outputs": {}, "ui": {}, "blocked": set()}
     order, seen = [], set()
 
@@ -159,6 +174,6 @@ def run_graph(graph: dict, mappings: dict, input_dir: str, blocker_type) -> dict
                 returned = returned["result"]
         else:
             ctx["node_id"] = node_id
-            returned = CORE_NODES[node_type](ctx, **kwargs)
+            returned = tuple(as_intermediate(v, intermediate_dtype) for v in CORE_NODES[node_type](ctx, **kwargs))
         ctx["outputs"][node_id] = tuple(returned)
     return ctx
