@@ -1,7 +1,8 @@
 """What the nodes need from ComfyUI, with stand-ins when ComfyUI is absent.
 
 Inside ComfyUI these are ComfyUI's own facilities (model folders, memory
-management, progress bar, interrupts, execution blocking, temp previews).
+management, progress bar, interrupts, execution blocking, temp previews,
+the input folder the example inputs are copied to).
 Outside it (the pack's tests, scripts) the same calls work with plain
 equivalents, so the node code has a single path.
 """

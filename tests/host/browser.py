@@ -7,7 +7,7 @@ Run by the host suite with the HOST's interpreter (it has ``playwright``; no bro
 PLAN: ``url``, ``out`` (screenshots), ``pack`` (the pack's folder name), ``workflows`` (a list of
 ``{"name", "path", "run", "thumbnail": path or null}``), ``widgets`` (how to make a graph run on this
 machine: ``{"byType": {type: {widget: value}}, "byWidget": {widget: value}}``),
-``templates`` (open the templates browser and read our cards). The page's settings (Vue renderer
+``templates`` (open the templates browser and read the cards of those workflows). The page's settings (Vue renderer
 or not) come from the server's user folder, written by the test before the page loads.
 RESULT: for each workflow, what loaded (unknown node types, nodes flagged with errors), what ran,
 the report boxes (text, read-only, label, every line visible, what typing did), what the saved
@@ -239,21 +239,35 @@ def check_workflow(page, item: dict, widgets: dict, out: str, vue: bool) -> dict
     return result
 
 
-def check_templates(page, pack: str, out: str) -> dict:
-    """Open the templates browser on our pack: card order and whether each thumbnail loaded."""
+def check_templates(page, pack: str, names: list[str], out: str) -> dict:
+    """Open the templates browser on our pack: the cards' order and whether each shows its picture.
+
+    Cards are found by their titles (the workflow names); a card is the largest ancestor of a title that
+    holds no other title. Front ends load thumbnails through object URLs, so the <img> source is not used.
+    """
     page.evaluate("async () => { await app.extensionManager.command.execute('Comfy.BrowseTemplates'); }")
     page.wait_for_timeout(2500)
     page.get_by_text(pack, exact=True).last.click()
-    page.wait_for_timeout(2500)
+    page.wait_for_timeout(3500)
     page.screenshot(path=os.path.join(out, "templates.png"))
-    images = page.evaluate(
-        """(pack) => [...document.querySelectorAll('img')]
-            .filter(i => decodeURIComponent(i.src).includes('/workflow_templates/' + pack + '/'))
-            .map(i => ({name: decodeURIComponent(i.src).split('/').pop(), loaded: i.complete && i.naturalWidth > 0}))""",
-        pack,
+    cards = page.evaluate(
+        """(names) => {
+            const titles = [...document.querySelectorAll('body *')]
+                .filter(e => e.children.length === 0 && names.includes(e.textContent.trim()));
+            const first = names.map(n => titles.find(e => e.textContent.trim() === n)).filter(Boolean);
+            first.sort((a, b) => (a.compareDocumentPosition(b) & Node.DOCUMENT_POSITION_FOLLOWING) ? -1 : 1);
+            const holds = (e) => titles.filter(t => e.contains(t)).length;
+            return first.map(title => {
+                let card = title;
+                while (card.parentElement && holds(card.parentElement) === 1) card = card.parentElement;
+                const img = card.querySelector('img');
+                return {name: title.textContent.trim(), loaded: !!img && img.complete && img.naturalWidth > 0};
+            });
+        }""",
+        names,
     )
     page.keyboard.press("Escape")
-    return {"cards": images}
+    return {"cards": cards}
 
 
 def main(plan_path: str, result_path: str) -> None:
@@ -268,10 +282,18 @@ def main(plan_path: str, result_path: str) -> None:
         page, console = open_page(browser, plan["url"])
         result["frontend"] = page.evaluate("() => window.__COMFYUI_FRONTEND_VERSION__ ?? null")
         result["vue"] = page.evaluate("() => app.extensionManager.setting.get('Comfy.VueNodes.Enabled') ?? null")
+        result["node_titles"] = page.evaluate(
+            "() => Object.fromEntries(Object.entries(LiteGraph.registered_node_types)"
+            ".filter(([type]) => type.startsWith('MaSC')).map(([type, cls]) => [type, cls.title]))"
+        )
         if plan.get("templates"):
-            result["templates"] = check_templates(page, plan["pack"], plan["out"])
+            names = [item["name"] for item in plan.get("workflows", [])]
+            result["templates"] = check_templates(page, plan["pack"], names, plan["out"])
         for item in plan.get("workflows", []):
-            result["workflows"][item["name"]] = check_workflow(page, item, plan.get("widgets", {}), plan["out"], bool(result["vue"]))
+            checked = check_workflow(page, item, plan.get("widgets", {}), plan["out"], bool(result["vue"]))
+            result["workflows"][item["name"]] = checked
+            if result["vue"] and checked.get("preview_any") and not any(checked["preview_any"].values()):
+                break  # this Vue renderer shows no node text at all: the rest would show nothing either
         result["console"] = console
         browser.close()
     with open(result_path, "w", encoding="utf-8") as handle:

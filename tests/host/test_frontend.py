@@ -77,12 +77,31 @@ def classic(host, server, installed, out_dir, sd15):
 
 @pytest.fixture(scope="session")
 def vue(host, server, installed, out_dir, sd15):
-    return _browse(host, server, installed, out_dir, sd15, vue=True)
+    result = _browse(host, server, installed, out_dir, sd15, vue=True)
+    previews = [text for item in result["workflows"].values() for text in (item.get("preview_any") or {}).values()]
+    if not any(previews):  # 1.27's renderer is a hidden experiment: no node's text shows, core's included
+        pytest.skip(f"front end {result['frontend']}'s Vue renderer shows no node text at all (core's Preview Any included)")
+    return result
 
 
 @pytest.fixture(params=["classic", "vue"])
 def session(request):
     return request.getfixturevalue(request.param)
+
+
+# The design card's nodes, under the names users search for and the README documents.
+DESIGN_CARD_NAMES = {
+    "MaSCLoadEncoder": "Load MaSC Encoder",
+    "MaSCConceptPreservation": "MaSC Concept Preservation",
+    "MaSCPromptFollowing": "MaSC Prompt Following",
+    "MaSCStripSubject": "Strip Subject",
+}
+
+
+def test_front_end_shows_every_node_under_its_display_name(classic):
+    mappings = pack_mappings().NODE_DISPLAY_NAME_MAPPINGS
+    assert classic["node_titles"] == mappings
+    assert {k: classic["node_titles"].get(k) for k in DESIGN_CARD_NAMES} == DESIGN_CARD_NAMES
 
 
 def _ours() -> set[str]:
@@ -126,13 +145,17 @@ def _type(result: dict, node_id: str) -> str:
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=_pending(n)) for n in NAMES])
 def test_report_is_never_saved_in_the_workflow_or_sent_in_the_prompt(session, name):
+    """Our nodes' saved widget values and queued inputs hold no report (core's Preview Any may show the same text)."""
     ran = session["workflows"][name]
     saved = ran["saved"]
-    assert "masc_report" not in saved["workflow"] and "masc_report" not in saved["prompt"]
-    for box in ran["reports"].values():
-        for line in box["value"].splitlines():
-            if len(line) > 12:  # a report line, not a short value that a widget could hold by chance
-                assert line not in saved["workflow"] and line not in saved["prompt"], line
+    ours = {node: box for node, box in ran["reports"].items()}
+    prompt = json.loads(saved["prompt"])
+    for node in saved["nodes"]:
+        if node["id"] not in ours:
+            continue
+        lines = [line for line in ours[node["id"]]["value"].splitlines() if len(line) > 12]
+        stored = json.dumps(node["widgets_values"]) + json.dumps(prompt.get(node["id"], {}).get("inputs", {}))
+        assert "masc_report" not in stored and not [line for line in lines if line in stored], (node, stored)
 
 
 def test_score_report_on_workflow_1_matches_its_preview_of_cp(classic):
@@ -164,8 +187,6 @@ def test_front_end_reports_no_warning_about_the_pack(session):
 
 def test_vue_renderer_shows_the_report_read_only_and_labelled(vue):
     ran = vue["workflows"]["1_score_a_pair"]
-    if not any(text for text in ran["preview_any"].values()):
-        pytest.skip(f"front end {vue['frontend']}'s Vue renderer shows no node text at all (core's Preview Any included)")
     assert ran["vue_reports"], "no report box in the Vue renderer"
     for node, box in ran["vue_reports"].items():
         assert box["present"], f"node {node}: no report box"
@@ -176,9 +197,6 @@ def test_vue_renderer_shows_the_report_read_only_and_labelled(vue):
 
 def test_templates_browser_lists_the_workflows_in_order_with_thumbnails(classic):
     cards = classic["templates"]["cards"]
-    shown = {c["name"] for c in cards}
-    # A card without a picture has no <img>: only pending workflows may lack one.
-    expected = [n + ".jpg" for n in NAMES if n + ".json" not in PENDING or n + ".jpg" in shown]
-    assert [c["name"] for c in cards] == expected, cards
-    blank = [c["name"] for c in cards if not c["loaded"] and c["name"].replace(".jpg", ".json") not in PENDING]
+    assert [c["name"] for c in cards] == NAMES, cards
+    blank = [c["name"] for c in cards if not c["loaded"] and c["name"] + ".json" not in PENDING]
     assert blank == [], f"cards without a picture: {blank}"

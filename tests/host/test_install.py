@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import filecmp
+import json
 import os
 import re
 
@@ -84,9 +85,30 @@ def test_template_is_served_with_its_thumbnail(server, host, path):
 
 
 def test_requires_comfyui_admits_this_host(host):
+    import tomllib
+
     
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as handle:
         requirement = tomllib.load(handle)["tool"]["comfy"]["requires-comfyui"]
     match = re.fullmatch(r">=\s*(\d+(?:\.\d+)*)", requirement)
     assert match, f"requires-comfyui {requirement!r}: expected '>=X.Y.Z'"
     assert host.version >= tuple(int(p) for p in match.group(1).split(".")), f"ComfyUI {host.label} is older than {requirement}"
+
+
+def test_the_hosts_own_reader_of_pyproject_sees_the_registry_fields(host, installed):
+    """ComfyUI's comfy_config (what it and the Registry tooling read) parses our pyproject as intended."""
+    code = (
+        "import json, sys; sys.path[0] = '.'; from comfy_config import config_parser; "
+        "c = config_parser.extract_node_configuration(sys.argv[1]); "
+        "print(json.dumps({'os': c.project.supported_os, 'accelerators': c.project.supported_accelerators, "
+        "'comfyui': c.project.supported_comfyui_version, 'repository': c.project.urls.repository, "
+        "'icon': c.tool_comfy.icon, 'publisher': c.tool_comfy.publisher_id}))"
+    )
+    probed = host.run_python("-c", code, host.pack_dir, timeout=300)
+    if probed.returncode != 0 and "No module named 'comfy_config'" in probed.stderr:
+        pytest.skip(f"ComfyUI {host.label} has no comfy_config")
+    assert probed.returncode == 0, probed.stderr[-3000:]
+    seen = json.loads(probed.stdout.strip().splitlines()[-1])
+    assert seen["os"] == ["OS Independent"] and seen["accelerators"] == ["GPU :: NVIDIA CUDA"], seen
+    assert seen["comfyui"].startswith(">=") and seen["repository"].startswith("https://") and seen["icon"].endswith(".png")
+    assert seen["publisher"], seen
