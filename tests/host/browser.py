@@ -240,7 +240,7 @@ def check_workflow(page, item: dict, widgets: dict, out: str, vue: bool) -> dict
 
 
 def check_templates(page, pack: str, names: list[str], out: str) -> dict:
-    """Open the templates browser on our pack: the cards' order and whether each shows its picture.
+    """Open the templates browser on our pack: the cards' order and the width of the picture each shows.
 
     Cards are found by their titles (the workflow names); a card is the largest ancestor of a title that
     holds no other title. Front ends load thumbnails through object URLs, so the <img> source is not used.
@@ -261,7 +261,9 @@ def check_templates(page, pack: str, names: list[str], out: str) -> dict:
                 let card = title;
                 while (card.parentElement && holds(card.parentElement) === 1) card = card.parentElement;
                 const img = card.querySelector('img');
-                return {name: title.textContent.trim(), loaded: !!img && img.complete && img.naturalWidth > 0};
+                const shown = !!img && img.complete && img.naturalWidth > 0;
+                return {name: title.textContent.trim(), width: shown ? img.naturalWidth : 0,
+                        placeholder: shown && /default-template/.test(img.src)};
             });
         }""",
         names,
