@@ -203,6 +203,7 @@ def sd15(host) -> str:
         os.makedirs(os.path.dirname(os.path.abspath(source)), exist_ok=True)
         built = host.run_python(os.path.join(HERE, "build_sd15.py"), host.dir, os.path.abspath(source))
         assert built.returncode == 0, f"building SD1.5 with the host's code failed:\n{built.stdout}\n{built.stderr[-4000:]}"
+        print(built.stdout.strip())  # what was built and how long it took (shown with -s, kept in the log with -rA)
     if os.path.abspath(source) != target:
         if os.path.lexists(target):
             os.remove(target)
