@@ -139,12 +139,10 @@ def pack_files(root: str = ROOT) -> list[str]:
     if listed.returncode == 0:
         names = [name for name in listed.stdout.split("\0") if name]
     else:  # not a git checkout: everything but caches
-        names = [
-            os.path.relpath(os.path.join(folder, name), root)
-            for folder, dirs, files in os.walk(root)
-            if not dirs.__setitem__(slice(None), [d for d in dirs if d not in NEVER_COPIED and not d.endswith(".egg-info")])
-            for name in files if not name.endswith(".pyc")
-        ]
+        names = []
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = [d for d in dirs if d not in NEVER_COPIED and not d.endswith(".egg-info")]
+            names += [os.path.relpath(os.path.join(folder, f), root) for f in files if not f.endswith(".pyc")]
     return sorted(
         name for name in names
         if not set(name.split("/")) & NEVER_COPIED and os.path.isfile(os.path.join(root, name))
