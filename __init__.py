@@ -6,9 +6,11 @@ relatively.
 """
 
 from .nodes import NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS
-from .nodes.host import register_model_folders
+from .nodes.host import copy_example_inputs, register_model_folders
 
 register_model_folders()
+# The example workflows' inputs (masc_example_*), into ComfyUI/input (never over a user's file).
+copy_example_inputs()
 
 # Shows each scoring node's per-image scores as text on the node.
 WEB_DIRECTORY = "./web"

@@ -2,20 +2,22 @@
 
 Inside ComfyUI these are ComfyUI's own facilities (model folders, memory
 management, progress bar, interrupts, execution blocking, temp previews,
-the output folder, and sampling: core's noise, sampler, latent previews and
-VAE decode). Outside it (the pack's tests, scripts) the same calls work with
-plain equivalents, so the node code has a single path; sampling has none
-outside ComfyUI unless one is installed with ``use_sampling`` (the tests'
-stand-in sampler). Over 400 lines: sampling is the one ComfyUI facility
-with real code here, and it must live in this module (only host talks to
-ComfyUI).
+the output folder, the input folder the example inputs are copied to, and
+sampling: core's noise, sampler, latent previews and VAE decode). Outside it
+(the pack's tests, scripts) the same calls work with plain equivalents, so
+the node code has a single path; sampling has none outside ComfyUI unless
+one is installed with ``use_sampling`` (the tests' stand-in sampler). Over
+400 lines: sampling is the one ComfyUI facility with real code here, and it
+must live in this module (only host talks to ComfyUI).
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
+import logging
 import os
+import shutil
 import weakref
 from typing import Callable
 
@@ -68,6 +70,45 @@ def register_model_folders() -> None:
         return
     for key in MODEL_FOLDERS:
         folder_paths.add_model_folder_path(key, os.path.join(folder_paths.models_dir, key))
+
+
+PACK_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLE_INPUTS = os.path.join(PACK_DIR, "example_inputs")
+EXAMPLE_PREFIX = "masc_example_"
+"""The example workflows load their inputs from ComfyUI's input folder under these names.
+
+Not a subfolder: Load Image lists the input folder's top level only, and
+front end 1.49 marks a workflow naming a file outside that list as having
+missing media ("Resolve them before running"), although the server would
+load it. ComfyUI itself puts its example.png there.
+"""
+EXAMPLE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
+
+
+def copy_example_inputs(input_dir: str | None = None) -> list[str]:
+    """Copy the pack's example images into ComfyUI's input folder; the names copied.
+
+    A file is copied only when that name is absent, so a user's own file is
+    never overwritten (and an example the user edited stays edited). Runs at
+    every start, so examples added by a pack update arrive too. Never raises:
+    a read-only input folder only means the examples must be copied by hand.
+    """
+    if input_dir is None:
+        if not IN_COMFYUI:
+            return []
+        input_dir = folder_paths.get_input_directory()
+    copied = []
+    try:
+        for name in sorted(os.listdir(EXAMPLE_INPUTS)):
+            destination = os.path.join(input_dir, name)
+            if not name.startswith(EXAMPLE_PREFIX) or not name.lower().endswith(EXAMPLE_SUFFIXES) or os.path.lexists(destination):
+                continue
+            os.makedirs(input_dir, exist_ok=True)
+            shutil.copyfile(os.path.join(EXAMPLE_INPUTS, name), destination)
+            copied.append(name)
+    except OSError as error:
+        logging.warning("MaSC: example inputs not copied to %s (%s); copy them from %s by hand", input_dir, error, EXAMPLE_INPUTS)
+    return copied
 
 
 def model_roots(kind: str) -> list[str]:

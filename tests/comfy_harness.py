@@ -241,6 +241,17 @@ def validate_widget(node_type: str, name: str, value, spec) -> None:
         raise AssertionError(f"{where}: a {kind} input must be a link")
 
 
+def as_intermediate(value, dtype):
+    """What ComfyUI's --fp16-intermediates does to the IMAGE and MASK tensors core nodes hand over."""
+    if dtype is None:
+        return value
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value.to(dtype)
+    if isinstance(value, dict) and isinstance(value.get("samples"), torch.Tensor):
+        return {**value, "samples": value["samples"].to(dtype)}
+    return value
+
+
 HIDDEN_VALUES = {
     "EXTRA_PNGINFO": lambda ctx, node_id: ctx["extra_pnginfo"],
     "UNIQUE_ID": lambda ctx, node_id: node_id,
@@ -252,11 +263,15 @@ FROM_FRONT_END = object()
 """run_graph's default extra_pnginfo: what the front end sends (a "workflow" entry)."""
 
 
-def run_graph(graph: dict, mappings: dict, input_dir: str, blocker_type, output_dir: str | None = None, extra_pnginfo=FROM_FRONT_END) -> dict:
+def run_graph(
+    graph: dict, mappings: dict, input_dir: str, blocker_type, output_dir: str | None = None, extra_pnginfo=FROM_FRONT_END,
+    intermediate_dtype=None,
+) -> dict:
     """Execute an API-format graph; returns what preview/save nodes received and each node's outputs.
 
     ``extra_pnginfo``: the dict ComfyUI hands to nodes (default: as from the front end); None is an API prompt
-    sent without extra_data.
+    sent without extra_data. ``intermediate_dtype`` (e.g. torch.float16) casts what the core stand-ins
+    produce, as ComfyUI's --fp16-intermediates does, so the pack's nodes receive such tensors.
     """
     ctx = {"input_dir": input_dir, "shown": {}, "previews": {}, "saved": {}, "outputs": {}, "ui": {}, "blocked": set(),
            "output_dir": output_dir, "saved_files": {}, "prompt": graph,
@@ -308,6 +323,6 @@ def run_graph(graph: dict, mappings: dict, input_dir: str, blocker_type, output_
                 returned = returned["result"]
         else:
             ctx["node_id"] = node_id
-            returned = CORE_NODES[node_type](ctx, **kwargs)
+            returned = tuple(as_intermediate(v, intermediate_dtype) for v in CORE_NODES[node_type](ctx, **kwargs))
         ctx["outputs"][node_id] = tuple(returned)
     return ctx

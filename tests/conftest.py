@@ -149,6 +149,11 @@ def comfy_dirs(tmp_path_factory, naflex_dir, tiny_clipseg_dir):
     for name in ["dog_00", "dog_01", "dog_02", "cat_00"]:
         shutil.copy(photo_path(name), inputs / f"{name}.jpg")
         Image.fromarray(box_mask(512, 512)).save(inputs / f"{name}_mask.png")
+    # The workflows load the shipped examples (masc_example_*), which the pack copies into the input folder at load.
+    from comfy_harness import import_pack
+    from importlib import import_module
+
+    assert import_module(import_pack().__name__ + ".nodes.host").copy_example_inputs(str(inputs))
     outputs = root / "output"
     outputs.mkdir()
     os.environ["MASC_MODELS_DIR"] = str(root / "models")

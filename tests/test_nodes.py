@@ -256,3 +256,62 @@ def test_auto_mask_node_masks_a_batch_and_feeds_scoring(pack, comfy_dirs):
 def test_strip_subject_node(pack):
     out = pack.NODE_CLASS_MAPPINGS["MaSCStripSubject"]().strip("a photo of a sks dog on the beach", "sks dog, dog")
     assert out["result"] == ("a photo of on the beach",) and out["ui"]["text"] == ["a photo of on the beach"]
+
+
+# --- ComfyUI's --fp16-intermediates (float16 IMAGE/MASK/LATENT tensors) ------------------------------------
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=[os.path.basename(p) for p in WORKFLOWS])
+def test_api_workflows_score_the_same_with_float16_intermediates(pack, comfy_dirs, path):
+    """Load Image's float16 pixels round back to the file's bytes: every report and value is unchanged."""
+    from importlib import import_module
+
+    with open(path) as handle:
+        graph = json.load(handle)
+    if {node["class_type"] for node in graph.values()} & {"KSampler", "MaSCSampleUntil"}:
+        pytest.skip("float16 latents change the generated pixels themselves (every node's float16 path is checked below)")
+    blocker = import_module(pack.__name__ + ".nodes.host").ExecutionBlocker
+    full = run_graph(graph, pack.NODE_CLASS_MAPPINGS, comfy_dirs["input"], blocker)
+    half = run_graph(graph, pack.NODE_CLASS_MAPPINGS, comfy_dirs["input"], blocker, intermediate_dtype=torch.float16)
+    assert {k: v.get("text") for k, v in half["ui"].items()} == {k: v.get("text") for k, v in full["ui"].items()}
+    assert half["shown"] == full["shown"] and half["blocked"] == full["blocked"]
+
+
+def score_batch(node_result: dict):
+    """The MASC_SCORES output of a scoring node's result."""
+    return next(value for value in node_result["result"] if hasattr(value, "scores"))
+
+
+def test_every_node_accepts_float16_images_masks_and_latents(pack, comfy_dirs):
+    nodes = pack.NODE_CLASS_MAPPINGS
+    encoder = load_encoder(pack)
+    ref, out = float_image("dog_00"), torch.cat([float_image("dog_01"), float_image("cat_00")])
+    ref_mask = torch.from_numpy(box_mask(512, 512, dtype=np.float32))[None]
+    out_mask = torch.from_numpy(np.stack([box_mask(512, 512, 0.1, 0.2, 0.9, 0.6 + 0.1 * i, np.float32) for i in range(2)]))
+
+    def both(call):
+        """The node's result with float32 tensors and with float16 ones."""
+        return call(lambda t: t), call(lambda t: t.half())
+
+    for name, call in {
+        "MaSCConceptPreservation": lambda c: nodes[name]().score(encoder, c(ref), c(ref_mask), c(out), heatmaps=True, mask=c(out_mask)),
+        "MaSCPromptFollowing": lambda c: nodes[name]().score(encoder, c(out), c(out_mask), "a dog on the beach", "dog", heatmaps=True),
+        "MaSCScore": lambda c: nodes[name]().score(encoder, c(ref), c(ref_mask), c(out), "a dog", "dog", heatmaps=True, mask=c(out_mask)),
+    }.items():
+        full, half = both(call)
+        assert [s.to_dict() for s in score_batch(half).scores] == [s.to_dict() for s in score_batch(full).scores], name
+        assert half["ui"]["text"] == full["ui"]["text"], name
+    scores = nodes["MaSCScore"]().score(encoder, ref, ref_mask, out, "a dog", "dog", heatmaps=False, mask=out_mask)["result"][2]
+    latent = {"samples": torch.randn(2, 4, 8, 8), "batch_index": [5, 6]}
+    select = nodes["MaSCSelectBest"]().select
+    for run in (lambda c: select(scores, c(out), "cp", 1.0, 1.0, 2, -1.0, -1.0, False, 0.05,
+                                 latent={**latent, "samples": c(latent["samples"])}, mask=c(out_mask)),
+                lambda c: nodes["MaSCGate"]().gate(scores, c(out), -1.0, -1.0, False, 0.05,
+                                                   latent={**latent, "samples": c(latent["samples"])}, mask=c(out_mask))):
+        full, half = both(run)
+        assert half["ui"]["text"] == full["ui"]["text"]
+        assert torch.equal(half["result"][0].float(), full["result"][0].half().float())  # images carried as given
+        assert torch.equal(half["result"][1]["samples"].float(), full["result"][1]["samples"].half().float())
+        assert half["result"][1]["batch_index"] == full["result"][1]["batch_index"]
+    segmenter = load_segmenter(pack)
+    full, half = both(lambda c: nodes["MaSCAutoMask"]().mask(segmenter, c(out), "dog", 0.5, 0))
+    assert torch.equal(half["result"][0], full["result"][0]) and half["result"][2] == full["result"][2]

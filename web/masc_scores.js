@@ -1,49 +1,108 @@
-// MaSC for ComfyUI: show each MaSC node's text report (per-image scores) on the node itself.
-// The stock front end shows a node's ui.images but not its ui.text; this adds a read-only text box.
+// MaSC for ComfyUI: show each MaSC node's text report (per-image scores) on the node, read-only.
+//
+// The stock front end shows a node's ui.images but not its ui.text. This adds a read-only text box
+// with the front end's public API only (app.registerExtension, LGraphNode.addDOMWidget, api): the
+// same code runs in front end 1.27 (ComfyUI 0.3.64), in 1.49 (0.33) and in 1.49's Vue node renderer.
 import { app } from "../../scripts/app.js";
-import { ComfyWidgets } from "../../scripts/widgets.js";
+import { api } from "../../scripts/api.js";
 
-const NODES_WITH_REPORTS = new Set([
-  "MaSCConceptPreservation",
-  "MaSCPromptFollowing",
-  "MaSCScore",
-  "MaSCStripSubject",
-  "MaSCSelectBest",
-  "MaSCGate",
-  "MaSCAutoMask",
-  "MaSCSampleUntil",
-  "MaSCLogScores",
-]);
 const WIDGET_NAME = "masc_report";
+const LABEL = "report";
+const LINE_HEIGHT = 16; // px, matches the font below
+const CHAR_WIDTH = 7.3; // px of a 12 px monospace character
+const PADDING = 6; // px between the box's border and the text
+const MARGIN = 10; // px the front end keeps around a DOM widget (its default)
+const MIN_LINES = 2;
+const MAX_LINES = 14; // longer reports scroll
+const MAX_WIDTH = 720; // px; wider lines scroll sideways
+
+function lineCount(text) {
+  return Math.min(MAX_LINES, Math.max(MIN_LINES, text ? text.split("\n").length : 0));
+}
+
+// Height of the text box: every line visible (up to MAX_LINES), plus its padding and border.
+function textHeight(text) {
+  return lineCount(text) * LINE_HEIGHT + 2 * PADDING + 2;
+}
+
+// Height of the widget in the classic renderer, which sizes DOM widgets itself (margin included).
+function boxHeight(text) {
+  return textHeight(text) + 2 * MARGIN;
+}
+
+function reportBox(node) {
+  const existing = node.widgets?.find((w) => w.name === WIDGET_NAME);
+  if (existing) return existing;
+  const area = document.createElement("textarea");
+  area.readOnly = true; // output, not a setting: typing must not change it
+  area.spellcheck = false;
+  area.placeholder = "Scores appear here after a run.";
+  area.setAttribute("aria-label", LABEL);
+  area.className = "comfy-multiline-input masc-report";
+  Object.assign(area.style, {
+    fontFamily: "monospace",
+    fontSize: "12px",
+    lineHeight: `${LINE_HEIGHT}px`,
+    whiteSpace: "pre",
+    overflow: "auto",
+    resize: "none",
+    boxSizing: "border-box",
+    padding: `${PADDING}px`,
+    opacity: "0.9",
+  });
+  let text = "";
+  const widget = node.addDOMWidget(WIDGET_NAME, "masc_report", area, {
+    serialize: false, // never saved into workflows or prompts
+    getValue: () => text,
+    setValue: (value) => {
+      text = typeof value === "string" ? value : "";
+      area.value = text;
+      // The Vue renderer lays DOM widgets out in the page flow: the box sizes itself.
+      area.rows = lineCount(text);
+      area.style.minHeight = `${textHeight(text)}px`;
+    },
+    margin: MARGIN,
+    getMinHeight: () => boxHeight(text),
+    getMaxHeight: () => boxHeight(text),
+  });
+  widget.label = LABEL;
+  widget.serialize = false;
+  return widget;
+}
 
 function showReport(node, text) {
-  let widget = node.widgets?.find((w) => w.name === WIDGET_NAME);
-  if (!widget) {
-    widget = ComfyWidgets["STRING"](node, WIDGET_NAME, ["STRING", { multiline: true }], app).widget;
-    widget.inputEl.readOnly = true;
-    widget.inputEl.style.opacity = 0.85;
-    widget.inputEl.style.fontFamily = "monospace";
-    // Never saved into workflows or prompts: it is output, not a setting.
-    widget.serialize = false;
-    widget.options = { ...(widget.options || {}), serialize: false };
-  }
+  const widget = reportBox(node);
   widget.value = text;
-  requestAnimationFrame(() => {
-    const size = node.computeSize();
-    node.setSize([Math.max(node.size[0], size[0]), Math.max(node.size[1], size[1])]);
-    app.graph.setDirtyCanvas(true, false);
-  });
+  const longest = Math.max(...text.split("\n").map((line) => line.length));
+  const width = Math.min(MAX_WIDTH, Math.ceil(longest * CHAR_WIDTH) + 2 * (PADDING + MARGIN) + 20);
+  const fitted = node.computeSize();
+  node.setSize([Math.max(node.size[0], fitted[0], width), Math.max(node.size[1], fitted[1])]);
+  node.setDirtyCanvas?.(true, true);
+}
+
+// The templates browser lists a pack's workflows in the server's directory order (2, 5, 1, 4, 3 on one
+// Linux file system); list ours by name, so 1..5 read in order.
+const PACK = decodeURIComponent((import.meta.url.split("/extensions/")[1] || "").split("/")[0]);
+const listTemplates = api.getWorkflowTemplates;
+if (PACK && typeof listTemplates === "function") {
+  api.getWorkflowTemplates = async function (...args) {
+    const templates = await listTemplates.apply(this, args);
+    if (Array.isArray(templates?.[PACK])) {
+      templates[PACK] = [...templates[PACK]].sort((a, b) => a.localeCompare(b, undefined, { numeric: true }));
+    }
+    return templates;
+  };
 }
 
 app.registerExtension({
   name: "masc.ShowReports",
   async beforeRegisterNodeDef(nodeType, nodeData) {
-    if (!NODES_WITH_REPORTS.has(nodeData.name)) return;
+    if (!nodeData.name?.startsWith("MaSC")) return;
     const onExecuted = nodeType.prototype.onExecuted;
     nodeType.prototype.onExecuted = function (message) {
       onExecuted?.apply(this, arguments);
       const text = message?.text;
-      if (text && text.length) showReport(this, text.join("\n"));
+      if (Array.isArray(text) && text.length) showReport(this, text.join("\n"));
     };
   },
 });

@@ -92,9 +92,11 @@ def download(repo_id: str, *, cache_dir: str | None = None, local_dir: str | Non
             repo_id=repo_id, allow_patterns=_DOWNLOAD_PATTERNS, cache_dir=cache_dir, local_dir=local_dir
         )
     except Exception as exc:  # network, a missing repository
+        # With local_dir (ComfyUI's models/<kind>/owner--name) the folder is chosen by name from that models folder.
+        elsewhere = f"put it in {os.path.dirname(local_dir)} and choose it there" if local_dir else "pass its path"
         raise MascModelError(
             f"could not get '{repo_id}' from the Hugging Face Hub ({first_line(exc)}): check the id and the network, "
-            "or download the folder on another machine and pass its path"
+            f"or download the folder on another machine and {elsewhere}"
         ) from None
 
 

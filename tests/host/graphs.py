@@ -1,0 +1,78 @@
+"""API-format graphs for the host suite: the shipped workflows (made small enough for a CPU) and hand-built ones."""
+
+from __future__ import annotations
+
+import copy
+import glob
+import json
+import os
+
+from pending import PENDING  # noqa: F401 - re-exported for the host tests
+
+from .conftest import ENCODER_NAME, ROOT, SD15_NAME, SEGMENTER_NAME
+
+API_WORKFLOWS = sorted(glob.glob(os.path.join(ROOT, "workflows", "api", "*.json")))
+UI_WORKFLOWS = sorted(glob.glob(os.path.join(ROOT, "workflows", "*.json")))
+LATENT_SIDE = 256
+
+
+def load(path: str) -> dict:
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def for_cpu(graph: dict, *, sd15: str = SD15_NAME) -> dict:
+    """A copy of a shipped API graph that runs on this machine: the test checkpoints, small latents, one step.
+
+    Rules go by node type and input name, so workflows added later are covered without edits here.
+    """
+    graph = copy.deepcopy(graph)
+    for node in graph.values():
+        inputs, kind = node["inputs"], node["class_type"]
+        if kind == "MaSCLoadEncoder":
+            inputs["model"] = ENCODER_NAME
+        elif kind == "MaSCLoadAutoMaskModel":
+            inputs["model"] = SEGMENTER_NAME
+        if "ckpt_name" in inputs:
+            inputs["ckpt_name"] = sd15
+        if kind.startswith("EmptyLatentImage") or kind == "EmptySD3LatentImage":
+            inputs["width"] = inputs["height"] = LATENT_SIDE
+            inputs["batch_size"] = min(int(inputs.get("batch_size", 1)), 2)
+        if isinstance(inputs.get("steps"), int):
+            inputs["steps"] = 1
+    return graph
+
+
+def page_widgets(*, sd15: str = SD15_NAME) -> dict:
+    """The same edits as ``for_cpu``, as widget values the browser test sets on a loaded UI workflow."""
+    return {
+        "byType": {
+            "MaSCLoadEncoder": {"model": ENCODER_NAME},
+            "MaSCLoadAutoMaskModel": {"model": SEGMENTER_NAME},
+            "EmptyLatentImage": {"width": LATENT_SIDE, "height": LATENT_SIDE, "batch_size": 2},
+        },
+        "byWidget": {"ckpt_name": sd15, "steps": 1},
+    }
+
+
+def node(class_type: str, **inputs) -> dict:
+    return {"class_type": class_type, "inputs": inputs}
+
+
+def design_card(reference: str, reference_mask: str, image: str, image_mask: str, prompt: str, subject: str) -> dict:
+    """Load MaSC Encoder -> Concept Preservation, Prompt Following, Strip Subject, with each value shown as text."""
+    return {
+        "1": node("MaSCLoadEncoder", model=ENCODER_NAME, device="cpu", precision="fp32", max_patches=1024),
+        "2": node("LoadImage", image=reference),
+        "3": node("LoadImageMask", image=reference_mask, channel="red"),
+        "4": node("LoadImage", image=image),
+        "5": node("LoadImageMask", image=image_mask, channel="red"),
+        "6": node("MaSCConceptPreservation", encoder=["1", 0], reference_image=["2", 0], reference_mask=["3", 0],
+                  image=["4", 0], heatmaps=True, mask=["5", 0]),
+        "7": node("MaSCPromptFollowing", encoder=["1", 0], image=["4", 0], mask=["5", 0], prompt=prompt, subject=subject,
+                  heatmaps=True),
+        "8": node("MaSCStripSubject", prompt=prompt, subject=subject),
+        "9": node("PreviewAny", source=["6", 0]),
+        "10": node("PreviewAny", source=["7", 0]),
+        "11": node("PreviewAny", source=["8", 0]),
+    }

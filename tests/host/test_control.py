@@ -1,0 +1,112 @@
+"""Cancel, free, float16 intermediates and the model patcher, in a real ComfyUI."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+
+import pytest
+
+from . import hostapi
+from .conftest import EXAMPLE_PREFIX, HERE, server_args, write_json
+from .graphs import API_WORKFLOWS, for_cpu, load, node
+from .test_mistakes import _cp_graph
+from .test_workflows import check_design_card
+
+LONG_BATCH = 800
+SIDE = 96
+
+
+def long_batch_graph(count: int) -> dict:
+    """CP of ``count`` distinct small images (noise added to copies of one photo: the encoder caches repeats)."""
+    graph = _cp_graph()
+    graph["4"] = node("ImageAddNoise", image=["11", 0], seed=7, strength=0.3)
+    graph["10"] = node("LoadImage", image=EXAMPLE_PREFIX + "dog_01.jpg")
+    graph["12"] = node("ImageScale", image=["10", 0], upscale_method="bilinear", width=SIDE, height=SIDE, crop="disabled")
+    graph["11"] = node("RepeatImageBatch", image=["12", 0], amount=count)
+    return graph
+
+
+def _progress(messages, prompt_id: str, node_id: str) -> list[tuple[float, int, int]]:
+    return [(at, data["value"], data["max"]) for at, data in messages.of_type("progress", prompt_id) if data.get("node") == node_id]
+
+
+def test_cancel_stops_a_long_batch_at_the_next_batch_boundary(server, out_dir):
+    messages = hostapi.Messages(server)
+    try:
+        prompt_id = server.queue(long_batch_graph(LONG_BATCH))
+        deadline = time.monotonic() + 600
+        while not [p for p in _progress(messages, prompt_id, "5") if p[1] >= 24]:
+            assert time.monotonic() < deadline, "the batch never started encoding"
+            time.sleep(0.05)
+        server.request("/interrupt", {})
+        cancelled_at = time.monotonic()
+        entry = server.wait(prompt_id)
+        progress = _progress(messages, prompt_id, "5")
+    finally:
+        messages.close()
+    write_json(os.path.join(out_dir, "interrupt-progress.json"), progress)
+    assert hostapi.was_interrupted(entry), hostapi.explain(entry)
+    values = [value for _, value, _ in progress]
+    total = progress[-1][2]
+    steps = sorted({b - a for a, b in zip(values, values[1:]) if b > a})
+    assert values[-1] < total / 2, f"ran on after the cancel: {values[-1]} of {total}"
+    # Progress moves one encoder batch at a time, and after the cancel at most the batch already running reports.
+    assert steps and steps[0] >= 2, steps
+    after = [value for at, value, _ in progress if at > cancelled_at]
+    assert len(after) <= 1, f"batches finished after the cancel: {after}"
+    interrupted = [at for at, _ in messages.of_type("execution_interrupted", prompt_id)]
+    batch_seconds = (progress[-1][0] - progress[0][0]) / max(1, len(progress) - 1)
+    assert interrupted and interrupted[0] - cancelled_at <= 5 * batch_seconds + 2.0, (interrupted, cancelled_at, batch_seconds)
+
+
+def test_free_unloads_and_the_next_run_loads_again(server):
+    graph = _cp_graph()
+    first = server.run(graph)
+    assert hostapi.status(first) == "success", hostapi.explain(first)
+    loads = server.log().count("Requested to load MascModelHolder")
+    server.request("/free", {"unload_models": True, "free_memory": True})
+    time.sleep(2.0)  # the worker applies the flags between prompts
+    second = server.run(graph)
+    assert hostapi.status(second) == "success", hostapi.explain(second)
+    assert hostapi.ui_text(second, "6") == hostapi.ui_text(first, "6")
+    assert server.log().count("Requested to load MascModelHolder") > loads, "the encoder was not loaded again after /free"
+
+
+def test_models_stay_on_the_legacy_model_patcher_with_dynamic_vram(host, installed):
+    probed = host.run_python(os.path.join(HERE, "probe_patcher.py"), host.dir, host.pack_dir, timeout=600)
+    assert probed.returncode == 0, probed.stderr[-4000:]
+    found = json.loads(probed.stdout.strip().splitlines()[-1])
+    assert found["legacy"] and not found["core_patcher_used"] and found["loaded"], found
+    assert found["is_dynamic"] in (False, None), found
+
+
+def _has_flag(host, flag: str) -> bool:
+    with open(os.path.join(host.dir, "comfy", "cli_args.py"), encoding="utf-8") as handle:
+        return re.search(r"add_argument\(\s*['\"]" + re.escape(flag) + r"['\"]", handle.read()) is not None
+
+
+@pytest.fixture(scope="module")
+def fp16_server(host, installed, out_dir):
+    if not _has_flag(host, "--fp16-intermediates"):
+        pytest.skip(f"ComfyUI {host.label} has no --fp16-intermediates")
+    started = hostapi.start_server(
+        host.python, host.dir, server_args(host, installed, "--fp16-intermediates"), os.path.join(out_dir, "server-fp16.log"),
+    )
+    yield started
+    started.stop()
+
+
+def test_float16_intermediates_score_as_float32(fp16_server, installed, tiny_models, out_dir):
+    """Load Image hands the nodes float16 IMAGE/MASK tensors: same pixels, same scores (the design card, <= 1e-5)."""
+    check_design_card(fp16_server, installed, tiny_models, os.path.join(out_dir, "history-design-card-fp16.json"))
+
+
+@pytest.mark.parametrize("path", [p for p in API_WORKFLOWS if "Checkpoint" not in open(p).read()],
+                         ids=lambda p: os.path.basename(p))
+def test_float16_intermediates_run_every_workflow_without_diffusion(fp16_server, path):
+    entry = fp16_server.run(for_cpu(load(path)))
+    assert hostapi.status(entry) == "success", hostapi.explain(entry)
+

@@ -1,0 +1,210 @@
+"""The front end the host ships (headless Debian Chromium + Playwright): workflows load and run from the page,
+the report boxes show the scores, read-only, never saved; a run leaves every node readable; the templates
+browser lists our workflows in order, with their thumbnails. Classic renderer, then the Vue one.
+
+One browser session per renderer (``browser.py``, run with the host's interpreter, which has Playwright);
+the tests read its result. With ``MASC_WRITE_THUMBNAILS=1`` the classic session's thumbnails are also
+written beside the UI workflows (``workflows/<name>.jpg``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+
+import pytest
+from PIL import Image
+
+from .conftest import HERE, ROOT, pack_mappings, write_json
+from .graphs import PENDING, UI_WORKFLOWS, page_widgets
+
+NAMES = [os.path.splitext(os.path.basename(p))[0] for p in UI_WORKFLOWS]
+# Settings a fresh user folder gets before the page opens: no first-visit templates dialog, no overlays in screenshots.
+BASE_SETTINGS = {
+    "Comfy.TutorialCompleted": True,
+    "Comfy.Graph.CanvasInfo": False,
+    "Comfy.Minimap.Visible": False,
+    "Comfy.NodeBadge.NodeSourceBadgeMode": "None",
+}
+
+
+def _pending(name: str):
+    """Workflows being rebuilt elsewhere: some checks fail until that lands (not strict: others already pass)."""
+    reason = PENDING.get(name + ".json")
+    return [pytest.mark.xfail(reason=reason, strict=False)] if reason else []
+
+
+def _browse(host, server, installed, out_dir, sd15, vue: bool) -> dict:
+    settings = os.path.join(installed["user"], "default", "comfy.settings.json")
+    os.makedirs(os.path.dirname(settings), exist_ok=True)
+    write_json(settings, {**BASE_SETTINGS, "Comfy.VueNodes.Enabled": vue})
+    server.request("/free", {"unload_models": False, "free_memory": True})  # run from scratch, not from cache
+    time.sleep(1.5)
+    label = "vue" if vue else "classic"
+    folder = os.path.join(out_dir, f"browser-{label}")
+    thumbnails = os.path.join(folder, "thumbnails")
+    os.makedirs(thumbnails, exist_ok=True)
+    plan = {
+        "url": server.url, "out": folder, "pack": host.pack_name, "templates": not vue, "widgets": page_widgets(sd15=sd15),
+        "workflows": [
+            {"name": name, "path": path, "run": True, "thumbnail": None if vue else os.path.join(thumbnails, name + ".jpg")}
+            for name, path in zip(NAMES, UI_WORKFLOWS)
+        ],
+    }
+    plan_path, result_path = os.path.join(folder, "plan.json"), os.path.join(folder, "result.json")
+    write_json(plan_path, plan)
+    started = time.monotonic()
+    driven = host.run_python(os.path.join(HERE, "browser.py"), plan_path, result_path, timeout=3600)
+    if driven.returncode != 0 and "No module named 'playwright'" in driven.stderr:
+        pytest.skip(f"{host.python} has no playwright")
+    assert driven.returncode == 0, f"browser session failed:\n{driven.stdout[-2000:]}\n{driven.stderr[-6000:]}"
+    with open(result_path, encoding="utf-8") as handle:
+        result = json.load(handle)
+    result["seconds"] = round(time.monotonic() - started, 1)
+    if not vue and os.environ.get("MASC_WRITE_THUMBNAILS") == "1":
+        for name in NAMES:
+            made = os.path.join(thumbnails, name + ".jpg")
+            if os.path.isfile(made) and result["workflows"][name].get("run") == "success" and name + ".json" not in PENDING:
+                shutil.copy(made, os.path.join(ROOT, "workflows", name + ".jpg"))
+    return result
+
+
+@pytest.fixture(scope="session")
+def classic(host, server, installed, out_dir, sd15):
+    return _browse(host, server, installed, out_dir, sd15, vue=False)
+
+
+@pytest.fixture(scope="session")
+def vue(host, server, installed, out_dir, sd15):
+    result = _browse(host, server, installed, out_dir, sd15, vue=True)
+    previews = [text for item in result["workflows"].values() for text in (item.get("preview_any") or {}).values()]
+    if not any(previews):  # 1.27's renderer is a hidden experiment: no node's text shows, core's included
+        pytest.skip(f"front end {result['frontend']}'s Vue renderer shows no node text at all (core's Preview Any included)")
+    return result
+
+
+@pytest.fixture(params=["classic", "vue"])
+def session(request):
+    return request.getfixturevalue(request.param)
+
+
+# The design card's nodes, under the names users search for and the README documents.
+DESIGN_CARD_NAMES = {
+    "MaSCLoadEncoder": "Load MaSC Encoder",
+    "MaSCConceptPreservation": "MaSC Concept Preservation",
+    "MaSCPromptFollowing": "MaSC Prompt Following",
+    "MaSCStripSubject": "Strip Subject",
+}
+
+
+def test_front_end_shows_every_node_under_its_display_name(classic):
+    mappings = pack_mappings().NODE_DISPLAY_NAME_MAPPINGS
+    assert classic["node_titles"] == mappings
+    assert {k: classic["node_titles"].get(k) for k in DESIGN_CARD_NAMES} == DESIGN_CARD_NAMES
+
+
+def _ours() -> set[str]:
+    return set(pack_mappings().NODE_CLASS_MAPPINGS)
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_pending(n)) for n in NAMES])
+def test_workflow_loads_with_every_node_known_and_nothing_flagged(session, name):
+    loaded = session["workflows"][name]
+    assert loaded["unknown_types"] == [] and loaded["node_count"] == loaded["file_node_count"]
+    # Loaders of models the user brings (a diffusion checkpoint) may be flagged; our nodes and the example inputs never.
+    ours = _ours() | {"LoadImage", "LoadImageMask"}
+    flagged = [entry for entry in loaded["flagged_on_load"] if entry.split(" ", 1)[1] in ours]
+    assert flagged == [], f"flagged when opened: {flagged}"
+    assert loaded["overlaps_on_load"] == []
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_pending(n)) for n in NAMES])
+def test_workflow_runs_from_the_page_and_leaves_every_node_readable(session, name):
+    ran = session["workflows"][name]
+    assert ran["run"] == "success", ran["run"]
+    assert ran["overlaps_after_run"] == [], "nodes cover each other after a run"
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_pending(n)) for n in NAMES])
+def test_report_boxes_show_what_the_server_sent_every_line_read_only(session, name):
+    ran = session["workflows"][name]
+    ours = _ours()
+    sent = {node: "\n".join(text) for node, text in ran["sent_text"].items() if _type(ran, node) in ours}
+    assert sent, "no MaSC node got text from the server"
+    assert set(sent) <= set(ran["reports"]), f"nodes that got text but show no report box: {set(sent) - set(ran['reports'])}"
+    for node, box in ran["reports"].items():
+        assert box["value"] == sent.get(node, box["value"]) and box["value"], f"node {node} shows {box['value']!r}"
+        assert box["readOnly"] and box["ariaLabel"] == "report" and box["label"] == "report"
+        assert box["shown"] and box["scrollHeight"] <= box["clientHeight"] + 1, f"node {node}: lines cut off {box}"
+
+
+def _type(result: dict, node_id: str) -> str:
+    return next((n["type"] for n in result["saved"]["nodes"] if n["id"] == node_id), "")
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_pending(n)) for n in NAMES])
+def test_report_is_never_saved_in_the_workflow_or_sent_in_the_prompt(session, name):
+    """Our nodes' saved widget values and queued inputs hold no report (core's Preview Any may show the same text)."""
+    ran = session["workflows"][name]
+    saved = ran["saved"]
+    ours = {node: box for node, box in ran["reports"].items()}
+    prompt = json.loads(saved["prompt"])
+    for node in saved["nodes"]:
+        if node["id"] not in ours:
+            continue
+        lines = [line for line in ours[node["id"]]["value"].splitlines() if len(line) > 12]
+        stored = json.dumps(node["widgets_values"]) + json.dumps(prompt.get(node["id"], {}).get("inputs", {}))
+        assert "masc_report" not in stored and not [line for line in lines if line in stored], (node, stored)
+
+
+def test_score_report_on_workflow_1_matches_its_preview_of_cp(classic):
+    """Workflow 1 queued from the page: the CP node's report shows the CP the Preview Any node shows."""
+    ran = classic["workflows"]["1_score_a_pair"]
+    cp_node = next(n for n in ran["saved"]["nodes"] if n["type"] == "MaSCConceptPreservation")["id"]
+    previews = [text for node, text in ran["sent_text"].items() if _type(ran, node) == "PreviewAny"]
+    values = [float(t[0]) for t in previews if _is_number(t[0])]
+    assert any(f"{value:+.4f}" in ran["reports"][cp_node]["value"] for value in values), (ran["reports"][cp_node], previews)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def test_front_end_reports_no_warning_about_the_pack(session):
+    pending = [name.removesuffix(".json") for name in PENDING]
+    noisy = [
+        line for line in session["console"]
+        if ("masc" in line.lower() or "internal module" in line or "inputEl is deprecated" in line)
+        and not any(name in line for name in pending)
+    ]
+    assert noisy == []
+
+
+def test_vue_renderer_shows_the_report_read_only_and_labelled(vue):
+    ran = vue["workflows"]["1_score_a_pair"]
+    assert ran["vue_reports"], "no report box in the Vue renderer"
+    for node, box in ran["vue_reports"].items():
+        assert box["present"], f"node {node}: no report box"
+        assert box["readOnly"] and box["after_typing"] == box["value"], f"node {node}: typing changed the report"
+        assert box["accessible_name"] == "report" and "masc_report" not in box["node_text"]
+        assert box["every_line_visible"] and box["covered_by"] is None, f"node {node}: {box}"
+
+
+def test_templates_browser_lists_the_workflows_in_order_with_thumbnails(classic):
+    cards = classic["templates"]["cards"]
+    assert [c["name"] for c in cards] == NAMES, cards
+    for card in cards:
+        if card["name"] + ".json" in PENDING:
+            continue
+        path = os.path.join(ROOT, "workflows", card["name"] + ".jpg")
+        assert os.path.isfile(path), f"{card['name']} has no thumbnail file"
+        with Image.open(path) as thumbnail:
+            width = thumbnail.size[0]
+        # Not the front end's placeholder (1.49 shows default-template.png, 1.27 an icon): our picture.
+        assert card["width"] == width and not card["placeholder"], f"{card['name']}: no thumbnail shown ({card})"

@@ -1,0 +1,193 @@
+"""Packaging as the Comfy Registry and ComfyUI-Manager expect, and what the pack ships to users.
+
+- pyproject: [project] urls.Repository and OS/accelerator classifiers the Registry reads, [tool.comfy]
+  Icon/Banner pointing at files of this repository, requires-comfyui as '>=X.Y.Z';
+- the Registry's rules on the shipped code (git's files minus .comfyignore): no eval/exec, nothing that
+  runs pip or other programs at run time;
+- the example inputs the workflows load are shipped and copied into ComfyUI's input folder without
+  ever overwriting a user's file; every UI workflow has its template thumbnail.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import glob
+import json
+import os
+import re
+import subprocess
+import tomllib
+from importlib import import_module
+
+import pytest
+from PIL import Image
+
+from comfy_harness import ROOT, import_pack
+from pending import PENDING
+
+# What comfy_config (ComfyUI's reader of this file) accepts.
+REGISTRY_OS_PREFIXES = ("Microsoft", "POSIX", "MacOS", "OS Independent")
+REGISTRY_ACCELERATORS = {"GPU :: NVIDIA CUDA", "GPU :: AMD ROCm", "GPU :: Intel Arc", "NPU :: Huawei Ascend", "GPU :: Apple Metal"}
+FORBIDDEN_CALLS = {"eval", "exec", "compile", "__import__"}
+FORBIDDEN_MODULES = {"subprocess", "pip", "ensurepip", "runpy", "pty", "multiprocessing"}
+FORBIDDEN_OS_CALLS = re.compile(r"^(system|popen|exec\w*|spawn\w*|fork\w*|posix_spawn\w*)$")
+LOADERS = {"LoadImage", "LoadImageMask"}
+
+
+@pytest.fixture(scope="module")
+def pyproject() -> dict:
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as handle:
+        return tomllib.load(handle)
+
+
+def shipped_files() -> list[str]:
+    """The Registry archive's files: git's tracked and new files, minus the patterns of .comfyignore."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout.split()
+    with open(os.path.join(ROOT, ".comfyignore"), encoding="utf-8") as handle:
+        patterns = [line.strip() for line in handle if line.strip() and not line.startswith("#")]
+
+    def ignored(name: str) -> bool:
+        return any(name.startswith(p) if p.endswith("/") else fnmatch.fnmatch(name, p) for p in patterns)
+
+    return [name for name in listed if not ignored(name) and os.path.isfile(os.path.join(ROOT, name))]
+
+
+def test_project_metadata_for_the_registry(pyproject):
+    project = pyproject["project"]
+    assert project["name"] and re.fullmatch(r"\d+\.\d+\.\d+", project["version"]) and project["description"]
+    assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", project["urls"]["Repository"])
+    systems = [c.removeprefix("Operating System :: ") for c in project["classifiers"] if c.startswith("Operating System :: ")]
+    accelerators = [c.removeprefix("Environment :: ") for c in project["classifiers"] if c.startswith("Environment :: ")]
+    assert systems and all(s.startswith(REGISTRY_OS_PREFIXES) for s in systems)
+    assert accelerators and set(accelerators) <= REGISTRY_ACCELERATORS
+
+
+def test_registry_images_are_files_of_this_repository(pyproject):
+    comfy = pyproject["tool"]["comfy"]
+    assert comfy["PublisherId"] and comfy["DisplayName"]
+    raw = pyproject["project"]["urls"]["Repository"].replace("https://github.com/", "https://raw.githubusercontent.com/")
+    for key, size in (("Icon", (400, 400)), ("Banner", None)):
+        assert comfy[key].startswith(raw + "/main/"), f"{key} is not a file of {raw}"
+        path = os.path.join(ROOT, comfy[key].removeprefix(raw + "/main/"))
+        assert path in {os.path.join(ROOT, f) for f in shipped_files()}, f"{key}: {path} is not in the repository"
+        with Image.open(path) as image:
+            assert size is None or image.size == size, image.size
+    assert re.fullmatch(r">=\d+\.\d+\.\d+", comfy["requires-comfyui"])
+    assert isinstance(comfy["includes"], list)
+
+
+def _problems(path: str) -> list[str]:
+    """What the Registry's rules forbid in one Python file (read with ast: words in strings do not count)."""
+    found = []
+    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read(), path)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FORBIDDEN_CALLS:
+            found.append(f"{path}:{node.lineno} calls {node.func.id}()")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
+            if node.func.value.id == "os" and FORBIDDEN_OS_CALLS.match(node.func.attr):
+                found.append(f"{path}:{node.lineno} calls os.{node.func.attr}()")
+        elif isinstance(node, ast.Import):
+            found += [f"{path}:{node.lineno} imports {a.name}" for a in node.names if a.name.split(".")[0] in FORBIDDEN_MODULES]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] in FORBIDDEN_MODULES:
+            found.append(f"{path}:{node.lineno} imports {node.module}")
+    return found
+
+
+def test_shipped_code_runs_no_eval_exec_pip_or_programs():
+    files = [os.path.join(ROOT, f) for f in shipped_files()]
+    python = [f for f in files if f.endswith(".py")]
+    assert any(f.endswith("nodes/host.py") for f in python) and not any("/tests/" in f for f in python)
+    problems = [p for f in python for p in _problems(f)]
+    for script in (f for f in files if f.endswith(".js")):
+        text = open(script, encoding="utf-8").read()
+        problems += [f"{script}: {m.group(0)}" for m in re.finditer(r"\beval\s*\(|new\s+Function\s*\(", text)]
+    assert problems == []
+
+
+def test_the_rules_see_a_forbidden_call(tmp_path):
+    """The scan above is not vacuous: it finds each kind of thing it forbids."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("import subprocess\nfrom pip import main\nimport os\nos.system('x')\neval('1')\nmodel.eval()\nre.compile('x')\n")
+    assert [p.split(" ", 1)[1] for p in _problems(str(bad))] == [
+        "imports subprocess", "imports pip", "calls os.system()", "calls eval()",
+    ]
+
+
+def test_development_files_are_left_out_of_the_archive():
+    shipped = shipped_files()
+    assert not any(f.startswith(("tests/", ".ci/", "benchmarks/")) for f in shipped)
+    assert {"__init__.py", "web/masc_scores.js", "example_inputs/masc_example_dog_00.jpg"} <= set(shipped)
+
+
+def test_requirements_never_install_torch():
+    """ComfyUI-Manager installs requirements.txt; torch comes with ComfyUI and must not be replaced."""
+    with open(os.path.join(ROOT, "requirements.txt"), encoding="utf-8") as handle:
+        names = [re.split(r"[<>=!~\[; ]", line.strip())[0].lower() for line in handle if line.strip() and not line.startswith("#")]
+    assert names and not {"torch", "torchvision", "torchaudio"} & set(names)
+
+
+# --- example inputs and templates -------------------------------------------------------------------------
+
+def _loaded_files(path: str) -> set[str]:
+    with open(path, encoding="utf-8") as handle:
+        graph = json.load(handle)
+    if "nodes" in graph:  # UI format: the file name is the first widget value
+        return {n["widgets_values"][0] for n in graph["nodes"] if n["type"] in LOADERS}
+    return {n["inputs"]["image"] for n in graph.values() if n["class_type"] in LOADERS}
+
+
+WORKFLOW_FILES = sorted(glob.glob(os.path.join(ROOT, "workflows", "*.json")) + glob.glob(os.path.join(ROOT, "workflows", "api", "*.json")))
+
+
+@pytest.mark.parametrize("path", [
+    pytest.param(p, id=os.path.relpath(p, ROOT), marks=[pytest.mark.xfail(reason=PENDING[os.path.basename(p)])] if os.path.basename(p) in PENDING else [])
+    for p in WORKFLOW_FILES
+])
+def test_workflows_load_only_shipped_example_inputs(path):
+    shipped = set(os.listdir(os.path.join(ROOT, "example_inputs")))
+    assert _loaded_files(path) <= shipped
+
+
+@pytest.mark.parametrize("path", [
+    pytest.param(p, id=os.path.basename(p), marks=[pytest.mark.xfail(reason=PENDING[os.path.basename(p)])] if os.path.basename(p) in PENDING else [])
+    for p in sorted(glob.glob(os.path.join(ROOT, "workflows", "*.json")))
+])
+def test_every_ui_workflow_has_its_template_thumbnail(path):
+    thumbnail = path[:-len(".json")] + ".jpg"
+    assert os.path.isfile(thumbnail), "the templates browser would show a blank card"
+    with Image.open(thumbnail) as image:
+        assert image.format == "JPEG" and image.size[0] >= 256 and image.size[1] >= 256
+
+
+def test_template_names_read_in_order():
+    """The front-end extension lists our templates by name: a number first keeps 1..N in order."""
+    stems = [os.path.basename(p)[:-5] for p in sorted(glob.glob(os.path.join(ROOT, "workflows", "*.json")))]
+    numbers = [int(s.split("_", 1)[0]) for s in stems]
+    assert numbers == list(range(1, len(stems) + 1))
+
+
+@pytest.fixture
+def host_module():
+    return import_module(import_pack().__name__ + ".nodes.host")
+
+
+def test_examples_are_copied_once_and_never_over_a_users_file(host_module, tmp_path):
+    examples = sorted(n for n in os.listdir(os.path.join(ROOT, "example_inputs")) if n.startswith("masc_example_"))
+    users = tmp_path / examples[0]
+    users.write_bytes(b"the user's own picture")
+    copied = host_module.copy_example_inputs(str(tmp_path))
+    assert copied == examples[1:]
+    assert users.read_bytes() == b"the user's own picture"
+    assert sorted(os.listdir(tmp_path)) == examples  # the README stays in the pack
+    for name in copied:
+        assert (tmp_path / name).read_bytes() == open(os.path.join(ROOT, "example_inputs", name), "rb").read()
+    assert host_module.copy_example_inputs(str(tmp_path)) == []
+
+
+def test_an_input_folder_that_cannot_be_written_only_logs(host_module, tmp_path, caplog):
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the input folder should be")
+    assert host_module.copy_example_inputs(str(blocked)) == []
+    assert "example inputs not copied" in caplog.text
