@@ -9,7 +9,8 @@ and text).
 
 from __future__ import annotations
 
-from ..masc_core.heatmaps import HeatmapImages, render_heatmaps, with_caption
+from ..masc_core.captions import with_caption
+from ..masc_core.heatmaps import HeatmapImages, render_heatmaps
 from ..masc_core.report import caption, score_table
 from ..masc_core.scores import ScoreBatch
 from ..masc_core.scoring import score_images
