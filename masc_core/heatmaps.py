@@ -30,6 +30,7 @@ there, on the band they cover.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
@@ -90,25 +91,62 @@ def upsample(grid: np.ndarray, size: tuple[int, int], *, mode: str = "bilinear")
     return _upsample(_grid_tensor(grid, torch.device("cpu")), size, mode).numpy()
 
 
+@lru_cache(maxsize=64)
+def _nearest_sources(cells: int, length: int) -> np.ndarray:
+    """The cell each of ``length`` pixels shows when ``cells`` cells are upsampled (torch's nearest rule)."""
+    positions = torch.arange(cells, dtype=torch.float32).view(1, 1, cells, 1)
+    return F.interpolate(positions, size=(length, 1), mode="nearest")[0, 0, :, 0].to(torch.int64).numpy()
+
+
+def muted_blocks(muted, size: tuple[int, int]) -> list[tuple[int, int, int, int]]:
+    """Pixel rectangles (top, bottom, left, right) that cover the set cells of a patch grid upsampled to ``size``.
+
+    Nearest upsampling turns each run of set cells in a row of the grid into one
+    rectangle of pixels; rows of the grid that are alike share one.
+    """
+    cells = np.asarray(muted, dtype=bool)
+    rows, cols = cells.shape
+    row_source, col_source = _nearest_sources(rows, size[0]), _nearest_sources(cols, size[1])
+    row_edges = np.searchsorted(row_source, np.arange(rows + 1))
+    col_edges = np.searchsorted(col_source, np.arange(cols + 1))
+    blocks = []
+    start = 0
+    for row in range(1, rows + 1):
+        if row < rows and np.array_equal(cells[row], cells[start]):
+            continue
+        flips = np.flatnonzero(np.diff(np.concatenate([[False], cells[start], [False]]).astype(np.int8)))
+        top, bottom = int(row_edges[start]), int(row_edges[row])
+        for first, stop in zip(flips[::2], flips[1::2]):
+            left, right = int(col_edges[first]), int(col_edges[stop])
+            if bottom > top and right > left:
+                blocks.append((top, bottom, left, right))
+        start = row
+    return blocks
+
+
 class _Canvas:
-    """One image on the device, with its share of every blend painted over it (computed once)."""
+    """One image on the device, with what every map painted over it shares (computed once)."""
 
     def __init__(self, image: np.ndarray, device: torch.device):
         array = np.ascontiguousarray(image, dtype=np.uint8)
         if not array.flags.writeable:  # torch warns about read-only arrays (PIL's), though nothing writes here
             array = array.copy()
-        pixels = torch.from_numpy(array).to(device).float()
-        self.size = (int(pixels.shape[0]), int(pixels.shape[1]))
-        # + 0.5: the blend is rounded by truncating to uint8 (every value is positive).
-        self.weighted = pixels.mul(1.0 - ALPHA).add_(0.5)
-        self.grey = pixels.mean(dim=2, keepdim=True).mul_(0.5).add_(64.0).round_().add_(0.5)
+        self.pixels = torch.from_numpy(array).to(device)
+        self.size = (array.shape[0], array.shape[1])
+        # The image's share of the blend; + 0.5 since the blend is rounded by truncating to uint8.
+        self.weighted = self.pixels.float().mul_(1.0 - ALPHA).add_(0.5)
+        self._grey: torch.Tensor | None = None
 
-    def backdrop(self, muted) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The image's share of the blend, grey where ``muted`` (a patch grid) is set; and the muted pixels."""
-        if muted is None:
-            return self.weighted, None
-        pixels = _upsample(_grid_tensor(muted, self.weighted.device), self.size, "nearest") > 0.5
-        return torch.where(pixels[..., None], self.grey, self.weighted), pixels
+    @property
+    def grey(self) -> torch.Tensor:
+        """What muted patches show: each pixel's mean, halved, lifted by 64 (uint8 [H, W, 3])."""
+        if self._grey is None:
+            # Summed by channel slices: a reduction over a last dimension of 3 is several times slower.
+            channels = self.pixels.float()
+            mean = (channels[..., 0:1] + channels[..., 1:2]).add_(channels[..., 2:3]).div_(3.0)
+            grey = mean.mul_(0.5).add_(64.0).round_().to(torch.uint8)
+            self._grey = grey.expand(*self.size, 3).contiguous()
+        return self._grey
 
 
 class _Painter:
@@ -117,30 +155,30 @@ class _Painter:
     def __init__(self, device: torch.device, steps: int = COLOUR_STEPS):
         self.device = device
         self.steps = steps
-        # The heat's share of the blend per entry; a last entry of 0 for muted pixels (grey alone).
-        table = torch.from_numpy(colour_table(steps).astype(np.float32) * np.float32(ALPHA))
-        self.table = torch.cat([table, torch.zeros(1, 3)]).to(device)
+        # The heat's share of the blend, per table entry.
+        self.table = torch.from_numpy(colour_table(steps).astype(np.float32) * np.float32(ALPHA)).to(device)
 
-    def paint(self, backdrop, muted_pixels, grid, vmin: float, vmax: float, out: torch.Tensor) -> None:
-        """``out`` (uint8 [H, W, 3]) = ``grid`` coloured on [vmin, vmax] and blended over the backdrop."""
+    def paint(self, canvas: _Canvas, grid, vmin: float, vmax: float, muted: list, out: torch.Tensor) -> None:
+        """``out`` (uint8 [H, W, 3]) = ``grid`` coloured on [vmin, vmax] over the canvas, grey on the ``muted`` blocks."""
         height, width = out.shape[:2]
         scale = (self.steps - 1) / max(vmax - vmin, 1e-12)
         # Scaled to table positions (+ 0.5 to round by truncation) before upsampling: the
         # interpolation is affine, so this is the upsampled grid's position, at patch cost.
         positions = _grid_tensor(grid, self.device).sub_(vmin).mul_(scale).add_(0.5)
-        index = _upsample(positions, (height, width), "bilinear").clamp_(0.5, self.steps - 0.5).to(torch.int64)
-        if muted_pixels is not None:
-            index.masked_fill_(muted_pixels, self.steps)
-        heat = self.table.index_select(0, index.view(-1)).view(height, width, 3)
-        out.copy_(heat.add_(backdrop))
+        position = _upsample(positions, (height, width), "bilinear").clamp_(0.5, self.steps - 0.5)
+        heat = self.table.index_select(0, position.to(torch.int32).view(-1)).view(height, width, 3)
+        out.copy_(heat.add_(canvas.weighted))
+        # Muted pixels are the image's grey alone: copied over, block by block (a per-pixel
+        # select over 3 channels costs more than the whole blend).
+        for top, bottom, left, right in muted:
+            out[top:bottom, left:right] = canvas.grey[top:bottom, left:right]
 
 
 def _single(image: np.ndarray, grid, *, vmin: float, vmax: float, muted=None) -> np.ndarray:
-    device = torch.device("cpu")
-    canvas = _Canvas(image, device)
-    backdrop, pixels = canvas.backdrop(muted)
+    canvas = _Canvas(image, torch.device("cpu"))
+    blocks = muted_blocks(muted, canvas.size) if muted is not None else []
     out = torch.empty(*canvas.size, 3, dtype=torch.uint8)
-    _Painter(device).paint(backdrop, pixels, grid, vmin, vmax, out)
+    _Painter(canvas.pixels.device).paint(canvas, grid, vmin, vmax, blocks, out)
     return out.numpy()
 
 
@@ -241,21 +279,22 @@ def _cut(flat, start: int, shape: tuple[int, int, int]):
 
 
 def _paint_batch(painter: _Painter, maps, references, outputs, slots: dict, count: int) -> None:
-    """Every asked-for map into its slot: one canvas per image, one backdrop per reference view."""
+    """Every asked-for map into its slot: one canvas per image, the muted blocks of a view found once."""
     low, high = COSINE_RANGE
     views = len(references)
     for k in range(views if slots["reference"] else 0):
-        backdrop, muted = _Canvas(references[k], painter.device).backdrop(~np.asarray(maps.reference_keep[k], bool))
+        canvas = _Canvas(references[k], painter.device)
+        muted = muted_blocks(~np.asarray(maps.reference_keep[k], bool), canvas.size)
         for n in range(count):
-            painter.paint(backdrop, muted, maps.reference_match[n][k], low, high, slots["reference"][n * views + k])
+            painter.paint(canvas, maps.reference_match[n][k], low, high, muted, slots["reference"][n * views + k])
     for n in range(count if slots["presence"] or slots["attention"] else 0):
         canvas = _Canvas(outputs[n], painter.device)
         if slots["presence"]:
-            painter.paint(canvas.weighted, None, maps.output_presence[n], low, high, slots["presence"][n])
+            painter.paint(canvas, maps.output_presence[n], low, high, [], slots["presence"][n])
         if slots["attention"]:
             grid, vmax, hidden = _attention_scale(maps.background_attention[n], maps.output_hidden[n])
-            backdrop, muted = canvas.backdrop(hidden)
-            painter.paint(backdrop, muted, grid, 0.0, vmax, slots["attention"][n])
+            muted = muted_blocks(hidden, canvas.size) if hidden is not None else []
+            painter.paint(canvas, grid, 0.0, vmax, muted, slots["attention"][n])
 
 
 def _draw_captions(batch: ScoreBatch, pictures: dict, views: int) -> None:

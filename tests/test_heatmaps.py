@@ -178,3 +178,14 @@ def test_maps_not_asked_for_are_not_rendered(photo_batch):
     assert only_attention.reference == only_attention.presence == [] and len(only_attention.attention) == 4
     full = render.render_heatmaps(batch, references, outputs)
     assert all(np.array_equal(a, b) for a, b in zip(only_attention.attention, full.attention))
+
+
+@pytest.mark.parametrize("grid,size", [((32, 32), (1024, 1024)), ((7, 13), (300, 517)), ((24, 41), (384, 656)), ((5, 3), (4, 2)), ((1, 1), (9, 9))])
+def test_muted_blocks_cover_exactly_the_nearest_upsampled_cells(grid, size):
+    rng = np.random.default_rng(sum(grid))
+    for cells in (rng.random(grid) > 0.5, np.ones(grid, bool), np.zeros(grid, bool)):
+        covered = np.zeros(size, bool)
+        for top, bottom, left, right in render.muted_blocks(cells, size):
+            assert not covered[top:bottom, left:right].any()  # no pixel painted twice
+            covered[top:bottom, left:right] = True
+        assert np.array_equal(covered, render.upsample(cells.astype(np.float32), size, mode="nearest") > 0.5)
