@@ -38,6 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from .captions import draw_caption
+from .images import host_tensor
 from .report import caption, format_score
 from .scores import ScoreBatch
 
@@ -263,10 +264,13 @@ def render_heatmaps(
         for height, width in shapes:
             places[kind].append((offset, (int(height), int(width), 3)))
             offset += int(height) * int(width) * 3
-    buffer = torch.empty(offset, dtype=torch.uint8, device=device)
+    host = host_tensor((offset,), torch.uint8)
+    buffer = host if device.type == "cpu" else torch.empty(offset, dtype=torch.uint8, device=device)
     slots = {kind: [_cut(buffer, start, shape) for start, shape in spots] for kind, spots in places.items()}
     _paint_batch(_Painter(device), maps, references, outputs, slots, count)
-    host = buffer.cpu().numpy()  # the one device-to-host copy (none on the CPU)
+    if buffer is not host:
+        host.copy_(buffer)  # the one device-to-host copy
+    host = host.numpy()
     pictures = {kind: [_cut(host, start, shape) for start, shape in spots] for kind, spots in places.items()}
     if captions:
         _draw_captions(batch, pictures, views)
