@@ -56,8 +56,9 @@ def to_comfy_image_batch(images: Sequence[np.ndarray]) -> torch.Tensor:
     """
     first = np.asarray(images[0])
     batch = host_tensor((len(images), *first.shape[:2], 3), torch.float32)
-    for row, image in zip(batch, images):
-        row.copy_(torch.from_numpy(np.asarray(image, dtype=np.uint8)))
+    rows = batch.numpy()
+    for row, image in enumerate(images):
+        rows[row] = image  # numpy casts uint8 to float32 (and takes read-only arrays, which torch warns about)
     return batch.div_(255.0)
 
 
