@@ -99,17 +99,28 @@ def _nearest_sources(cells: int, length: int) -> np.ndarray:
     return F.interpolate(positions, size=(length, 1), mode="nearest")[0, 0, :, 0].to(torch.int64).numpy()
 
 
-def muted_blocks(muted, size: tuple[int, int]) -> list[tuple[int, int, int, int]]:
-    """Pixel rectangles (top, bottom, left, right) that cover the set cells of a patch grid upsampled to ``size``.
+@dataclass(frozen=True)
+class Muting:
+    """Which pixels of a map are grey (muted patches) and which are coloured, as rectangles (top, bottom, left, right)."""
+
+    blocks: list[tuple[int, int, int, int]]
+    """Rectangles covering exactly the muted pixels."""
+    coloured: tuple[int, int, int, int] | None
+    """The smallest rectangle holding every pixel that is not muted; None when all are."""
+
+
+def muting(muted, size: tuple[int, int]) -> Muting:
+    """Where the set cells of a patch grid land when it is upsampled (nearest) to ``size``.
 
     Nearest upsampling turns each run of set cells in a row of the grid into one
     rectangle of pixels; rows of the grid that are alike share one.
     """
+    if muted is None:
+        return Muting([], (0, size[0], 0, size[1]))
     cells = np.asarray(muted, dtype=bool)
     rows, cols = cells.shape
-    row_source, col_source = _nearest_sources(rows, size[0]), _nearest_sources(cols, size[1])
-    row_edges = np.searchsorted(row_source, np.arange(rows + 1))
-    col_edges = np.searchsorted(col_source, np.arange(cols + 1))
+    row_edges = np.searchsorted(_nearest_sources(rows, size[0]), np.arange(rows + 1))
+    col_edges = np.searchsorted(_nearest_sources(cols, size[1]), np.arange(cols + 1))
     blocks = []
     start = 0
     for row in range(1, rows + 1):
@@ -122,7 +133,14 @@ def muted_blocks(muted, size: tuple[int, int]) -> list[tuple[int, int, int, int]
             if bottom > top and right > left:
                 blocks.append((top, bottom, left, right))
         start = row
-    return blocks
+    shown_rows, shown_cols = np.flatnonzero((~cells).any(axis=1)), np.flatnonzero((~cells).any(axis=0))
+    coloured = None
+    if shown_rows.size:
+        coloured = (int(row_edges[shown_rows[0]]), int(row_edges[shown_rows[-1] + 1]),
+                    int(col_edges[shown_cols[0]]), int(col_edges[shown_cols[-1] + 1]))
+        if coloured[1] <= coloured[0] or coloured[3] <= coloured[2]:
+            coloured = None
+    return Muting(blocks, coloured)
 
 
 class _Canvas:
@@ -159,27 +177,29 @@ class _Painter:
         # The heat's share of the blend, per table entry.
         self.table = torch.from_numpy(colour_table(steps).astype(np.float32) * np.float32(ALPHA)).to(device)
 
-    def paint(self, canvas: _Canvas, grid, vmin: float, vmax: float, muted: list, out: torch.Tensor) -> None:
-        """``out`` (uint8 [H, W, 3]) = ``grid`` coloured on [vmin, vmax] over the canvas, grey on the ``muted`` blocks."""
+    def paint(self, canvas: _Canvas, grid, vmin: float, vmax: float, muted: Muting, out: torch.Tensor) -> None:
+        """``out`` (uint8 [H, W, 3]) = ``grid`` coloured on [vmin, vmax] over the canvas, grey where ``muted``."""
         height, width = out.shape[:2]
-        scale = (self.steps - 1) / max(vmax - vmin, 1e-12)
-        # Scaled to table positions (+ 0.5 to round by truncation) before upsampling: the
-        # interpolation is affine, so this is the upsampled grid's position, at patch cost.
-        positions = _grid_tensor(grid, self.device).sub_(vmin).mul_(scale).add_(0.5)
-        position = _upsample(positions, (height, width), "bilinear").clamp_(0.5, self.steps - 0.5)
-        heat = self.table.index_select(0, position.to(torch.int32).view(-1)).view(height, width, 3)
-        out.copy_(heat.add_(canvas.weighted))
+        if muted.coloured is not None:
+            top, bottom, left, right = muted.coloured  # only where some pixel is coloured
+            scale = (self.steps - 1) / max(vmax - vmin, 1e-12)
+            # Scaled to table positions (+ 0.5 to round by truncation) before upsampling: the
+            # interpolation is affine, so this is the upsampled grid's position, at patch cost.
+            positions = _grid_tensor(grid, self.device).sub_(vmin).mul_(scale).add_(0.5)
+            position = _upsample(positions, (height, width), "bilinear")[top:bottom, left:right]
+            index = position.clamp(0.5, self.steps - 0.5).to(torch.int32).reshape(-1)
+            heat = self.table.index_select(0, index).view(bottom - top, right - left, 3)
+            out[top:bottom, left:right].copy_(heat.add_(canvas.weighted[top:bottom, left:right]))
         # Muted pixels are the image's grey alone: copied over, block by block (a per-pixel
         # select over 3 channels costs more than the whole blend).
-        for top, bottom, left, right in muted:
+        for top, bottom, left, right in muted.blocks:
             out[top:bottom, left:right] = canvas.grey[top:bottom, left:right]
 
 
 def _single(image: np.ndarray, grid, *, vmin: float, vmax: float, muted=None) -> np.ndarray:
     canvas = _Canvas(image, torch.device("cpu"))
-    blocks = muted_blocks(muted, canvas.size) if muted is not None else []
     out = torch.empty(*canvas.size, 3, dtype=torch.uint8)
-    _Painter(canvas.pixels.device).paint(canvas, grid, vmin, vmax, blocks, out)
+    _Painter(canvas.pixels.device).paint(canvas, grid, vmin, vmax, muting(muted, canvas.size), out)
     return out.numpy()
 
 
@@ -283,21 +303,21 @@ def _cut(flat, start: int, shape: tuple[int, int, int]):
 
 
 def _paint_batch(painter: _Painter, maps, references, outputs, slots: dict, count: int) -> None:
-    """Every asked-for map into its slot: one canvas per image, the muted blocks of a view found once."""
+    """Every asked-for map into its slot: one canvas per image, a view's muting found once."""
     low, high = COSINE_RANGE
     views = len(references)
     for k in range(views if slots["reference"] else 0):
         canvas = _Canvas(references[k], painter.device)
-        muted = muted_blocks(~np.asarray(maps.reference_keep[k], bool), canvas.size)
+        muted = muting(~np.asarray(maps.reference_keep[k], bool), canvas.size)
         for n in range(count):
             painter.paint(canvas, maps.reference_match[n][k], low, high, muted, slots["reference"][n * views + k])
     for n in range(count if slots["presence"] or slots["attention"] else 0):
         canvas = _Canvas(outputs[n], painter.device)
         if slots["presence"]:
-            painter.paint(canvas, maps.output_presence[n], low, high, [], slots["presence"][n])
+            painter.paint(canvas, maps.output_presence[n], low, high, muting(None, canvas.size), slots["presence"][n])
         if slots["attention"]:
             grid, vmax, hidden = _attention_scale(maps.background_attention[n], maps.output_hidden[n])
-            muted = muted_blocks(hidden, canvas.size) if hidden is not None else []
+            muted = muting(hidden, canvas.size)
             painter.paint(canvas, grid, 0.0, vmax, muted, slots["attention"][n])
 
 

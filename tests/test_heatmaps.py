@@ -181,11 +181,21 @@ def test_maps_not_asked_for_are_not_rendered(photo_batch):
 
 
 @pytest.mark.parametrize("grid,size", [((32, 32), (1024, 1024)), ((7, 13), (300, 517)), ((24, 41), (384, 656)), ((5, 3), (4, 2)), ((1, 1), (9, 9))])
-def test_muted_blocks_cover_exactly_the_nearest_upsampled_cells(grid, size):
+def test_muting_covers_exactly_the_nearest_upsampled_cells(grid, size):
     rng = np.random.default_rng(sum(grid))
-    for cells in (rng.random(grid) > 0.5, np.ones(grid, bool), np.zeros(grid, bool)):
+    box = np.ones(grid, bool)
+    box[grid[0] // 3 : grid[0] // 3 + 1, grid[1] // 2 :] = False
+    for cells in (rng.random(grid) > 0.5, box, np.ones(grid, bool), np.zeros(grid, bool)):
+        plan = render.muting(cells, size)
+        expected = render.upsample(cells.astype(np.float32), size, mode="nearest") > 0.5
         covered = np.zeros(size, bool)
-        for top, bottom, left, right in render.muted_blocks(cells, size):
+        for top, bottom, left, right in plan.blocks:
             assert not covered[top:bottom, left:right].any()  # no pixel painted twice
             covered[top:bottom, left:right] = True
-        assert np.array_equal(covered, render.upsample(cells.astype(np.float32), size, mode="nearest") > 0.5)
+        assert np.array_equal(covered, expected)
+        if expected.all():
+            assert plan.coloured is None
+        else:  # the coloured rectangle is the bounding box of the pixels left in colour
+            rows, cols = np.flatnonzero((~expected).any(axis=1)), np.flatnonzero((~expected).any(axis=0))
+            assert plan.coloured == (rows[0], rows[-1] + 1, cols[0], cols[-1] + 1)
+    assert render.muting(None, size) == render.Muting([], (0, size[0], 0, size[1]))
