@@ -17,14 +17,24 @@ and runs; attention is drawn relative to its maximum in each image.
 ``render_heatmaps`` paints all three for a scored batch (every output, every
 reference view): the one place the CLI and the nodes get their pictures.
 
-How it stays cheap (a 1024 px map costs a few milliseconds on a CPU): the
-patch grid is scaled to colour-table indices before it is upsampled
-(bilinear interpolation commutes with the affine scaling), so the full-size
-work is one clamp, one table lookup, one add and one conversion to uint8.
-The image's share of the blend (and its grey, for muted patches) is computed
-once per image, not once per map. Every map of a batch is written into one
-uint8 buffer on the device, copied to the host once; captions are drawn
-there, on the band they cover.
+How it stays cheap (a 1024 px map costs a few milliseconds on a CPU), on
+the device the encoder runs on:
+
+- the patch grid is scaled to colour-table positions before it is
+  upsampled (bilinear interpolation commutes with the affine scaling), so
+  the full-size work is one clamp, one table lookup (a precomputed viridis
+  table of ``COLOUR_STEPS`` entries, already weighted for the blend), one
+  add and one conversion to uint8;
+- the image's share of the blend, and its grey for muted patches, are
+  computed once per image, not once per map;
+- muted patches are grey rectangles copied over (nearest upsampling makes
+  each run of muted cells one rectangle), and only the rectangle that holds
+  coloured pixels is coloured (most of a reference outside its mask is grey);
+- every map of a batch is written into one uint8 buffer, copied to the host
+  once; captions are drawn there, on the band they cover.
+
+The patch grids themselves (``scores.Heatmaps``) stay numpy: a few KiB each,
+handed to the device map by map.
 """
 
 from __future__ import annotations
