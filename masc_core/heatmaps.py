@@ -48,7 +48,6 @@ import torch
 import torch.nn.functional as F
 
 from .captions import draw_caption
-from .images import host_tensor
 from .report import caption, format_score
 from .scores import ScoreBatch
 
@@ -294,7 +293,7 @@ def render_heatmaps(
         for height, width in shapes:
             places[kind].append((offset, (int(height), int(width), 3)))
             offset += int(height) * int(width) * 3
-    host = host_tensor((offset,), torch.uint8)
+    host = torch.empty(offset, dtype=torch.uint8)
     buffer = host if device.type == "cpu" else torch.empty(offset, dtype=torch.uint8, device=device)
     slots = {kind: [_cut(buffer, start, shape) for start, shape in spots] for kind, spots in places.items()}
     _paint_batch(_Painter(device), maps, references, outputs, slots, count)

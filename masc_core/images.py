@@ -18,7 +18,7 @@ handed a PIL image and calls ``image.convert("RGB")``:
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
@@ -110,20 +110,6 @@ def to_rgb_uint8_list(images: Any, name: str = "images") -> list[np.ndarray]:
             raise MascInputError(f"{name} is an empty batch: pass at least one image")
         return [to_rgb_uint8(array[i], f"{name}[{i}]") for i in range(array.shape[0])]
     return [to_rgb_uint8(array, name)]
-
-
-def host_tensor(shape: Sequence[int], dtype) -> Any:
-    """An uninitialised CPU torch tensor whose memory numpy allocated.
-
-    numpy asks Linux for transparent huge pages on large allocations (torch's
-    CPU allocator does not): a fresh 100 MB tensor (a batch of eight 1024 px
-    IMAGEs in float) is then written about ten times faster, the difference
-    being one page fault per 4 KiB page. Elsewhere it is an ordinary allocation.
-    """
-    import torch
-
-    numpy_dtype = torch.empty(0, dtype=dtype).numpy().dtype
-    return torch.from_numpy(np.empty(tuple(int(side) for side in shape), dtype=numpy_dtype))
 
 
 def _open_image(path: str | os.PathLike, name: str) -> Image.Image:
