@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+from benchmarks.stages import markdown
 from conftest import ROOT
 
 
@@ -31,8 +32,6 @@ def test_stages_bench_times_every_stage_of_a_node_call(naflex_dir, tmp_path):
     table = (tmp_path / "stages.md").read_text()
     assert "| heatmap rendering (every map, captions) |" in table and "6 maps" in table
     assert completed.stdout.strip() == table.strip() and "median of 2 calls" in table
-    from benchmarks.stages import markdown
-
     lowest = markdown(report, "min")
     assert "min of 2 calls" in lowest
     assert f"| heatmap rendering (every map, captions) | {row['on']['min_ms']['heatmaps']:.1f} | 0.0 |" in lowest
