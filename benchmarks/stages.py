@@ -126,6 +126,9 @@ class StageClock:
         return timed
 
 
+_MISSING = object()
+
+
 @contextmanager
 def patched(pairs):
     """Set attributes (object, name, value) for the duration; restore them after."""
@@ -140,9 +143,6 @@ def patched(pairs):
                 delattr(owner, name)
             else:
                 setattr(owner, name, value)
-
-
-_MISSING = object()
 
 
 def timed_call(pack, encoder, inputs, heatmaps: bool) -> dict:
