@@ -85,9 +85,17 @@ def check_reference_mask(mask: torch.Tensor, images: list[np.ndarray]) -> None:
 
 
 def to_comfy_image_batch(images: Sequence[np.ndarray]) -> torch.Tensor:
-    """RGB uint8 arrays of one size -> ComfyUI IMAGE [B,H,W,3] float 0..1."""
-    stacked = np.stack([np.asarray(img, dtype=np.uint8) for img in images])
-    return torch.from_numpy(stacked).float().div_(255.0)
+    """RGB uint8 arrays of one size -> ComfyUI IMAGE [B,H,W,3] float 0..1.
+
+    Each picture is cast straight into the batch (no stacked uint8 copy, no
+    float copy of it), then the batch is divided in place.
+    """
+    first = np.asarray(images[0])
+    batch = torch.empty(len(images), *first.shape[:2], 3, dtype=torch.float32)
+    rows = batch.numpy()
+    for row, image in enumerate(images):
+        rows[row] = image  # numpy casts uint8 to float32 (and takes read-only arrays, which torch warns about)
+    return batch.div_(255.0)
 
 
 def batch_value(values: list[float | None]) -> float:

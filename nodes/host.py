@@ -301,19 +301,65 @@ def progress_callback(total_hint: int | None = None) -> Callable[[int, int], Non
     return update
 
 
-def save_previews(images: list, prefix: str) -> list[dict]:
-    """Save uint8 RGB previews in ComfyUI's temp folder; entries for a node's ``ui.images``."""
-    if not IN_COMFYUI or not images:
-        return []
+PREVIEW_SIZE = 512
+"""Longest side of the thumbnails shown on a node (IMAGE outputs keep the image's size)."""
+PREVIEW_DIR_ENV = "MASC_PREVIEW_DIR"
+"""Outside ComfyUI, previews are written only when this environment variable names a folder (benchmarks, scripts)."""
+
+
+def thumbnail_size(width: int, height: int) -> tuple[int, int]:
+    """(width, height) of a picture's thumbnail: at most PREVIEW_SIZE on the longest side, aspect kept."""
+    longest = max(width, height)
+    if longest <= PREVIEW_SIZE:
+        return width, height
+    return max(1, round(width * PREVIEW_SIZE / longest)), max(1, round(height * PREVIEW_SIZE / longest))
+
+
+def preview_thumbnail(pixels):
+    """An RGB uint8 picture as a PIL thumbnail (``thumbnail_size``)."""
     from PIL import Image
 
-    directory = folder_paths.get_temp_directory()
+    picture = Image.fromarray(pixels)
+    size = thumbnail_size(*picture.size)
+    if size == picture.size:
+        return picture
+    factor = picture.width // size[0]
+    if (size[0] * factor, size[1] * factor) == picture.size:
+        return picture.reduce(factor)  # 1024 -> 512 and the like: a box average, the cheapest good reduction
+    return picture.resize(size, Image.Resampling.BOX)
+
+
+def _preview_folder(prefix: str, width: int, height: int) -> tuple[str, str, int, str] | None:
+    """(folder, file name stem, first counter, subfolder) for a node's previews, or None where none are kept."""
+    if IN_COMFYUI:
+        directory = folder_paths.get_temp_directory()
+        full_folder, filename, counter, subfolder, _ = folder_paths.get_save_image_path(prefix, directory, width, height)
+        return full_folder, filename, counter, subfolder
+    directory = os.environ.get(PREVIEW_DIR_ENV)
+    if not directory:
+        return None
+    os.makedirs(directory, exist_ok=True)
+    return directory, prefix, 1 + sum(1 for name in os.listdir(directory) if name.startswith(prefix + "_")), ""
+
+
+def save_previews(images: list, prefix: str) -> list[dict]:
+    """Save uint8 RGB pictures as thumbnails in ComfyUI's temp folder; entries for a node's ``ui.images``.
+
+    Thumbnails are at most PREVIEW_SIZE pixels on their longest side (PNG,
+    ComfyUI's fast compression level); outside ComfyUI nothing is written
+    unless $MASC_PREVIEW_DIR names a folder.
+    """
+    if not images:
+        return []
     height, width = images[0].shape[:2]
-    full_folder, filename, counter, subfolder, _ = folder_paths.get_save_image_path(prefix, directory, width, height)
+    target = _preview_folder(prefix, *thumbnail_size(width, height))
+    if target is None:
+        return []
+    folder, filename, counter, subfolder = target
     entries = []
     for index, pixels in enumerate(images):
         name = f"{filename}_{counter + index:05}_.png"
-        Image.fromarray(pixels).save(os.path.join(full_folder, name), compress_level=1)
+        preview_thumbnail(pixels).save(os.path.join(folder, name), compress_level=1)
         entries.append({"filename": name, "subfolder": subfolder, "type": "temp"})
     return entries
 

@@ -9,7 +9,10 @@ and text).
 
 from __future__ import annotations
 
-from ..masc_core.heatmaps import HeatmapImages, render_heatmaps, with_caption
+import numpy as np
+
+from ..masc_core.captions import draw_caption
+from ..masc_core.heatmaps import HeatmapImages, render_heatmaps
 from ..masc_core.report import caption, score_table
 from ..masc_core.scores import ScoreBatch
 from ..masc_core.scoring import score_images
@@ -76,7 +79,9 @@ def run_scoring(
         progress=host.progress_callback(len(outputs) + len(references)),
     )
     batch.context = scoring_context(node, encoder, subject if pf else None)
-    pictures = render_heatmaps(batch, references, outputs, reference=cp, presence=cp, attention=pf) if heatmaps else None
+    pictures = None
+    if heatmaps:
+        pictures = render_heatmaps(batch, references, outputs, reference=cp, presence=cp, attention=pf, device=masc.device)
     return batch, outputs, pictures
 
 
@@ -95,10 +100,11 @@ def report_text(batch: ScoreBatch) -> str:
 
 
 def previews(batch: ScoreBatch, overlays: list | None, outputs: list) -> list:
-    """Captioned images for the node's preview: the overlays, or the outputs when heatmaps are off."""
+    """Captioned pictures for the node's preview: the overlays (the IMAGE outputs themselves), or,
+    when heatmaps are off, the outputs, captioned at thumbnail size (nothing else uses them)."""
     if overlays:
         return overlays
-    return [with_caption(img, caption(score)) for img, score in zip(outputs, batch.scores)]
+    return [draw_caption(np.array(host.preview_thumbnail(img)), caption(score)) for img, score in zip(outputs, batch.scores)]
 
 
 def maps(pictures: HeatmapImages | None, kind: str) -> list:

@@ -315,3 +315,48 @@ def test_every_node_accepts_float16_images_masks_and_latents(pack, comfy_dirs):
     segmenter = load_segmenter(pack)
     full, half = both(lambda c: nodes["MaSCAutoMask"]().mask(segmenter, c(out), "dog", 0.5, 0))
     assert torch.equal(half["result"][0], full["result"][0]) and half["result"][2] == full["result"][2]
+
+
+def test_thumbnails_on_the_node_are_the_image_outputs_at_preview_size(pack, comfy_dirs, tmp_path, monkeypatch):
+    """One rendered map feeds both the IMAGE output (image size) and the thumbnail (at most 512 px)."""
+    host = pack.nodes.host
+    monkeypatch.setenv(host.PREVIEW_DIR_ENV, str(tmp_path / "previews"))
+    encoder = load_encoder(pack)
+    wide = torch.from_numpy(np.asarray(Image.fromarray(load_photo("dog_01")).resize((1100, 600)), dtype=np.float32) / 255.0)[None]
+    outputs = torch.cat([wide, torch.flip(wide, dims=[2])])
+    ref_mask = torch.from_numpy(box_mask(512, 512, dtype=np.float32))[None]
+    out_mask = torch.from_numpy(box_mask(600, 1100, dtype=np.float32))[None]
+    node = pack.NODE_CLASS_MAPPINGS["MaSCScore"]()
+    scored = node.score(encoder, float_image("dog_00"), ref_mask, outputs, "a dog on the beach", "dog", heatmaps=True, mask=out_mask)
+    image_heatmap = scored["result"][5]
+    assert image_heatmap.shape == (2, 600, 1100, 3)
+    shown = scored["ui"]["images"]
+    assert [entry["type"] for entry in shown] == ["temp", "temp"]
+    for entry, rendered in zip(shown, image_heatmap):
+        thumbnail = np.asarray(Image.open(tmp_path / "previews" / entry["filename"]).convert("RGB"))
+        assert thumbnail.shape == (279, 512, 3)
+        pixels = np.rint(rendered.numpy() * 255.0).astype(np.uint8)
+        assert np.array_equal(thumbnail, np.asarray(host.preview_thumbnail(pixels)))
+    # Heatmaps off: the outputs themselves, captioned, at the same size; the file names do not collide.
+    plain = node.score(encoder, float_image("dog_00"), ref_mask, outputs, "a dog on the beach", "dog", heatmaps=False, mask=out_mask)
+    names = [entry["filename"] for entry in plain["ui"]["images"]]
+    assert len(names) == 2 and not set(names) & {entry["filename"] for entry in shown}
+    thumbnail = np.asarray(Image.open(tmp_path / "previews" / names[0]).convert("RGB"))
+    assert thumbnail.shape == (279, 512, 3)
+    source = np.asarray(host.preview_thumbnail(np.rint(outputs[0].numpy() * 255.0).astype(np.uint8)))
+    assert np.array_equal(thumbnail[60:], source[60:]) and not np.array_equal(thumbnail[:20], source[:20])  # caption band on top
+
+
+def test_previews_are_written_only_where_asked_outside_comfyui(pack, monkeypatch):
+    host = pack.nodes.host
+    monkeypatch.delenv(host.PREVIEW_DIR_ENV, raising=False)
+    assert host.save_previews([np.zeros((40, 30, 3), np.uint8)], "masc_test") == []
+    assert host.thumbnail_size(1024, 1024) == (512, 512) and host.thumbnail_size(1100, 600) == (512, 279)
+    assert host.thumbnail_size(300, 200) == (300, 200) and host.thumbnail_size(700, 3000) == (119, 512)
+
+
+def test_image_batches_are_the_pictures_over_255(pack):
+    pictures = [load_photo("cat_00"), load_photo("cat_01")]
+    batch = pack.nodes.convert.to_comfy_image_batch(pictures)
+    assert batch.dtype == torch.float32 and batch.shape == (2, 512, 512, 3)
+    assert torch.equal(batch, torch.from_numpy(np.stack(pictures)).float() / 255.0)

@@ -30,14 +30,14 @@ def heatmap_files(directory: str, out_path: str, views: int) -> dict[str, list[s
     return {"reference": reference, "presence": [f"{stem}.presence.png"], "attention": [f"{stem}.background_attention.png"]}
 
 
-def write_heatmaps(directory: str, batch, refs, outs, out_paths) -> list[str]:
+def write_heatmaps(directory: str, batch, refs, outs, out_paths, device=None) -> list[str]:
     """Save the heatmaps of every output (the reference map once per reference view) as PNGs; return the paths."""
     from PIL import Image
 
     from ..heatmaps import render_heatmaps
 
     os.makedirs(directory, exist_ok=True)
-    pictures = render_heatmaps(batch, refs, outs, captions=False)
+    pictures = render_heatmaps(batch, refs, outs, captions=False, device=device)
     views = pictures.views
     written = []
     for n, path in enumerate(out_paths):
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         row = {"image": args.out[i], "mask": args.out_mask[i] if args.out_mask else None}
         row.update(item.to_dict())
         rows.append(row)
-    written = write_heatmaps(args.heatmaps, batch, refs, outs, args.out) if args.heatmaps else []
+    written = write_heatmaps(args.heatmaps, batch, refs, outs, args.out, encoder.device) if args.heatmaps else []
     if args.json:
         document = {
             "model": encoder.describe(),
