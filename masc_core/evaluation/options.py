@@ -59,7 +59,15 @@ class EngineOptions:
     gpus_per_worker: float = 0.0
     """Ray: GPUs each actor asks for (0: the actors run on CPU)."""
 
-    def check(self) -> None:
+    def scoring_device(self):
+        """Where the workers score, when it is not this process (None: here, ``--device`` as given)."""
+        if self.name != "ray":
+            return None
+        import torch
+
+        return torch.device("cuda" if self.gpus_per_worker else "cpu")
+
+    def check(self, precision: str = "fp32") -> None:
         """One line for options that do not fit together, before anything starts."""
         if self.name not in ENGINES:
             raise MascInputError(f"--engine '{self.name}' is not one of {', '.join(ENGINES)}")
@@ -72,10 +80,17 @@ class EngineOptions:
             raise MascInputError(f"--workers is {self.workers}: give at least 1")
         if self.gpus_per_worker < 0:
             raise MascInputError(f"--gpus-per-worker is {self.gpus_per_worker:g}: give 0 (CPU) or more")
+        if self.gpus_per_worker and precision == "auto":
+            # 'auto' depends on the GPU model, which this process may not have: it must name the bits.
+            raise MascInputError("--precision auto with --gpus-per-worker: the GPUs are the workers', give fp32, bf16 or fp16")
 
 
-def scoring_identity(options: EvalOptions) -> dict:
-    """Everything the scores depend on besides the rows, checked without loading any weights."""
+def scoring_identity(options: EvalOptions, device=None) -> dict:
+    """Everything the scores depend on besides the rows, checked without loading any weights.
+
+    ``device``: where the scoring runs when that is not this process (a Ray engine's workers): the
+    precision is resolved for it, and ``options.device`` is then not checked here.
+    """
     specs = [metrics.get_spec(key) for key in options.baselines]
     for spec in specs:
         if spec.folder_option and not options.folders.get(spec.key):
@@ -88,7 +103,7 @@ def scoring_identity(options: EvalOptions) -> dict:
         naflex=info.naflex, vision_config=info.vision_config, preprocessor_config=info.preprocessor_config,
         max_num_patches=options.max_patches,
     )
-    dtype = resolve_dtype(options.precision, resolve_device(options.device))
+    dtype = resolve_dtype(options.precision, device if device is not None else resolve_device(options.device))
     identity = {
         "model": checkpoints.folder_digest(folder),
         "kind": "naflex" if spec.naflex else "fixed",

@@ -117,7 +117,7 @@ class InProcessEngine:
     def __init__(self):
         self.scorer: RowScorer | None = None
 
-    def start(self, options: EvalOptions, clock: Stopwatch) -> None:
+    def start(self, options: EvalOptions, clock: Stopwatch, manifest: Manifest) -> None:
         self.scorer = RowScorer(options, clock)
 
     def score(self, todo: list[tuple[Group, Chunk]], done: ChunkDone) -> None:
@@ -136,10 +136,10 @@ class InProcessEngine:
         pass
 
 
-def make_engine(settings: EngineOptions | None):
+def make_engine(settings: EngineOptions | None, options: EvalOptions):
     """The one place an engine is chosen: this process (``single``), or a Ray cluster (``ray``, imported only then)."""
     settings = settings or EngineOptions()
-    settings.check()
+    settings.check(options.precision)
     if settings.name == "ray":
         from .ray_engine import RayEngine
 
@@ -156,10 +156,10 @@ def evaluate(
     ``engine`` says where the chunks are scored (default: this process); every engine writes the same files.
     """
     clock = Stopwatch()
-    scoring = make_engine(engine)
+    scoring = make_engine(engine, options)
     manifest = read_manifest(manifest_path)
     check_ratings(manifest, options)
-    identity = scoring_identity(options)
+    identity = scoring_identity(options, (engine or EngineOptions()).scoring_device())
     groups = shard_groups(plan(manifest, options.chunk_size, digest(identity)), options.shard)
     scope = [row for g in groups for row in g.rows]
     target = _target_folder(out_dir, options.shard)
@@ -170,7 +170,7 @@ def evaluate(
     scored = 0
     try:
         if todo:
-            scoring.start(options, clock)  # models loaded (or the cluster joined) before the folder is touched
+            scoring.start(options, clock, manifest)  # models loaded (or the cluster joined) before the folder is touched
         os.makedirs(target, exist_ok=True)
         if options.fresh:
             _remove(target, (results.RESULTS_JSONL, results.RESULTS_CSV, results.SUMMARY_JSON, results.TIMING_JSON))
