@@ -289,9 +289,11 @@ class RayEngine:
                         chunk = pending.pop(int(key))
                         done(chunk, self._records(chunk, text))
                         self._add_cost(cost)
-        except (MascError, KeyboardInterrupt):
+        except KeyboardInterrupt:
             raise
         except Exception as exc:
+            if isinstance(exc, MascError) and not isinstance(exc, ray.exceptions.RayError):
+                raise  # this process's own one-line errors (a chunk that does not match the plan)
             raise worker_error(exc) from None
         if pending:
             raise RayEngineError(f"the Ray run ended with {len(pending)} chunks unscored: rerun to resume")
