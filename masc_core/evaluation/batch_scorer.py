@@ -134,6 +134,8 @@ class BatchScorer:
         columns = [str(name) for name in batch.keys()]
         values = {name: [_plain(v) for v in _column(batch[name])] for name in columns}
         count = len(values[columns[0]]) if columns else 0
+        if "seed" in values:  # a numeric column with gaps arrives as floats: seed 0.0 is seed 0
+            values["seed"] = [int(v) if isinstance(v, float) and v.is_integer() else v for v in values["seed"]]
         lines = [int(v) for v in values["line"]] if "line" in values else list(range(1, count + 1))
         indices = [int(v) for v in values["row"]] if "row" in values else [-1] * count
         records = [(lines[i], {name: values[name][i] for name in columns if name not in KEY_COLUMNS}) for i in range(count)]
