@@ -225,6 +225,19 @@ def test_on_a_callers_cluster_a_torn_log_resumes_to_the_same_files(workspace, cl
     assert cluster.is_initialized(), "a cluster the caller started is the caller's to stop"
 
 
+def test_another_process_joins_the_cluster_with_address(workspace, cluster):
+    port = cluster.get_runtime_context().gcs_address.rsplit(":", 1)[1]
+    out_dir = os.path.join(workspace["folder"], "joined")
+    done = subprocess.run(eval_command(workspace, out_dir, "--address", f"127.0.0.1:{port}", "--quiet"), env=environment(),
+                          capture_output=True, text=True, timeout=DEADLINE)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    for name in FILES:
+        assert read(out_dir, name) == read(workspace["single"], name), name
+    engine = json.loads(read(out_dir, "timing.json"))["engine"]
+    assert engine["address"] == f"127.0.0.1:{port}" and engine["workers"] == 2 and engine["nodes"] == 1
+    assert cluster.is_initialized()
+
+
 def test_map_batches_with_the_batch_scorer(workspace, cluster, naflex_dir):
     from masc_core.evaluation.batch_scorer import BatchScorer
 
@@ -305,3 +318,22 @@ def test_without_ray_installed_one_line_says_how_to_get_it(workspace, monkeypatc
 def test_engine_options_that_do_not_fit(workspace, tmp_path, flags, message):
     code, _, err = call("eval", workspace["manifest"], "--model", workspace["model"], "--out-dir", tmp_path / "out", *flags)
     assert code == 2 and err.count("\n") == 1 and message in err
+
+
+def test_the_benchmark_row_runs_end_to_end(naflex_dir, tmp_path):
+    report_path = tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "ray-workers", "--checkpoint", naflex_dir, "--groups", "2", "--rows", "2",
+         "--workers", "2", "--max-patches", "64", "--chunk-size", "2", "--workdir", str(tmp_path / "work"),
+         "--json", str(report_path)],
+        cwd=ROOT, env=environment(), capture_output=True, text=True, timeout=DEADLINE,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(report_path.read_text())
+    single, ray_run = report["runs"]
+    assert (single["engine"], ray_run["engine"], ray_run["workers"], ray_run["threads"]) == ("single", "ray", 2, 1)
+    assert single["identical_to_single"] and ray_run["identical_to_single"]
+    assert single["rows"] == ray_run["rows"] == 4 and ray_run["startup_seconds"] > 0
+    assert ray_run["speedup_after_startup"] == pytest.approx(ray_run["images_per_second"] / single["images_per_second"])
+    table = done.stdout.splitlines()
+    assert table[2].startswith("| engine | workers x torch threads |") and table[5].startswith("| ray | 2 x 1 |")

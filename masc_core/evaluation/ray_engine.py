@@ -35,6 +35,7 @@ import re
 import signal
 import socket
 import sys
+import tempfile
 import time
 import warnings
 
@@ -109,6 +110,32 @@ def worker_error(exc: BaseException) -> MascError:
     return RayEngineError(f"the Ray run failed: {type(exc).__name__}: {first} (rerun to resume; Ray's logs are in /tmp/ray)")
 
 
+def _init_failure(address: str | None, exc: Exception, log: str) -> str:
+    """The one line for a cluster that could not be started or joined."""
+    if "InvalidAuthToken" in log or "Unauthenticated" in log:
+        return (
+            f"the Ray cluster at {address} asks for its token (Ray's token authentication): set RAY_AUTH_MODE=token, "
+            "and RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH unless the token is in ~/.ray/auth_token"
+        )
+    where = f"join the Ray cluster at {address}" if address else "start a local Ray cluster"
+    reason = " ".join(_ANSI.sub("", str(exc)).split())[:300] or type(exc).__name__
+    return f"cannot {where}: {reason}"
+
+
+@contextlib.contextmanager
+def _captured_stderr():
+    """File descriptor 2 into a temporary file; yields a function returning what was written there so far."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield lambda: (capture.seek(0), capture.read().decode("utf-8", "replace"))[1]
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
 @contextlib.contextmanager
 def _connect_env(address: str | None):
     saved = {key: os.environ.get(key) for key in _CONNECT_ENV}
@@ -172,16 +199,19 @@ class RayEngine:
         else:
             cpus = os.cpu_count() or 1
             settings.update(address="local", num_cpus=max(cpus, self.settings.workers or 1))
-        try:
-            with _connect_env(address), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
+        # Joining, Ray's C++ core logs its retries on fd 2: kept aside, and read for the reason if it fails.
+        captured = _captured_stderr() if address else contextlib.nullcontext(lambda: "")
+        failure, log = None, ""
+        with captured as logged, _connect_env(address), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
                 ray.init(**settings)
-        except Exception as exc:
+            except Exception as exc:
+                failure, log = exc, logged()
+        if failure is not None:
             with contextlib.suppress(Exception):
                 ray.shutdown()
-            where = f"at {address}" if address else "(a local one)"
-            reason = " ".join(_ANSI.sub("", str(exc)).split())[:300] or type(exc).__name__
-            raise RayEngineError(f"cannot start or join a Ray cluster {where}: {reason}") from None
+            raise RayEngineError(_init_failure(address, failure, log)) from None
         self.ray = ray
 
     def _install_handlers(self) -> None:
