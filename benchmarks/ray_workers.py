@@ -104,6 +104,7 @@ def run(args: argparse.Namespace) -> dict:
     report = {"machine": machine(), "size": None if args.checkpoint else args.size, "max_patches": args.max_patches,
               "chunk_size": args.chunk_size, "groups": args.groups, "rows": args.groups * args.rows, "runs": []}
     reference = None
+    report["load_average_before"] = list(os.getloadavg())
     for workers in [None, *args.workers]:
         out_dir = os.path.join(workdir, "single" if not workers else f"ray-{workers}")
         result = {"engine": "single" if not workers else "ray", "workers": workers or 1, **run_eval(manifest, checkpoint, out_dir, args, workers)}
@@ -111,6 +112,7 @@ def run(args: argparse.Namespace) -> dict:
             reference = reference or _bytes(out_dir)
             result["identical_to_single"] = _bytes(out_dir) == reference
         report["runs"].append(result)
+    report["load_average_after"] = list(os.getloadavg())
     single = report["runs"][0].get("images_per_second")
     for result in report["runs"]:
         rate = result.get("images_per_second")
@@ -127,7 +129,8 @@ def markdown(report: dict) -> str:
     lines = [
         f"eval of {report['rows']} rows ({report['groups']} references), SigLIP2 {report['size'] or 'custom'} NaFlex (random weights), "
         f"{report['max_patches']} patches, chunks of {report['chunk_size']}; {info['cpu']}, {info['logical_cpus']} logical CPUs, "
-        f"torch {info['torch']}, CPU",
+        f"torch {info['torch']}, CPU; load average (1 min) {report['load_average_before'][0]:.1f} before, "
+        f"{report['load_average_after'][0]:.1f} after",
         "",
         "| engine | workers x torch threads | wall (s) | start-up (s) | images/s after start-up | vs single | same bytes |",
         "|---|---|---|---|---|---|---|",

@@ -124,6 +124,10 @@ def workspace(tmp_path_factory, naflex_dir):
     return {"folder": str(folder), "manifest": manifest, "single": str(folder / "single"), "tables": out, "model": naflex_dir}
 
 
+KILLED_CLUSTERS: list[int] = []
+"""Processes of a cluster whose driver was killed with -9 (it cannot stop them: they end by themselves)."""
+
+
 def eval_command(workspace, out_dir, *extra):
     return [sys.executable, "-m", "masc_core", "eval", workspace["manifest"], "--model", workspace["model"], *OPTIONS,
             "--out-dir", out_dir, "--engine", "ray", *extra]
@@ -184,8 +188,9 @@ def test_interrupted_then_killed_then_resumed(workspace):
     assert f"{36 - len(written)} scored, {len(written)} already done" in done.stderr
     for name in FILES:
         assert read(out_dir, name) == read(workspace["single"], name), name
-    # Killed with -9, the driver cannot stop its cluster: Ray's processes end by themselves (the idle agents last).
-    assert not wait_gone(seen, 120), [open(f"/proc/{p}/cmdline").read()[:60] for p in running(seen)]
+    KILLED_CLUSTERS.extend(seen)  # checked by the module's last test, when Ray's agents have had their minute
+
+
 
 
 # ---------------------------------------------------------------- one cluster started here, as a notebook would
@@ -310,6 +315,16 @@ def test_without_ray_installed_one_line_says_how_to_get_it(workspace, monkeypatc
     assert not os.path.exists(tmp_path / "out")
 
 
+def test_a_finished_run_needs_no_cluster(workspace, monkeypatch, tmp_path):
+    out_dir = tmp_path / "done"
+    shutil.copytree(workspace["single"], out_dir)
+    monkeypatch.setitem(sys.modules, "ray", None)  # no Ray at all: nothing is left to score, so none is asked for
+    code, out, err = call("eval", workspace["manifest"], "--model", workspace["model"], *OPTIONS, "--out-dir", out_dir, "--engine", "ray")
+    assert code == 0 and "36 rows: 0 scored, 36 already done" in err and out == workspace["tables"]
+    for name in FILES:
+        assert read(out_dir, name) == read(workspace["single"], name), name
+
+
 @pytest.mark.parametrize("flags,message", [
     (["--workers", "2"], "--workers is an option of --engine ray"),
     (["--address", "127.0.0.1:6379"], "--address is an option of --engine ray"),
@@ -337,3 +352,10 @@ def test_the_benchmark_row_runs_end_to_end(naflex_dir, tmp_path):
     assert ray_run["speedup_after_startup"] == pytest.approx(ray_run["images_per_second"] / single["images_per_second"])
     table = done.stdout.splitlines()
     assert table[2].startswith("| engine | workers x torch threads |") and table[5].startswith("| ray | 2 x 1 |")
+
+
+def test_a_killed_drivers_cluster_ends_by_itself():
+    """Last in the module: gcs and raylet die with the driver, the actors within seconds, the idle agents in about a minute."""
+    assert KILLED_CLUSTERS, "the kill test ran first"
+    left = wait_gone(KILLED_CLUSTERS, 120)
+    assert not left, [open(f"/proc/{pid}/cmdline").read()[:60] for pid in running(left)]

@@ -39,7 +39,7 @@ import tempfile
 import time
 import warnings
 
-from ..errors import MascError, MascInputError
+from ..errors import MascError, MascInputError, MascModelError
 from ..resources import peak_memory
 from .batch_scorer import BatchScorer
 from .manifest import Manifest
@@ -101,7 +101,7 @@ def worker_error(exc: BaseException) -> MascError:
     text = _ANSI.sub("", f"{exc}\n{getattr(exc, 'traceback_str', '')}")
     found = _MASC_LINE.search(text)
     if found:  # Ray carries the worker's exception as text only: rebuild it
-        kind = MascInputError if found.group(1) == "MascInputError" else RayEngineError
+        kind = {"MascInputError": MascInputError, "MascModelError": MascModelError}.get(found.group(1), RayEngineError)
         return kind(found.group(2))
     for name, message in _ERROR_LINE.findall(text):
         if not name.startswith(("ray.", "Ray")) and name.rsplit(".", 1)[-1] not in ("UserCodeException", "SystemException"):
@@ -316,7 +316,9 @@ class RayEngine:
                         if first:  # until the first worker began scoring: actors started, models loaded
                             self.startup += time.perf_counter() - began - sum(cost["seconds"].values()) + cost["seconds"].get("loading_models", 0.0)
                             first = False
-                        chunk = pending.pop(int(key))
+                        chunk = pending.pop(int(key), None)
+                        if chunk is None:  # Ray ran a unit again after a lost object: that chunk is written already
+                            continue
                         done(chunk, self._records(chunk, text))
                         self._add_cost(cost)
         except KeyboardInterrupt:
@@ -358,6 +360,8 @@ class RayEngine:
 
     def timing(self, clock: Stopwatch, rows_scored: int, rows_skipped: int) -> dict:
         """timing.json: wall time here; the phases are the workers' seconds added up (they overlap)."""
+        if not self.layout:  # nothing was left to score: no cluster was needed
+            return clock.report(rows_scored, rows_skipped, None, peak_memory())
         workers = self.costs["seconds"]
         total = clock.elapsed
         loading = workers.get("loading_models", 0.0) + workers.get("loading_files", 0.0)
