@@ -165,6 +165,7 @@ class RayEngine:
         self.owns_cluster = False
         self.saved_context: dict = {}
         self.saved_sigterm = None
+        self.saved_log_level: int | None = None
         self.layout: dict = {}
         self.costs: dict = {"seconds": {}, "forwards": {}, "workers": {}, "chunks": 0, "units": 0}
         self.startup = 0.0
@@ -216,6 +217,7 @@ class RayEngine:
 
     def _install_handlers(self) -> None:
         # Ray Data logs its progress and its own tracebacks; the CLI prints one line instead.
+        self.saved_log_level = logging.getLogger("ray.data").level
         logging.getLogger("ray.data").setLevel(logging.CRITICAL)
         context = self.ray.data.DataContext.get_current()
         wanted = {"enable_progress_bars": False, "enable_operator_progress_bars": False, "target_max_block_size": 1}
@@ -393,6 +395,8 @@ class RayEngine:
         context = ray.data.DataContext.get_current()
         for name, value in self.saved_context.items():
             setattr(context, name, value)
+        if self.saved_log_level is not None:
+            logging.getLogger("ray.data").setLevel(self.saved_log_level)
         if self.saved_sigterm is not None:
             with contextlib.suppress(ValueError):
                 signal.signal(signal.SIGTERM, self.saved_sigterm)
