@@ -9,6 +9,9 @@ runs, each as a fresh process with ``--fresh``:
 - ``ray xN``: ``eval --engine ray --workers N`` on a local cluster started by the run, each
   actor with cores/N torch threads.
 
+``--repeat`` rounds (default 2), every other one in the opposite order, so that a change in the
+load of a shared machine does not favour one engine; the table gives medians and each run.
+
 It reports the wall time of each command (imports, cluster start, model loading, scoring,
 summary), the start-up the Ray runs report (cluster, actors, models: until the first worker
 began scoring), images per second after start-up, and whether the three runs wrote the same
@@ -22,6 +25,7 @@ import argparse
 import csv
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -102,17 +106,22 @@ def run(args: argparse.Namespace) -> dict:
     checkpoint = args.checkpoint or ensure_checkpoint(workdir, args.size)
     manifest = write_manifest(os.path.join(workdir, "manifest"), args.groups, args.rows)
     report = {"machine": machine(), "size": None if args.checkpoint else args.size, "max_patches": args.max_patches,
-              "chunk_size": args.chunk_size, "groups": args.groups, "rows": args.groups * args.rows, "runs": []}
+              "chunk_size": args.chunk_size, "groups": args.groups, "rows": args.groups * args.rows, "repeat": args.repeat}
+    configs = [None, *args.workers]
+    runs: dict = {workers: [] for workers in configs}
     reference = None
     report["load_average_before"] = list(os.getloadavg())
-    for workers in [None, *args.workers]:
-        out_dir = os.path.join(workdir, "single" if not workers else f"ray-{workers}")
-        result = {"engine": "single" if not workers else "ray", "workers": workers or 1, **run_eval(manifest, checkpoint, out_dir, args, workers)}
-        if "error" not in result:
-            reference = reference or _bytes(out_dir)
-            result["identical_to_single"] = _bytes(out_dir) == reference
-        report["runs"].append(result)
+    for round_ in range(args.repeat):
+        # Every other round in the opposite order, so a change in the machine's load hits every engine alike.
+        for workers in (configs if round_ % 2 == 0 else configs[::-1]):
+            out_dir = os.path.join(workdir, "single" if not workers else f"ray-{workers}")
+            result = run_eval(manifest, checkpoint, out_dir, args, workers)
+            if "error" not in result:
+                reference = reference or _bytes(out_dir)
+                result["identical_to_single"] = _bytes(out_dir) == reference
+            runs[workers].append(result)
     report["load_average_after"] = list(os.getloadavg())
+    report["runs"] = [_summary(workers, runs[workers]) for workers in configs]
     single = report["runs"][0].get("images_per_second")
     for result in report["runs"]:
         rate = result.get("images_per_second")
@@ -120,8 +129,26 @@ def run(args: argparse.Namespace) -> dict:
     return report
 
 
+def _summary(workers: int | None, results: list[dict]) -> dict:
+    """One configuration over its repeats: the median of each number, and every run."""
+    good = [r for r in results if "error" not in r]
+    summary = {"engine": "single" if not workers else "ray", "workers": workers or 1, "repeats": results}
+    if not good:
+        return dict(summary, error=results[0]["error"])
+    for key in ("wall_seconds", "startup_seconds", "images_per_second", "peak_rss_mib"):
+        values = [r[key] for r in good if r.get(key) is not None]
+        summary[key] = statistics.median(values) if values else None
+    summary.update(threads=good[0]["threads"], units=good[0]["units"], rows=good[0]["rows"], siglip_images=good[0]["siglip_images"],
+                   identical_to_single=all(r.get("identical_to_single") for r in results))
+    return summary
+
+
 def _fmt(value, digits: int = 1) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _each(run: dict, key: str, digits: int) -> str:
+    return ", ".join(_fmt(r.get(key), digits) for r in run["repeats"])
 
 
 def markdown(report: dict) -> str:
@@ -132,7 +159,7 @@ def markdown(report: dict) -> str:
         f"torch {info['torch']}, CPU; load average (1 min) {report['load_average_before'][0]:.1f} before, "
         f"{report['load_average_after'][0]:.1f} after",
         "",
-        "| engine | workers x torch threads | wall (s) | start-up (s) | images/s after start-up | vs single | same bytes |",
+        "| engine | workers x torch threads | wall (s), median (each run) | start-up (s) | images/s after start-up, median (each run) | vs single | same bytes |",
         "|---|---|---|---|---|---|---|",
     ]
     for run in report["runs"]:
@@ -142,8 +169,9 @@ def markdown(report: dict) -> str:
         threads = run["threads"] if run["threads"] else info["torch_threads"]
         speedup = f"{run['speedup_after_startup']:.2f}x" if run.get("speedup_after_startup") else "n/a"
         lines.append(
-            f"| {run['engine']} | {run['workers']} x {threads} | {_fmt(run['wall_seconds'])} | {_fmt(run['startup_seconds'])} | "
-            f"{_fmt(run['images_per_second'], 2)} | {speedup} | {'yes' if run.get('identical_to_single') else 'NO'} |"
+            f"| {run['engine']} | {run['workers']} x {threads} | {_fmt(run['wall_seconds'])} ({_each(run, 'wall_seconds', 1)}) | "
+            f"{_fmt(run['startup_seconds'])} | {_fmt(run['images_per_second'], 2)} ({_each(run, 'images_per_second', 2)}) | "
+            f"{speedup} | {'yes' if run.get('identical_to_single') else 'NO'} |"
         )
     return "\n".join(lines)
 
@@ -157,6 +185,7 @@ def add_parser(commands) -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="Ray worker counts to run")
     parser.add_argument("--max-patches", type=int, default=256, help="NaFlex patch budget")
     parser.add_argument("--chunk-size", type=int, default=8, help="eval's --chunk-size")
+    parser.add_argument("--repeat", type=int, default=2, help="runs of each engine, in alternating order (medians reported)")
     parser.add_argument("--workdir", default=None, help="where the checkpoint, images and results go (default: a temp folder)")
     parser.add_argument("--json", dest="json_out", default=None, help="also write the results as JSON to this file")
     parser.add_argument("--markdown", default=None, help="also write the table as Markdown to this file")

@@ -339,7 +339,7 @@ def test_the_benchmark_row_runs_end_to_end(naflex_dir, tmp_path):
     report_path = tmp_path / "report.json"
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks", "ray-workers", "--checkpoint", naflex_dir, "--groups", "2", "--rows", "2",
-         "--workers", "2", "--max-patches", "64", "--chunk-size", "2", "--workdir", str(tmp_path / "work"),
+         "--workers", "2", "--repeat", "1", "--max-patches", "64", "--chunk-size", "2", "--workdir", str(tmp_path / "work"),
          "--json", str(report_path)],
         cwd=ROOT, env=environment(), capture_output=True, text=True, timeout=DEADLINE,
     )
@@ -348,7 +348,7 @@ def test_the_benchmark_row_runs_end_to_end(naflex_dir, tmp_path):
     single, ray_run = report["runs"]
     assert (single["engine"], ray_run["engine"], ray_run["workers"], ray_run["threads"]) == ("single", "ray", 2, 1)
     assert single["identical_to_single"] and ray_run["identical_to_single"]
-    assert single["rows"] == ray_run["rows"] == 4 and ray_run["startup_seconds"] > 0
+    assert single["rows"] == ray_run["rows"] == 4 and ray_run["startup_seconds"] > 0 and len(ray_run["repeats"]) == 1
     assert ray_run["speedup_after_startup"] == pytest.approx(ray_run["images_per_second"] / single["images_per_second"])
     table = done.stdout.splitlines()
     assert table[2].startswith("| engine | workers x torch threads |") and table[5].startswith("| ray | 2 x 1 |")

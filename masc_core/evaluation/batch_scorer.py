@@ -42,6 +42,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -106,6 +107,8 @@ class BatchScorer:
         self.scorer = RowScorer(self.options, self.clock)
         self._spent = self._snapshot()
         self._spent["seconds"]["loading_models"] = 0.0  # the first chunk reports the model loading
+        self.ready_at = time.time()
+        """When this scorer was ready to score (wall clock: an engine compares it across processes)."""
 
     # ------------------------------------------------------------ the API
 
@@ -152,6 +155,7 @@ class BatchScorer:
         now = self._snapshot()
         cost = {
             "worker": os.getpid(),
+            "ready_at": self.ready_at,
             "seconds": {k: v - self._spent["seconds"].get(k, 0.0) for k, v in now["seconds"].items()},
             "forwards": {k: v - self._spent["forwards"].get(k, 0) for k, v in now["forwards"].items()},
             "memory": peak_memory(self.scorer.encoder.device),

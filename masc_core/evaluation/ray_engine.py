@@ -169,6 +169,8 @@ class RayEngine:
         self.layout: dict = {}
         self.costs: dict = {"seconds": {}, "forwards": {}, "workers": {}, "chunks": 0, "units": 0}
         self.startup = 0.0
+        self.first_ready: float | None = None
+        """Wall clock (time.time) when the first worker had its models loaded."""
 
     # ------------------------------------------------------------ start
 
@@ -299,7 +301,6 @@ class RayEngine:
         units = self.units(todo)
         self.costs["units"] += len(units)
         pending = dict(enumerate(chunk for _, chunk in todo))
-        began = time.perf_counter()
         with warnings.catch_warnings():  # max_restarts via ray_remote_args is deprecated in 2.60 but still the only way
             warnings.simplefilter("ignore", DeprecationWarning)
             scored = self._dataset(units).map_batches(
@@ -309,15 +310,12 @@ class RayEngine:
                 # A worker that dies fails the run (it resumes) instead of being restarted with its unit.
                 max_restarts=0,
             )
-        first = True
         try:
             with contextlib.redirect_stdout(sys.stderr):
                 for batch in scored.iter_batches(batch_size=None, batch_format="numpy"):
                     for key, text, cost in zip(batch["chunk"].tolist(), batch["records"].tolist(), batch["cost"].tolist()):
                         cost = json.loads(cost)
-                        if first:  # until the first worker began scoring: actors started, models loaded
-                            self.startup += time.perf_counter() - began - sum(cost["seconds"].values()) + cost["seconds"].get("loading_models", 0.0)
-                            first = False
+                        self.first_ready = min(self.first_ready or cost["ready_at"], cost["ready_at"])
                         chunk = pending.pop(int(key), None)
                         if chunk is None:  # Ray ran a unit again after a lost object: that chunk is written already
                             continue
@@ -366,6 +364,8 @@ class RayEngine:
             return clock.report(rows_scored, rows_skipped, None, peak_memory())
         workers = self.costs["seconds"]
         total = clock.elapsed
+        if self.first_ready:  # start-up: from this run's start until the first worker was ready to score
+            self.startup = min(total, max(0.0, self.first_ready - (time.time() - total)))
         loading = workers.get("loading_models", 0.0) + workers.get("loading_files", 0.0)
         peaks = [w.get("peak_rss_mib") for w in self.costs["workers"].values() if w.get("peak_rss_mib") is not None]
         cuda = [w["peak_cuda_mib"] for w in self.costs["workers"].values() if w.get("peak_cuda_mib") is not None]

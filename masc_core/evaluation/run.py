@@ -10,6 +10,13 @@ how rows are scored is ``scorer``; the files are ``records``.
 - ``--shard i/n`` writes into ``DIR/shard-i-of-n/`` and no summary;
   ``merge`` checks the shards are complete and consistent and writes the
   files one run would have.
+- The chunks are scored by an *engine*, chosen in ``make_engine``: this
+  process (``InProcessEngine``, the default), or actors on a Ray cluster
+  (``ray_engine``). An engine hands back each finished chunk's records, in
+  any order; ``evaluate`` appends them to results.jsonl as they come, so
+  every engine resumes the same way and writes the same files. The engine
+  starts (models loaded, cluster joined) before the output folder is
+  touched, so one that cannot start leaves earlier results as they were.
 """
 
 from __future__ import annotations
