@@ -43,7 +43,8 @@ def timing_lines(report) -> list[str]:
     memory = report.timing.get("memory") or {}
     peaks = [f"{memory[key] / 1024:.2f} GiB {label}" for key, label in (("peak_rss_mib", "resident"), ("peak_cuda_mib", "CUDA")) if memory.get(key)]
     if peaks:
-        lines.append("peak memory: " + ", ".join(peaks) + (" (the largest shard)" if report.merged_shards else ""))
+        where = " (the largest shard)" if report.merged_shards else " (the largest worker)" if engine else ""
+        lines.append("peak memory: " + ", ".join(peaks) + where)
     return lines
 
 
