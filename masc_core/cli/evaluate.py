@@ -16,7 +16,7 @@ from ..evaluation import metrics
 from ..evaluation.agreement import MAPPINGS
 from ..evaluation.plan import parse_shard
 from ..evaluation.report import summary_tables, timing_lines
-from ..evaluation.run import DEFAULT_CHUNK_SIZE
+from ..evaluation.options import DEFAULT_CHUNK_SIZE, ENGINES, EngineOptions
 from ..evaluation.summary import SummaryOptions
 from .options import add_min_foreground, add_model_options, positive_int
 
@@ -80,8 +80,12 @@ def baseline_folders(args: argparse.Namespace) -> dict[str, str]:
     return folders
 
 
+def _engine_options(args: argparse.Namespace) -> EngineOptions:
+    return EngineOptions(name=args.engine, address=args.address, workers=args.workers, gpus_per_worker=args.gpus_per_worker or 0.0)
+
+
 def _evaluation_options(args: argparse.Namespace):
-    from ..evaluation.run import EvalOptions
+    from ..evaluation.options import EvalOptions
 
     summary = SummaryOptions(
         min_foreground=args.min_foreground,
@@ -138,7 +142,7 @@ def run_eval(args: argparse.Namespace) -> int:
         remove_plots(args.out_dir)  # until this run's summary is written, older plots would show other rows
     progress = ProgressLine(enabled=not args.quiet)
     try:
-        report = evaluate(args.manifest, args.out_dir, options, progress=progress)
+        report = evaluate(args.manifest, args.out_dir, options, progress=progress, engine=_engine_options(args))
     finally:
         progress.close()
     return _finish(report, args)
@@ -175,6 +179,11 @@ def register(commands) -> None:
     eval_parser.add_argument("--rating-map", choices=MAPPINGS, default=defaults.rating_map, help="metric -> rating scale before alpha (default minmax)")
     eval_parser.add_argument("--bootstrap", type=int, default=defaults.bootstrap, help="bootstrap resamples for the 95%% CIs (default 1000; 0 = none)")
     eval_parser.add_argument("--seed", type=int, default=defaults.seed, help="bootstrap seed (default 0)")
+    engine = eval_parser.add_argument_group("engine", "where the chunks are scored (the result files are the same)")
+    engine.add_argument("--engine", choices=ENGINES, default="single", help="single: this process (default); ray: actors on a Ray cluster (pip install 'masc-comfyui[ray]')")
+    engine.add_argument("--address", default=None, metavar="ADDR", help="ray: the cluster's head, HOST:PORT as 'ray start --head' prints it, or auto (default: start a local cluster)")
+    engine.add_argument("--workers", type=positive_int, default=None, metavar="N", help="ray: actors, each loading the models once (default: one per GPU with --gpus-per-worker, else one per CPU)")
+    engine.add_argument("--gpus-per-worker", type=float, default=None, metavar="G", help="ray: GPUs per actor (default 0: CPU)")
     eval_parser.add_argument("--fresh", action="store_true", help="discard earlier results in the folder instead of resuming")
     eval_parser.add_argument("--quiet", action="store_true", help="no progress line and no time report on stderr")
     eval_parser.add_argument("--json", action="store_true", help="print summary.json instead of tables")

@@ -5,7 +5,10 @@
 - ``scorer``: ``RowScorer``, the models loaded once, chunk after chunk -> records;
 - ``metrics``: MaSC's columns and the registered baselines (one module each);
 - ``records``: ``EvalRecord`` and the result files;
-- ``run``: ``evaluate`` (resumable, shardable) and ``merge``;
+- ``options``: ``EvalOptions`` (what to score with), ``EngineOptions`` (where), the scoring identity;
+- ``run``: ``evaluate`` (resumable, shardable; in this process or on Ray) and ``merge``;
+- ``batch_scorer``: ``BatchScorer``, manifest rows in, result columns out (``ray.data`` ``map_batches``);
+- ``ray_engine``: ``--engine ray``, the chunks scored by actors on a Ray cluster (Ray imported only there);
 - ``summary`` / ``agreement``: per-method statistics and agreement with human ratings;
 - ``discrimination``: identity pairs (``same_subject``): ROC AUC per concept metric;
 - ``timing`` / ``report``: where the time went, and the printed tables;
@@ -15,10 +18,11 @@
 
 from .manifest import Manifest, ManifestRow, read_manifest
 from .records import EvalRecord
-from .run import DEFAULT_CHUNK_SIZE, EvalOptions, EvalReport, evaluate, merge
+from .options import DEFAULT_CHUNK_SIZE, EngineOptions, EvalOptions
+from .run import EvalReport, evaluate, merge
 from .summary import SummaryOptions, summarize
 
 __all__ = [
-    "DEFAULT_CHUNK_SIZE", "EvalOptions", "EvalRecord", "EvalReport", "Manifest", "ManifestRow", "SummaryOptions",
+    "DEFAULT_CHUNK_SIZE", "EngineOptions", "EvalOptions", "EvalRecord", "EvalReport", "Manifest", "ManifestRow", "SummaryOptions",
     "evaluate", "merge", "read_manifest", "summarize",
 ]

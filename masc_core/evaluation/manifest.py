@@ -3,10 +3,9 @@
 Columns (CSV header, or JSONL object keys):
 
 - required: ``ref``, ``ref_mask``, ``out``, ``out_mask``, ``prompt``, ``subject``;
-- optional: ``method``, ``seed``, ``id``, ``same_subject``, and human ratings, either one
-  column per aspect (``human_cp``, ``human_pf``: one rating, or a rating
-  already pooled over raters) or one column per rater or rater group
-  (``human_cp.<rater>``, ``human_pf.<rater>``; an empty cell = not rated by
+- optional: ``method``, ``seed``, ``id``, ``same_subject``, and human ratings, either one column
+  per aspect (``human_cp``, ``human_pf``: one rating, or one pooled over raters) or one column per
+  rater or rater group (``human_cp.<rater>``, ``human_pf.<rater>``; an empty cell = not rated by
   that rater). The two forms cannot be mixed for one aspect.
 
 ``ref`` and ``ref_mask`` may name several views of the subject, separated by
@@ -14,19 +13,16 @@ Columns (CSV header, or JSONL object keys):
 empty (PF is then undefined), ``prompt`` and ``subject`` may be empty. In
 JSONL a rating column may also be an object ``{"<rater>": rating}``.
 
-``same_subject`` labels identity pairs (the paper's ORIDa regime): 1 when
-``out`` shows the reference's subject, 0 when it shows another one (JSONL
-also takes true/false). When the column is there, every row needs a label:
-``eval`` then reports how well each concept metric tells the two apart
-(ROC AUC; see ``discrimination``).
+``same_subject`` labels identity pairs (the paper's ORIDa regime): 1 when ``out`` shows the
+reference's subject, 0 when it shows another one (JSONL also takes true/false). When the column
+is there, every row needs a label: ``eval`` then reports how well each concept metric tells the
+two apart (ROC AUC; see ``discrimination``).
 
-Relative paths are resolved against the manifest's folder, so a manifest
-and its images can be moved together. Every file is checked to exist when
-the manifest is read, before anything is scored; the missing ones are
-listed together (their count and the first few), so one round of fixes is
-enough. Bad input raises ``MascInputError`` with one line naming the file,
-the line and the column.
-Other columns are ignored.
+Relative paths are resolved against the manifest's folder, so a manifest and its images can be
+moved together. Every file is checked to exist when the manifest is read, before anything is
+scored; the missing ones are listed together (their count and the first few), so one round of
+fixes is enough. Bad input raises ``MascInputError`` with one line naming the file,
+the line and the column. Other columns are ignored.
 """
 
 from __future__ import annotations
@@ -367,6 +363,15 @@ def read_manifest(path: str | os.PathLike) -> Manifest:
         raise MascInputError(f"manifest '{path}' is not UTF-8 text: save it as UTF-8 CSV or JSONL") from None
     if not records:
         raise MascInputError(f"manifest '{path}' has no rows: add one row per generated image")
+    return parse_records(path, os.path.dirname(os.path.abspath(path)), columns, records)
+
+
+def parse_records(
+    path: str, folder: str, columns: list[str], records: list[tuple[int, dict[str, Any]]], indices: list[int] | None = None
+) -> Manifest:
+    """Rows given as (line, {column: value}) checked, paths resolved against ``folder`` (a file's or a batch's rows).
+
+    ``path`` names their source in messages; ``indices`` are the rows' keys (default 0, 1, ...)."""
     missing = [c for c in REQUIRED_COLUMNS if c not in columns]
     if missing:
         raise MascInputError(
@@ -375,11 +380,11 @@ def read_manifest(path: str | os.PathLike) -> Manifest:
         )
     raters = _named_raters(path, columns)
     pooled_form = {aspect: False for aspect in ASPECTS}
-    folder = os.path.dirname(os.path.abspath(path))
     rows = []
     missing_files: dict[str, str] = {}
-    for index, (line, record) in enumerate(records):
+    for position, (line, record) in enumerate(records):
         ratings = _row_ratings(path, line, record, raters, pooled_form)
+        index = indices[position] if indices is not None else position
         rows.append(_row(path, folder, index, line, record, ratings, missing_files))
     if missing_files:
         raise missing_files_error(

@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass, field
+from typing import Any, Sequence
 
 from ..errors import MascInputError
 from .manifest import Manifest, ManifestRow
@@ -29,6 +30,8 @@ from .manifest import Manifest, ManifestRow
 class Chunk:
     rows: list[ManifestRow]
     fingerprints: list[str]
+    key: Any = None
+    """What the engine that cut it calls it (``plan_rows``' ``chunk_keys``); None for a manifest's plan."""
 
 
 @dataclass
@@ -58,22 +61,51 @@ def row_content(row: ManifestRow) -> list:
     return [list(row.ref), list(row.ref_mask), row.out, row.out_mask, row.prompt, row.subject, sizes]
 
 
-def plan(manifest: Manifest, chunk_size: int, identity_digest: str) -> list[Group]:
-    """Groups (by reference) in order of first row, cut into chunks, with each row's fingerprint."""
+def group_key(row: ManifestRow) -> tuple:
+    """Rows with the same key share their reference: it is encoded once for them."""
+    return (row.ref_paths, row.ref_mask_paths)
+
+
+def make_chunk(rows: list[ManifestRow], identity_digest: str, key: Any = None) -> Chunk:
+    """The rows scored together, with each row's fingerprint (its content, its chunk's and the scoring identity)."""
+    contents = [digest(row_content(row)) for row in rows]
+    chunk_digest = digest(identity_digest, contents)
+    return Chunk(list(rows), [digest(chunk_digest, c) for c in contents], key)
+
+
+def plan_rows(
+    rows: Sequence[ManifestRow], chunk_size: int, identity_digest: str, chunk_keys: Sequence | None = None
+) -> list[Group]:
+    """Groups (by reference) in order of first row, cut into chunks of ``chunk_size`` rows.
+
+    With ``chunk_keys`` (one per row), a group's rows are cut where the key changes instead: an
+    engine that already cut the manifest hands its chunks over this way (see ``batch_scorer``).
+    """
     by_key: dict[tuple, Group] = {}
-    for row in manifest.rows:
-        key = (row.ref_paths, row.ref_mask_paths)
+    keys_of: dict[tuple, list] = {}
+    for position, row in enumerate(rows):
+        key = group_key(row)
         if key not in by_key:
             by_key[key] = Group(ordinal=len(by_key), rows=[])
+            keys_of[key] = []
         by_key[key].rows.append(row)
-    groups = list(by_key.values())
-    for group in groups:
-        contents = [digest(row_content(row)) for row in group.rows]
-        for start in range(0, len(group.rows), chunk_size):
-            rows = group.rows[start : start + chunk_size]
-            chunk_digest = digest(identity_digest, contents[start : start + chunk_size])
-            group.chunks.append(Chunk(rows, [digest(chunk_digest, c) for c in contents[start : start + chunk_size]]))
-    return groups
+        keys_of[key].append(chunk_keys[position] if chunk_keys is not None else None)
+    for key, group in by_key.items():
+        if chunk_keys is None:
+            for start in range(0, len(group.rows), chunk_size):
+                group.chunks.append(make_chunk(group.rows[start : start + chunk_size], identity_digest))
+            continue
+        start = 0
+        for end in range(1, len(group.rows) + 1):
+            if end == len(group.rows) or keys_of[key][end] != keys_of[key][start]:
+                group.chunks.append(make_chunk(group.rows[start:end], identity_digest, keys_of[key][start]))
+                start = end
+    return list(by_key.values())
+
+
+def plan(manifest: Manifest, chunk_size: int, identity_digest: str) -> list[Group]:
+    """Groups (by reference) in order of first row, cut into chunks, with each row's fingerprint."""
+    return plan_rows(manifest.rows, chunk_size, identity_digest)
 
 
 def parse_shard(spec: str | None) -> tuple[int, int] | None:

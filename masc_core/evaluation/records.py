@@ -256,6 +256,22 @@ def csv_columns(records: list[EvalRecord], metrics: Iterable[str]) -> list[str]:
     return columns + ["cp_undefined", "pf_undefined", "notes", "fingerprint"]
 
 
+def csv_cells(record: EvalRecord, columns: list[str]) -> list[str]:
+    """One results.csv row: ``record``'s cell (text) in each of ``columns``."""
+    data = record.to_dict()
+    cells = []
+    for column in columns:
+        if column.startswith("human_") and "." in column:
+            aspect, rater = column[len("human_") :].split(".", 1)
+            value = (data.get("ratings") or {}).get(aspect, {}).get(rater)
+        elif column == "notes":
+            value = data.get("baseline_undefined") or None
+        else:
+            value = data.get(column)
+        cells.append(csv_cell(value))
+    return cells
+
+
 def csv_text(records: list[EvalRecord], metrics: Iterable[str]) -> str:
     """results.csv for ``records`` (sorted by row)."""
     columns = csv_columns(records, metrics)
@@ -263,18 +279,7 @@ def csv_text(records: list[EvalRecord], metrics: Iterable[str]) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(columns)
     for record in records:
-        record = record.to_dict()
-        cells = []
-        for column in columns:
-            if column.startswith("human_") and "." in column:
-                aspect, rater = column[len("human_") :].split(".", 1)
-                value = (record.get("ratings") or {}).get(aspect, {}).get(rater)
-            elif column == "notes":
-                value = record.get("baseline_undefined") or None
-            else:
-                value = record.get(column)
-            cells.append(csv_cell(value))
-        writer.writerow(cells)
+        writer.writerow(csv_cells(record, columns))
     return buffer.getvalue()
 
 

@@ -27,10 +27,24 @@ def timing_lines(report) -> list[str]:
         f"files {seconds.get('loading_files', 0.0):.1f} s), encoding {seconds.get('encoding', 0.0):.1f} s, "
         f"scoring {seconds.get('scoring', 0.0):.1f} s, other {seconds.get('other', 0.0):.1f} s",
     ]
+    engine = report.timing.get("engine")
+    if engine:  # Ray: wall time here, the phases are the workers' (they overlap)
+        lines[0] = (
+            f"{report.rows_total} rows: {report.rows_scored} scored, {report.rows_skipped} already done; "
+            f"{seconds.get('total', 0.0):.1f} s wall, of which {seconds.get('startup', 0.0):.1f} s start-up "
+            "(cluster, actors, models)" + (f"; {rate:.2f} images/s after start-up" if rate else "")
+        )
+        lines[1] = "workers' time, added up: " + lines[1][len("time: "):].rsplit(", other", 1)[0]
+        lines.append(
+            f"ray: {engine.get('workers')} workers x {engine.get('cpus_per_worker')} CPU"
+            + (f" + {engine['gpus_per_worker']:g} GPU" if engine.get("gpus_per_worker") else "")
+            + f" on {engine.get('nodes')} node(s) ({engine.get('address')}); {engine.get('chunks')} chunks in {engine.get('units')} units"
+        )
     memory = report.timing.get("memory") or {}
     peaks = [f"{memory[key] / 1024:.2f} GiB {label}" for key, label in (("peak_rss_mib", "resident"), ("peak_cuda_mib", "CUDA")) if memory.get(key)]
     if peaks:
-        lines.append("peak memory: " + ", ".join(peaks) + (" (the largest shard)" if report.merged_shards else ""))
+        where = " (the largest shard)" if report.merged_shards else " (the largest worker)" if engine else ""
+        lines.append("peak memory: " + ", ".join(peaks) + where)
     return lines
 
 

@@ -10,60 +10,40 @@ how rows are scored is ``scorer``; the files are ``records``.
 - ``--shard i/n`` writes into ``DIR/shard-i-of-n/`` and no summary;
   ``merge`` checks the shards are complete and consistent and writes the
   files one run would have.
+- The chunks are scored by an *engine*, chosen in ``make_engine``: this
+  process (``InProcessEngine``, the default), or actors on a Ray cluster
+  (``ray_engine``). An engine hands back each finished chunk's records, in
+  any order; ``evaluate`` appends them to results.jsonl as they come, so
+  every engine resumes the same way and writes the same files. The engine
+  starts (models loaded, cluster joined) before the output folder is
+  touched, so one that cannot start leaves earlier results as they were.
 """
 
 from __future__ import annotations
 
 import glob
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from .. import files
 from ..errors import MascInputError
-from ..models import checkpoints, siglip_checkpoint
-from ..models.devices import resolve_device, resolve_dtype
-from ..models.preprocess import PreprocessSpec
 from ..resources import peak_memory
-from . import metrics
 from . import records as results
 from .manifest import Manifest, read_manifest
-from .plan import digest, manifest_digest, plan, shard_groups
+from .options import DEFAULT_CHUNK_SIZE, EngineOptions, EvalOptions, scoring_identity
+from .plan import Chunk, Group, digest, manifest_digest, plan, shard_groups
 from .records import EvalRecord, canonical
 from .scorer import RowScorer
 from .summary import SummaryOptions, metrics_present, summarize
 from .timing import Stopwatch, sum_timings
 
-DEFAULT_CHUNK_SIZE = 32
+__all__ = ["DEFAULT_CHUNK_SIZE", "EngineOptions", "EvalOptions", "EvalReport", "evaluate", "merge", "scoring_identity"]
+
 ProgressCallback = Callable[[int, int, int, float], None]
 """``progress(rows_done, rows_total, rows_scored_this_run, seconds_elapsed)`` after each chunk."""
-
-
-@dataclass(frozen=True)
-class EvalOptions:
-    """How to score a manifest (model, baselines, batching) and summarize it."""
-
-    model: str
-    device: str = "auto"
-    precision: str = "fp32"
-    max_patches: int | None = None
-    batch_size: int = 8
-    chunk_size: int = DEFAULT_CHUNK_SIZE
-    baselines: tuple[str, ...] = ()
-    """Registered metrics to add to MaSC's, in this order (``metrics.REGISTRY`` keys: "global", "clip", ...)."""
-    folders: dict[str, str] = field(default_factory=dict, hash=False)
-    """Checkpoint folder of each baseline that takes one (e.g. {"clip": DIR})."""
-    summary: SummaryOptions = field(default_factory=SummaryOptions)
-    shard: tuple[int, int] | None = None
-    fresh: bool = False
-    """Ignore (delete) earlier results in the output folder."""
-
-    @property
-    def metric_names(self) -> list[str]:
-        names = [c.name for c in metrics.MASC_COLUMNS]
-        for key in self.baselines:
-            names += [c.name for c in metrics.get_spec(key).columns]
-        return names
+ChunkDone = Callable[[Chunk, list[EvalRecord]], None]
+"""What an engine calls with each finished chunk's records, in the order they finish."""
 
 
 @dataclass
@@ -79,36 +59,6 @@ class EvalReport:
     written: list[str]
     merged_shards: int = 0
     """For a merge: how many shards; its timing is theirs added up."""
-
-
-def scoring_identity(options: EvalOptions) -> dict:
-    """Everything the scores depend on besides the rows, checked without loading any weights."""
-    specs = [metrics.get_spec(key) for key in options.baselines]
-    for spec in specs:
-        if spec.folder_option and not options.folders.get(spec.key):
-            raise MascInputError(f"{spec.folder_option} needs a checkpoint folder: pass {spec.folder_option} DIR")
-    if options.chunk_size < 1:
-        raise MascInputError(f"--chunk-size is {options.chunk_size}: give at least 1 row")
-    folder, source = checkpoints.resolve(options.model)
-    info = siglip_checkpoint.inspect(folder, source)
-    spec = PreprocessSpec.from_configs(
-        naflex=info.naflex, vision_config=info.vision_config, preprocessor_config=info.preprocessor_config,
-        max_num_patches=options.max_patches,
-    )
-    dtype = resolve_dtype(options.precision, resolve_device(options.device))
-    identity = {
-        "model": checkpoints.folder_digest(folder),
-        "kind": "naflex" if spec.naflex else "fixed",
-        "max_num_patches": spec.max_num_patches if spec.naflex else None,
-        "precision": str(dtype).replace("torch.", ""),
-        "metrics": options.metric_names,
-        "chunk_size": options.chunk_size,
-    }
-    for metric in specs:
-        if metric.folder_option:
-            metric.check_folder(options.folders[metric.key])
-            identity[metric.key] = checkpoints.folder_digest(options.folders[metric.key])
-    return identity
 
 
 # ---------------------------------------------------------------- the run
@@ -168,50 +118,94 @@ def chunks_to_score(groups, stored: dict[int, EvalRecord]) -> list:
     ]
 
 
-def evaluate(manifest_path: str, out_dir: str, options: EvalOptions, *, progress: ProgressCallback | None = None) -> EvalReport:
-    """Score a manifest into ``out_dir`` (results.jsonl/csv, summary.json, run.json, timing.json); resume if possible."""
+class InProcessEngine:
+    """The single-process engine: the models loaded once in this process, then chunk after chunk in plan order."""
+
+    def __init__(self):
+        self.scorer: RowScorer | None = None
+
+    def start(self, options: EvalOptions, clock: Stopwatch, manifest: Manifest) -> None:
+        self.scorer = RowScorer(options, clock)
+
+    def score(self, todo: list[tuple[Group, Chunk]], done: ChunkDone) -> None:
+        current = None
+        for group, chunk in todo:
+            if group is not current:
+                self.scorer.start_group(group)
+                current = group
+            done(chunk, self.scorer.score_chunk(chunk))
+
+    def timing(self, clock: Stopwatch, rows_scored: int, rows_skipped: int) -> dict:
+        memory = peak_memory(self.scorer.encoder.device if self.scorer else None)
+        return clock.report(rows_scored, rows_skipped, self.scorer.forwards() if self.scorer else None, memory)
+
+    def close(self) -> None:
+        pass
+
+
+def make_engine(settings: EngineOptions | None, options: EvalOptions):
+    """The one place an engine is chosen: this process (``single``), or a Ray cluster (``ray``, imported only then)."""
+    settings = settings or EngineOptions()
+    settings.check(options.precision)
+    if settings.name == "ray":
+        from .ray_engine import RayEngine
+
+        return RayEngine(settings)
+    return InProcessEngine()
+
+
+def evaluate(
+    manifest_path: str, out_dir: str, options: EvalOptions, *, progress: ProgressCallback | None = None,
+    engine: EngineOptions | None = None,
+) -> EvalReport:
+    """Score a manifest into ``out_dir`` (results.jsonl/csv, summary.json, run.json, timing.json); resume if possible.
+
+    ``engine`` says where the chunks are scored (default: this process); every engine writes the same files.
+    """
     clock = Stopwatch()
+    scoring = make_engine(engine, options)
     manifest = read_manifest(manifest_path)
     check_ratings(manifest, options)
-    identity = scoring_identity(options)
+    identity = scoring_identity(options, (engine or EngineOptions()).scoring_device())
     groups = shard_groups(plan(manifest, options.chunk_size, digest(identity)), options.shard)
     scope = [row for g in groups for row in g.rows]
     target = _target_folder(out_dir, options.shard)
-    os.makedirs(target, exist_ok=True)
     log_path = os.path.join(target, results.RESULTS_JSONL)
-    if options.fresh:
-        _remove(target, (results.RESULTS_JSONL, results.RESULTS_CSV, results.SUMMARY_JSON, results.TIMING_JSON))
-    files.write_json(os.path.join(target, results.RUN_JSON), _run_description(manifest, identity, options, len(scope), False))
-    stored = results.read_records(log_path)
+    stored = {} if options.fresh else results.read_records(log_path)
     todo = chunks_to_score(groups, stored)
     skipped = len(scope) - sum(len(chunk.rows) for _, chunk in todo)
     scored = 0
-    scorer = None
-    if progress:
-        progress(skipped, len(scope), 0, clock.elapsed)
-    if todo:
-        # Until the run ends, the folder must not show a summary or table of older rows.
-        _remove(target, (results.RESULTS_CSV, results.SUMMARY_JSON))
-        scorer = RowScorer(options, clock)
-        with results.AppendLog(log_path) as log:
-            current = None
-            for group, chunk in todo:
-                if group is not current:
-                    scorer.start_group(group)
-                    current = group
-                records = scorer.score_chunk(chunk)
-                with clock.phase("scoring"):
-                    log.append(records)
-                stored.update((record.row, record) for record in records)
-                scored += len(records)
-                if progress:
-                    progress(skipped + scored, len(scope), scored, clock.elapsed)
+    try:
+        if todo:
+            scoring.start(options, clock, manifest)  # models loaded (or the cluster joined) before the folder is touched
+        os.makedirs(target, exist_ok=True)
+        if options.fresh:
+            _remove(target, (results.RESULTS_JSONL, results.RESULTS_CSV, results.SUMMARY_JSON, results.TIMING_JSON))
+        files.write_json(os.path.join(target, results.RUN_JSON), _run_description(manifest, identity, options, len(scope), False))
+        if progress:
+            progress(skipped, len(scope), 0, clock.elapsed)
+        if todo:
+            # Until the run ends, the folder must not show a summary or table of older rows.
+            _remove(target, (results.RESULTS_CSV, results.SUMMARY_JSON))
+            with results.AppendLog(log_path) as log:
+
+                def done(chunk: Chunk, records: list[EvalRecord]) -> None:
+                    nonlocal scored
+                    with clock.phase("scoring"):
+                        log.append(records)
+                    stored.update((record.row, record) for record in records)
+                    scored += len(records)
+                    if progress:
+                        progress(skipped + scored, len(scope), scored, clock.elapsed)
+
+                scoring.score(todo, done)
+    finally:
+        scoring.close()
     min_foreground = options.summary.min_foreground
     records = canonical([stored[row.index].relabel(row, min_foreground) for row in sorted(scope, key=lambda r: r.index)])
     written, summary = write_outputs(target, records, options.metric_names, options.summary if options.shard is None else None)
     files.write_json(os.path.join(target, results.RUN_JSON), _run_description(manifest, identity, options, len(scope), True))
-    memory = peak_memory(scorer.encoder.device if scorer else None)
-    timing = clock.report(scored, skipped, scorer.forwards() if scorer else None, memory)
+    timing = scoring.timing(clock, scored, skipped)
     files.write_json(os.path.join(target, results.TIMING_JSON), timing)
     written += [os.path.join(target, results.RUN_JSON), os.path.join(target, results.TIMING_JSON)]
     return EvalReport(target, len(scope), scored, skipped, timing, summary, written)
