@@ -4,4 +4,4 @@ Kept in a module of its own (no imports) so the pure modules can name it
 without importing the package's ``__init__``, which loads model code.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

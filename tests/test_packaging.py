@@ -191,3 +191,14 @@ def test_an_input_folder_that_cannot_be_written_only_logs(host_module, tmp_path,
     blocked.write_text("a file where the input folder should be")
     assert host_module.copy_example_inputs(str(blocked)) == []
     assert "example inputs not copied" in caplog.text
+
+
+def test_one_version_everywhere():
+    """The version saved with every score (PNG metadata, score logs) is the package's, as pyproject.toml declares it."""
+    import re
+
+    from masc_core import __version__
+    from masc_core.version import __version__ as metric_version
+
+    declared = re.search(r'^version = "([^"]+)"', open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8").read(), re.M).group(1)
+    assert __version__ == metric_version == declared
