@@ -24,7 +24,6 @@ import pytest
 from PIL import Image
 
 from comfy_harness import ROOT, import_pack
-from pending import PENDING
 
 # What comfy_config (ComfyUI's reader of this file) accepts.
 REGISTRY_OS_PREFIXES = ("Microsoft", "POSIX", "MacOS", "OS Independent")
@@ -141,19 +140,13 @@ def _loaded_files(path: str) -> set[str]:
 WORKFLOW_FILES = sorted(glob.glob(os.path.join(ROOT, "workflows", "*.json")) + glob.glob(os.path.join(ROOT, "workflows", "api", "*.json")))
 
 
-@pytest.mark.parametrize("path", [
-    pytest.param(p, id=os.path.relpath(p, ROOT), marks=[pytest.mark.xfail(reason=PENDING[os.path.basename(p)])] if os.path.basename(p) in PENDING else [])
-    for p in WORKFLOW_FILES
-])
+@pytest.mark.parametrize("path", WORKFLOW_FILES, ids=lambda p: os.path.relpath(p, ROOT))
 def test_workflows_load_only_shipped_example_inputs(path):
     shipped = set(os.listdir(os.path.join(ROOT, "example_inputs")))
     assert _loaded_files(path) <= shipped
 
 
-@pytest.mark.parametrize("path", [
-    pytest.param(p, id=os.path.basename(p), marks=[pytest.mark.xfail(reason=PENDING[os.path.basename(p)])] if os.path.basename(p) in PENDING else [])
-    for p in sorted(glob.glob(os.path.join(ROOT, "workflows", "*.json")))
-])
+@pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(ROOT, "workflows", "*.json"))), ids=os.path.basename)
 def test_every_ui_workflow_has_its_template_thumbnail(path):
     thumbnail = path[:-len(".json")] + ".jpg"
     assert os.path.isfile(thumbnail), "the templates browser would show a blank card"

@@ -6,10 +6,11 @@ Run by the host suite with the HOST's interpreter (it has ``playwright``; no bro
 
 PLAN: ``url``, ``out`` (screenshots), ``pack`` (the pack's folder name), ``workflows`` (a list of
 ``{"name", "path", "run", "thumbnail": path or null}``), ``widgets`` (how to make a graph run on this
-machine: ``{"byType": {type: {widget: value}}, "byWidget": {widget: value}}``),
+machine: ``{"byType": {type: {widget: value}}, "byWidget": {widget: value}, "atMost": {widget: number}}``),
 ``templates`` (open the templates browser and read the cards of those workflows). The page's settings (Vue renderer
 or not) come from the server's user folder, written by the test before the page loads.
-RESULT: for each workflow, what loaded (unknown node types, nodes flagged with errors), what ran,
+RESULT: for each workflow, what loaded (unknown node types, widget values, nodes flagged with errors), what ran
+(the outcome, the text and images the server sent to each node),
 the report boxes (text, read-only, label, every line visible, what typing did), what the saved
 workflow and the queued prompt hold, nodes that overlap, screenshots; the front end's version and
 the console's warnings. Assertions live in the tests, not here.
@@ -33,14 +34,19 @@ window.__masc = {
   nodes() { return app.graph._nodes ?? app.graph.nodes; },
   unknownTypes(graph) { return graph.nodes.map(n => n.type).filter(t => !(t in LiteGraph.registered_node_types)); },
   flagged() { return this.nodes().filter(n => n.has_errors).map(n => `${n.id} ${n.type}`); },
-  // rules: {byType: {type: {widget: value}}, byWidget: {widget: value}} (what graphs.for_cpu does to API graphs)
+  // rules: {byType: {type: {widget: value}}, byWidget: {widget: value}, atMost: {widget: number}}
+  // (what graphs.for_cpu does to API graphs)
   setWidgets(rules) {
     for (const node of this.nodes()) {
       const values = {...(rules.byType?.[node.type] ?? {})};
-      for (const widget of node.widgets ?? []) if (widget.name in (rules.byWidget ?? {})) values[widget.name] = rules.byWidget[widget.name];
+      for (const widget of node.widgets ?? []) {
+        if (widget.name in (rules.byWidget ?? {})) values[widget.name] = rules.byWidget[widget.name];
+        const most = rules.atMost?.[widget.name];
+        if (typeof most === 'number' && typeof widget.value === 'number') values[widget.name] = Math.min(widget.value, most);
+      }
       for (const [name, value] of Object.entries(values)) {
         const widget = node.widgets?.find(w => w.name === name);
-        if (widget) widget.value = typeof value === 'number' && name === 'batch_size' ? Math.min(widget.value, value) : value;
+        if (widget) widget.value = value;
       }
     }
   },
@@ -133,12 +139,16 @@ def open_page(browser, url: str):
 
 
 def queue_and_wait(page, timeout_s: float = 900) -> dict:
-    """Queue the graph as the Run button does; the outcome and the ui text the server sent to each node."""
+    """Queue the graph as the Run button does (one press); the outcome, the ui text and images the server sent."""
     return page.evaluate(
         """async (timeout) => {
             const { api } = await import('/scripts/api.js');
-            const sent = {};
-            const onExecuted = e => { if (e.detail?.output?.text) sent[String(e.detail.node)] = e.detail.output.text; };
+            const sent = {}, images = {};
+            const onExecuted = e => {
+                const output = e.detail?.output;
+                if (output?.text) sent[String(e.detail.node)] = output.text;
+                if (output?.images) images[String(e.detail.node)] = output.images;
+            };
             api.addEventListener('executed', onExecuted);
             const outcome = await new Promise(resolve => {
                 api.addEventListener('execution_success', () => resolve('success'));
@@ -148,7 +158,7 @@ def queue_and_wait(page, timeout_s: float = 900) -> dict:
                 app.queuePrompt(0, 1);
             });
             api.removeEventListener('executed', onExecuted);
-            return {outcome, sent};
+            return {outcome, sent, images};
         }""",
         timeout_s * 1000,
     )
@@ -210,6 +220,9 @@ def check_workflow(page, item: dict, widgets: dict, out: str, vue: bool) -> dict
     result = {"unknown_types": page.evaluate("(g) => window.__masc.unknownTypes(g)", graph)}
     page.evaluate("async (g) => { await app.loadGraphData(g); }", graph)
     page.wait_for_timeout(1500)
+    result["widgets_on_load"] = page.evaluate(
+        "() => app.graph.serialize().nodes.map(n => ({id: String(n.id), type: n.type, widgets_values: n.widgets_values ?? null}))"
+    )
     result["flagged_on_load"] = page.evaluate("() => window.__masc.flagged()")
     result["node_count"] = page.evaluate("() => window.__masc.nodes().length")
     result["file_node_count"] = len(graph["nodes"])
@@ -222,7 +235,7 @@ def check_workflow(page, item: dict, widgets: dict, out: str, vue: bool) -> dict
     page.evaluate("(w) => window.__masc.setWidgets(w)", widgets)
     started = time.monotonic()
     ran = queue_and_wait(page)
-    result["run"], result["sent_text"] = ran["outcome"], ran["sent"]
+    result["run"], result["sent_text"], result["sent_images"] = ran["outcome"], ran["sent"], ran["images"]
     result["run_seconds"] = round(time.monotonic() - started, 1)
     page.wait_for_timeout(2500)  # previews arrive after the execution message
     page.evaluate("async () => { await window.__masc.visitAll(); await window.__masc.visitAll(); }")

@@ -256,6 +256,28 @@ def pack_mappings():
     return import_pack(ROOT)
 
 
+def metadata_writers() -> set[str]:
+    """The pack's node types that add their scores to saved PNGs (they take ComfyUI's hidden extra_pnginfo)."""
+    return {
+        name for name, cls in pack_mappings().NODE_CLASS_MAPPINGS.items()
+        if "extra_pnginfo" in cls.INPUT_TYPES().get("hidden", {})
+    }
+
+
+def read_scores(*paths: str) -> subprocess.CompletedProcess:
+    """``python -m masc_core read`` on PNGs the server saved, run as a user would, by the checkout's interpreter."""
+    return subprocess.run([sys.executable, "-m", "masc_core", "read", *paths], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def this_image(printed: str) -> list[tuple[str, str]]:
+    """The (``this image:`` line, ``from <node> (node <id>): ...`` line) pairs ``read`` printed for one file."""
+    lines = printed.splitlines()
+    return [
+        (line.strip(), following.strip()) for line, following in zip(lines, lines[1:])
+        if line.startswith("  this image: ") and following.startswith("    from ")
+    ]
+
+
 def write_json(path: str, value) -> None:
     with open(path, "w", encoding="utf-8") as handle:
         json.dump(value, handle, indent=1)

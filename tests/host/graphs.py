@@ -7,13 +7,13 @@ import glob
 import json
 import os
 
-from pending import PENDING  # noqa: F401 - re-exported for the host tests
-
-from .conftest import ENCODER_NAME, ROOT, SD15_NAME, SEGMENTER_NAME
+from .conftest import ENCODER_NAME, ROOT, SD15_NAME, SEGMENTER_NAME, metadata_writers, read_scores, this_image
 
 API_WORKFLOWS = sorted(glob.glob(os.path.join(ROOT, "workflows", "api", "*.json")))
 UI_WORKFLOWS = sorted(glob.glob(os.path.join(ROOT, "workflows", "*.json")))
 LATENT_SIDE = 256
+AT_MOST = {"batch_size": 2, "max_candidates": 2, "accept": 2}
+"""Integer inputs capped wherever they appear (Empty Latent's batch, MaSC Sample Until's budget): few images per run."""
 
 
 def load(path: str) -> dict:
@@ -37,7 +37,9 @@ def for_cpu(graph: dict, *, sd15: str = SD15_NAME) -> dict:
             inputs["ckpt_name"] = sd15
         if kind.startswith("EmptyLatentImage") or kind == "EmptySD3LatentImage":
             inputs["width"] = inputs["height"] = LATENT_SIDE
-            inputs["batch_size"] = min(int(inputs.get("batch_size", 1)), 2)
+        for name, most in AT_MOST.items():
+            if isinstance(inputs.get(name), int):
+                inputs[name] = min(inputs[name], most)
         if isinstance(inputs.get("steps"), int):
             inputs["steps"] = 1
     return graph
@@ -49,10 +51,27 @@ def page_widgets(*, sd15: str = SD15_NAME) -> dict:
         "byType": {
             "MaSCLoadEncoder": {"model": ENCODER_NAME},
             "MaSCLoadAutoMaskModel": {"model": SEGMENTER_NAME},
-            "EmptyLatentImage": {"width": LATENT_SIDE, "height": LATENT_SIDE, "batch_size": 2},
+            "EmptyLatentImage": {"width": LATENT_SIDE, "height": LATENT_SIDE},
         },
         "byWidget": {"ckpt_name": sd15, "steps": 1},
+        "atMost": AT_MOST,
     }
+
+
+def of_type(graph: dict, class_type: str) -> list[str]:
+    """Ids of the graph's nodes of one type, in id order."""
+    return sorted((i for i, n in graph.items() if n["class_type"] == class_type), key=lambda i: (len(i), i))
+
+
+def ancestors(graph: dict, node_id: str) -> set[str]:
+    """Every node a node's inputs depend on (the nodes that run before it)."""
+    found, todo = set(), [node_id]
+    while todo:
+        for value in graph[todo.pop()]["inputs"].values():
+            if isinstance(value, list) and len(value) == 2 and value[0] not in found:
+                found.add(value[0])
+                todo.append(value[0])
+    return found
 
 
 def node(class_type: str, **inputs) -> dict:
@@ -76,3 +95,15 @@ def design_card(reference: str, reference_mask: str, image: str, image_mask: str
         "10": node("PreviewAny", source=["7", 0]),
         "11": node("PreviewAny", source=["8", 0]),
     }
+
+
+def check_saved_scores(path: str, graph: dict, save_id: str) -> None:
+    """A PNG written by Save Image ``save_id`` of ``graph`` (API format): ``python -m masc_core read`` prints, for this
+    very image (matched by its pixels), the scores of every MaSC node upstream that saves scores."""
+    writers = metadata_writers()
+    expected = {f"from {graph[i]['class_type']} (node {i}):" for i in ancestors(graph, save_id) if graph[i]["class_type"] in writers}
+    read = read_scores(path)
+    assert read.returncode == 0, f"read {path}: {read.stderr}"
+    sources = [source for _, source in this_image(read.stdout)]
+    found = {header for header in expected if any(source.startswith(header) for source in sources)}
+    assert found == expected, f"{path}: expected scores {sorted(expected)}, read printed\n{read.stdout}"

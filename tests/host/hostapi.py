@@ -20,6 +20,9 @@ import urllib.request
 import uuid
 from dataclasses import dataclass, field
 
+FROM_FRONT_END = {"extra_pnginfo": {"workflow": {"note": "sent by the MaSC host suite, as the front end sends its workflow"}}}
+"""The ``extra_data`` the front end sends with every prompt: core Save Image writes ``extra_pnginfo`` into each PNG."""
+
 PORTS = range(18000, 18100)
 """Ports this suite may use (MASC_HOST_PORTS="first-last" overrides)."""
 
@@ -101,9 +104,16 @@ class Server:
         except ComfyError as error:
             return error.status
 
-    def queue(self, prompt: dict) -> str:
-        """POST /prompt; the prompt id. ComfyError when validation refuses any part of the graph."""
-        answer = self.request("/prompt", {"prompt": prompt, "client_id": self.client_id})
+    def queue(self, prompt: dict, extra_data: dict | None = None) -> str:
+        """POST /prompt; the prompt id. ComfyError when validation refuses any part of the graph.
+
+        ``extra_data``: sent along as the front end sends it (``FROM_FRONT_END``: the PNG metadata nodes add to);
+        None, as a bare API client does.
+        """
+        body = {"prompt": prompt, "client_id": self.client_id}
+        if extra_data is not None:
+            body["extra_data"] = extra_data
+        answer = self.request("/prompt", body)
         if answer.get("node_errors"):  # ComfyUI queues the valid outputs and reports the others: refuse both
             raise ComfyError(200, answer)
         return answer["prompt_id"]
@@ -122,8 +132,8 @@ class Server:
             time.sleep(0.2)
         raise TimeoutError(f"prompt {prompt_id} not finished after {timeout}s")
 
-    def run(self, prompt: dict, timeout: float = 900) -> dict:
-        return self.wait(self.queue(prompt), timeout)
+    def run(self, prompt: dict, timeout: float = 900, *, extra_data: dict | None = None) -> dict:
+        return self.wait(self.queue(prompt, extra_data), timeout)
 
     def stop(self, timeout: float = 30) -> None:
         if self.process.poll() is None:
@@ -244,6 +254,12 @@ def was_interrupted(entry: dict) -> bool:
 def ui_text(entry: dict, node_id: str) -> str:
     """The ``ui.text`` a node returned (joined), e.g. PreviewAny's value or a MaSC node's report."""
     return "\n".join(entry.get("outputs", {}).get(node_id, {}).get("text", []))
+
+
+def saved_images(entry: dict, node_id: str, output_dir: str) -> list[str]:
+    """Paths of the images a Save Image node wrote (empty when it was skipped or blocked)."""
+    images = entry.get("outputs", {}).get(node_id, {}).get("images", [])
+    return [os.path.join(output_dir, image.get("subfolder", ""), image["filename"]) for image in images if image.get("type") == "output"]
 
 
 def explain(entry: dict) -> str:

@@ -1,6 +1,7 @@
-"""The front end the host ships (headless Debian Chromium + Playwright): workflows load and run from the page,
-the report boxes show the scores, read-only, never saved; a run leaves every node readable; the templates
-browser lists our workflows in order, with their thumbnails. Classic renderer, then the Vue one.
+"""The front end the host ships (headless Debian Chromium + Playwright): workflows load with their widget values and
+run from the page with one Queue press, the report boxes show the scores, read-only, never saved; the images saved
+carry the workflow and the scores; a run leaves every node readable; the templates browser lists our workflows in
+order, with their thumbnails. Classic renderer, then the Vue one.
 
 One browser session per renderer (``browser.py``, run with the host's interpreter, which has Playwright);
 the tests read its result. With ``MASC_WRITE_THUMBNAILS=1`` the classic session's thumbnails are also
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 
@@ -18,7 +20,7 @@ import pytest
 from PIL import Image
 
 from .conftest import HERE, ROOT, pack_mappings, write_json
-from .graphs import PENDING, UI_WORKFLOWS, page_widgets
+from .graphs import UI_WORKFLOWS, check_saved_scores, load, page_widgets
 
 NAMES = [os.path.splitext(os.path.basename(p))[0] for p in UI_WORKFLOWS]
 # Settings a fresh user folder gets before the page opens: no first-visit templates dialog, no overlays in screenshots.
@@ -28,12 +30,6 @@ BASE_SETTINGS = {
     "Comfy.Minimap.Visible": False,
     "Comfy.NodeBadge.NodeSourceBadgeMode": "None",
 }
-
-
-def _pending(name: str):
-    """Workflows being rebuilt elsewhere: some checks fail until that lands (not strict: others already pass)."""
-    reason = PENDING.get(name + ".json")
-    return [pytest.mark.xfail(reason=reason, strict=False)] if reason else []
 
 
 def _browse(host, server, installed, out_dir, sd15, vue: bool) -> dict:
@@ -66,7 +62,7 @@ def _browse(host, server, installed, out_dir, sd15, vue: bool) -> dict:
     if not vue and os.environ.get("MASC_WRITE_THUMBNAILS") == "1":
         for name in NAMES:
             made = os.path.join(thumbnails, name + ".jpg")
-            if os.path.isfile(made) and result["workflows"][name].get("run") == "success" and name + ".json" not in PENDING:
+            if os.path.isfile(made) and result["workflows"][name].get("run") == "success":
                 shutil.copy(made, os.path.join(ROOT, "workflows", name + ".jpg"))
     return result
 
@@ -109,7 +105,7 @@ def _ours() -> set[str]:
     return set(pack_mappings().NODE_CLASS_MAPPINGS)
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_pending(n)) for n in NAMES])
+@pytest.mark.parametrize("name", NAMES)
 def test_workflow_loads_with_every_node_known_and_nothing_flagged(session, name):
     loaded = session["workflows"][name]
     assert loaded["unknown_types"] == [] and loaded["node_count"] == loaded["file_node_count"]
@@ -120,14 +116,66 @@ def test_workflow_loads_with_every_node_known_and_nothing_flagged(session, name)
     assert loaded["overlaps_on_load"] == []
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_pending(n)) for n in NAMES])
+@pytest.mark.parametrize("name", NAMES)
+def test_workflow_opens_with_the_widget_values_it_was_saved_with(session, name):
+    """Every widget reads as the file says (a widget order the front end disagrees with would shift the values)."""
+    loaded = {node["id"]: node["widgets_values"] for node in session["workflows"][name]["widgets_on_load"]}
+    for node in load(os.path.join(ROOT, "workflows", name + ".json"))["nodes"]:
+        if node.get("widgets_values") is not None:
+            assert loaded.get(str(node["id"])) == node["widgets_values"], f"{node['type']} #{node['id']}"
+
+
+def _with_node(kind: str) -> list[str]:
+    return [name for name, path in zip(NAMES, UI_WORKFLOWS) if any(n["type"] == kind for n in load(path)["nodes"])]
+
+
+@pytest.mark.parametrize("name", _with_node("SaveImage"))
+def test_images_saved_from_the_page_carry_the_workflow_and_the_scores(session, installed, name):
+    """The front end sends the workflow with the prompt: Save Image writes it, and the MaSC nodes' scores, into each PNG."""
+    ran = session["workflows"][name]
+    prompt = json.loads(ran["saved"]["prompt"])
+    for save in (i for i, n in prompt.items() if n["class_type"] == "SaveImage"):
+        images = [image for image in ran["sent_images"].get(save, []) if image.get("type") == "output"]
+        assert images, f"Save Image #{save} showed no saved image"
+        for image in images:
+            path = os.path.join(installed["output"], image.get("subfolder", ""), image["filename"])
+            with Image.open(path) as png:
+                chunks = dict(png.text)
+            assert {"workflow", "prompt", "masc"} <= set(chunks), f"{path}: text chunks {sorted(chunks)}"
+            assert {n["type"] for n in json.loads(chunks["workflow"])["nodes"]} >= {"SaveImage"}
+            check_saved_scores(path, prompt, save)
+
+
+@pytest.mark.parametrize("name", _with_node("MaSCSampleUntil"))
+def test_sample_until_samples_its_candidates_in_one_queue_press(session, name):
+    """One press runs the whole loop: the candidates until enough pass or the budget is spent, then Save Image."""
+    ran = session["workflows"][name]
+    prompt = json.loads(ran["saved"]["prompt"])
+    for node_id in (i for i, n in prompt.items() if n["class_type"] == "MaSCSampleUntil"):
+        inputs = prompt[node_id]["inputs"]
+        report = "\n".join(ran["sent_text"].get(node_id, []))
+        counts = re.match(r"(\d+) of (\d+) accepted after (\d+) of (\d+) candidates", report)
+        assert counts, report
+        passed, accept, used, budget = map(int, counts.groups())
+        assert (accept, budget) == (inputs["accept"], inputs["max_candidates"]), report
+        assert used == budget if passed < accept else used <= budget, report
+        if passed >= accept:
+            kept = accept
+        else:  # shortfall: the best so far, or nothing downstream
+            kept = 0 if inputs["on_shortfall"] == "block" else min(accept, used)
+        saves = [i for i, n in prompt.items() if n["class_type"] == "SaveImage" and n["inputs"]["images"] == [node_id, 0]]
+        shown = sum(len(ran["sent_images"].get(i, [])) for i in saves)
+        assert shown == kept * len(saves), (report, ran["sent_images"])
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_workflow_runs_from_the_page_and_leaves_every_node_readable(session, name):
     ran = session["workflows"][name]
     assert ran["run"] == "success", ran["run"]
     assert ran["overlaps_after_run"] == [], "nodes cover each other after a run"
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_pending(n)) for n in NAMES])
+@pytest.mark.parametrize("name", NAMES)
 def test_report_boxes_show_what_the_server_sent_every_line_read_only(session, name):
     ran = session["workflows"][name]
     ours = _ours()
@@ -144,7 +192,7 @@ def _type(result: dict, node_id: str) -> str:
     return next((n["type"] for n in result["saved"]["nodes"] if n["id"] == node_id), "")
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_pending(n)) for n in NAMES])
+@pytest.mark.parametrize("name", NAMES)
 def test_report_is_never_saved_in_the_workflow_or_sent_in_the_prompt(session, name):
     """Our nodes' saved widget values and queued inputs hold no report (core's Preview Any may show the same text)."""
     ran = session["workflows"][name]
@@ -177,11 +225,9 @@ def _is_number(text: str) -> bool:
 
 
 def test_front_end_reports_no_warning_about_the_pack(session):
-    pending = [name.removesuffix(".json") for name in PENDING]
     noisy = [
         line for line in session["console"]
-        if ("masc" in line.lower() or "internal module" in line or "inputEl is deprecated" in line)
-        and not any(name in line for name in pending)
+        if "masc" in line.lower() or "internal module" in line or "inputEl is deprecated" in line
     ]
     assert noisy == []
 
@@ -200,8 +246,6 @@ def test_templates_browser_lists_the_workflows_in_order_with_thumbnails(classic)
     cards = classic["templates"]["cards"]
     assert [c["name"] for c in cards] == NAMES, cards
     for card in cards:
-        if card["name"] + ".json" in PENDING:
-            continue
         path = os.path.join(ROOT, "workflows", card["name"] + ".jpg")
         assert os.path.isfile(path), f"{card['name']} has no thumbnail file"
         with Image.open(path) as thumbnail:

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from .conftest import ENCODER_NAME, EXAMPLE_PREFIX, NOT_SIGLIP_NAME, ROOT, SEGMENTER_NAME, pack_mappings
-from .graphs import PENDING, UI_WORKFLOWS
+from .graphs import UI_WORKFLOWS
 
 
 def test_pack_is_a_copy_of_the_repository_without_git_or_ci(host, installed):
@@ -73,10 +73,7 @@ def test_templates_are_listed(server, host):
     assert set(server.request("/api/workflow_templates").get(host.pack_name, [])) == names
 
 
-@pytest.mark.parametrize("path", [
-    pytest.param(p, id=os.path.basename(p), marks=[pytest.mark.xfail(reason=PENDING[os.path.basename(p)])] if os.path.basename(p) in PENDING else [])
-    for p in UI_WORKFLOWS
-])
+@pytest.mark.parametrize("path", UI_WORKFLOWS, ids=os.path.basename)
 def test_template_is_served_with_its_thumbnail(server, host, path):
     base = f"/api/workflow_templates/{host.pack_name}/{os.path.splitext(os.path.basename(path))[0]}"
     assert server.status_of(base + ".json") == 200
@@ -87,7 +84,6 @@ def test_template_is_served_with_its_thumbnail(server, host, path):
 def test_requires_comfyui_admits_this_host(host):
     import tomllib
 
-    
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as handle:
         requirement = tomllib.load(handle)["tool"]["comfy"]["requires-comfyui"]
     match = re.fullmatch(r">=\s*(\d+(?:\.\d+)*)", requirement)

@@ -1,4 +1,5 @@
-"""Graphs run by a real ComfyUI: every shipped API workflow, the design card against masc_core, JPEG decoding."""
+"""Graphs run by a real ComfyUI: every shipped API workflow (and the scores its saved PNGs carry), the design card
+against masc_core, JPEG decoding."""
 
 from __future__ import annotations
 
@@ -13,22 +14,18 @@ from PIL import Image
 
 from . import hostapi
 from .conftest import EXAMPLE_PREFIX, ROOT, write_json
-from .graphs import API_WORKFLOWS, PENDING, design_card, for_cpu, load, node
+from .graphs import API_WORKFLOWS, check_saved_scores, design_card, for_cpu, load, node, of_type
 
 PROMPT = "a photo of a dog on the beach"
 
 
-def _case(path):
-    name = os.path.basename(path)
-    marks = [pytest.mark.xfail(reason=PENDING[name], strict=False)] if name in PENDING else []
-    return pytest.param(path, id=name, marks=marks)
-
-
-@pytest.mark.parametrize("path", [_case(p) for p in API_WORKFLOWS])
-def test_shipped_api_workflow_runs(server, sd15, out_dir, path):
+@pytest.mark.parametrize("path", API_WORKFLOWS, ids=os.path.basename)
+def test_shipped_api_workflow_runs(server, sd15, installed, out_dir, path):
+    """Each workflow runs as sent with the front end's extra_data; its reports show; every PNG it saves carries the
+    scores of each MaSC node upstream, which ``python -m masc_core read`` prints (for this very image)."""
     graph = for_cpu(load(path), sd15=sd15)
     try:
-        entry = server.run(graph)
+        entry = server.run(graph, extra_data=hostapi.FROM_FRONT_END)
     except hostapi.ComfyError as refused:
         pytest.fail(f"/prompt refused the graph: {refused}")
     write_json(os.path.join(out_dir, "history-" + os.path.basename(path)), entry)
@@ -41,6 +38,11 @@ def test_shipped_api_workflow_runs(server, sd15, out_dir, path):
         if kind == "PreviewAny":
             shown = hostapi.ui_text(entry, node_id)
             assert shown and shown.lower() != "nan", f"PreviewAny #{node_id} shows {shown!r}"
+    for save in of_type(graph, "SaveImage"):
+        saved = hostapi.saved_images(entry, save, installed["output"])
+        assert saved, f"Save Image #{save} saved nothing"
+        for png in saved:
+            check_saved_scores(png, graph, save)
 
 
 def _png_inputs(installed) -> dict:
