@@ -61,3 +61,15 @@ def test_the_test_command_is_what_ci_runs():
     assert commands(readme_block("### Run the tests")) == [["bash", ".ci/run"]]
     ci = open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8").read()
     assert "python -m pytest -q" in ci
+
+
+@pytest.mark.parametrize("document", ["README.md", *sorted("docs/" + name for name in os.listdir(os.path.join(ROOT, "docs")) if name.endswith(".md"))])
+def test_local_links_and_pictures_point_at_files_of_the_repository(document):
+    """Every relative link or picture (``[text](path)``, ``![alt](path)``) names a file the repository ships."""
+    path = os.path.join(ROOT, document)
+    text = open(path, encoding="utf-8").read()
+    text = re.sub(r"```.*?```", "", text, flags=re.S)  # code blocks hold commands, not links
+    targets = {m.group(1).split("#")[0] for m in re.finditer(r"\]\(([^)\s]+)\)", text)}
+    local = sorted(t for t in targets if t and not re.match(r"[a-z]+:", t))
+    missing = [t for t in local if not os.path.exists(os.path.normpath(os.path.join(os.path.dirname(path), t)))]
+    assert missing == [], f"{document} links to files that do not exist: {missing}"
