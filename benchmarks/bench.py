@@ -34,6 +34,8 @@ import time
 
 import numpy as np
 
+from .output import add_output_options, publish
+
 SIZES = ("base", "so400m")
 PROMPT = "a photo of a dog on the beach"
 SUBJECT = "dog"
@@ -365,21 +367,13 @@ def add_parser(commands) -> None:
     parser.add_argument("--process-n", type=int, default=8, help="N for the whole-process comparison (0 skips it)")
     parser.add_argument("--process-size", default="base", choices=SIZES, help="size for the whole-process comparison")
     parser.add_argument("--skip-masc", action="store_true", help="do not run the paper's package")
-    parser.add_argument("--json", dest="json_out", default=None, help="also write the results as JSON to this file")
-    parser.add_argument("--markdown", default=None, help="also write the table as Markdown to this file")
+    add_output_options(parser)
     parser.set_defaults(run=command)
 
 
 def command(args: argparse.Namespace) -> int:
     report = run(args)
-    table = markdown(report)
-    sys.stdout.write(table + "\n")
-    if args.json_out:
-        with open(args.json_out, "w") as handle:
-            json.dump(report, handle, indent=2)
-    if args.markdown:
-        with open(args.markdown, "w") as handle:
-            handle.write(table + "\n")
+    publish(args, report, markdown(report))
     return 0
 
 

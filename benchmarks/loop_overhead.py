@@ -30,13 +30,13 @@ Each configuration runs once untimed (weights read, allocator warm), then
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
 import time
 
 from .bench import ensure_checkpoint, touch_weights
+from .output import add_output_options, publish
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -186,14 +186,11 @@ def add_parser(commands) -> None:
     parser.add_argument("--sampling-seconds", type=float, default=0.0, help="also state the share with this much sampling per candidate")
     parser.add_argument("--checkpoint", default=None, help="use this NaFlex checkpoint folder instead of building a random one")
     parser.add_argument("--workdir", default=None, help="where checkpoints are built and kept (default: a temp folder)")
-    parser.add_argument("--json", dest="json_out", default=None, help="also write the results as JSON to this file")
+    add_output_options(parser)
     parser.set_defaults(run=command)
 
 
 def command(args: argparse.Namespace) -> int:
     results = measure(args)
-    sys.stdout.write(table(results, args.sampling_seconds) + "\n")
-    if args.json_out:
-        with open(args.json_out, "w") as handle:
-            json.dump(results, handle, indent=2)
+    publish(args, results, table(results, args.sampling_seconds))
     return 0

@@ -32,6 +32,7 @@ import tempfile
 import time
 
 from .bench import SIZES, ensure_checkpoint, machine, subject_mask, synthetic_image
+from .output import add_output_options, publish
 
 FILES = ("results.jsonl", "results.csv", "summary.json")
 # Ray's dashboard process asks cloud metadata servers which cloud it runs on; a closed loopback
@@ -187,19 +188,11 @@ def add_parser(commands) -> None:
     parser.add_argument("--chunk-size", type=int, default=8, help="eval's --chunk-size")
     parser.add_argument("--repeat", type=int, default=2, help="runs of each engine, in alternating order (medians reported)")
     parser.add_argument("--workdir", default=None, help="where the checkpoint, images and results go (default: a temp folder)")
-    parser.add_argument("--json", dest="json_out", default=None, help="also write the results as JSON to this file")
-    parser.add_argument("--markdown", default=None, help="also write the table as Markdown to this file")
+    add_output_options(parser)
     parser.set_defaults(run=command)
 
 
 def command(args: argparse.Namespace) -> int:
     report = run(args)
-    table = markdown(report)
-    sys.stdout.write(table + "\n")
-    if args.json_out:
-        with open(args.json_out, "w", encoding="utf-8") as handle:
-            json.dump(report, handle, indent=2)
-    if args.markdown:
-        with open(args.markdown, "w", encoding="utf-8") as handle:
-            handle.write(table + "\n")
+    publish(args, report, markdown(report))
     return 0 if all(run.get("identical_to_single") for run in report["runs"]) else 1

@@ -28,7 +28,6 @@ weights (random weights cost what real ones cost).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -40,6 +39,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from .bench import ensure_checkpoint, machine
+from .output import add_output_options, publish
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PHOTOS = ["dog_00", "dog_01", "dog_02", "cat_00", "cat_01", "teapot_00", "backpack_00", "duck_toy_00", "red_cartoon_00"]
@@ -281,19 +281,11 @@ def add_parser(commands) -> None:
     parser.add_argument("--show", choices=("median", "min"), default="median",
                         help="which statistic over the calls the table shows (min: closest to an idle machine)")
     parser.add_argument("--workdir", default=None, help="where checkpoints are built and kept (default: a temp folder)")
-    parser.add_argument("--json", dest="json_out", default=None, help="also write the results as JSON to this file")
-    parser.add_argument("--markdown", default=None, help="also write the table as Markdown to this file")
+    add_output_options(parser)
     parser.set_defaults(run=command)
 
 
 def command(args: argparse.Namespace) -> int:
     report = run(args)
-    table = markdown(report, args.show)
-    sys.stdout.write(table + "\n")
-    if args.json_out:
-        with open(args.json_out, "w") as handle:
-            json.dump(report, handle, indent=2)
-    if args.markdown:
-        with open(args.markdown, "w") as handle:
-            handle.write(table + "\n")
+    publish(args, report, markdown(report, args.show))
     return 0
