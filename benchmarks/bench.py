@@ -36,6 +36,8 @@ import numpy as np
 
 from .output import add_output_options, publish
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+"""The checkout: the processes a benchmark starts import masc_core and benchmarks from here."""
 SIZES = ("base", "so400m")
 PROMPT = "a photo of a dog on the beach"
 SUBJECT = "dog"
@@ -202,12 +204,15 @@ def worker_floor(checkpoint: str, paths: dict, count: int, device: str, max_patc
     return {"seconds": time.perf_counter() - started, **peak_memory(encoder.device)}
 
 
+def child_env(**extra: str) -> dict:
+    """The environment of a process a benchmark starts: this one's, the checkout first on PYTHONPATH, then ``extra``."""
+    return dict(os.environ, **extra, PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
+
+
 def run_worker(kind: str, **kwargs) -> dict:
     """Run one measurement in a fresh interpreter and return its JSON result."""
     command = [sys.executable, "-m", "benchmarks.bench", "--worker", kind, "--worker-args", json.dumps(kwargs)]
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    completed = subprocess.run(command, capture_output=True, text=True, env=env)
+    completed = subprocess.run(command, capture_output=True, text=True, env=child_env())
     if completed.returncode != 0:
         last = (completed.stderr.strip().splitlines() or ["no output"])[-1]
         return {"error": last}
@@ -228,10 +233,8 @@ def _masc_script(checkpoint: str, paths: dict, count: int, device: str, max_patc
 
 
 def time_process(command: list[str]) -> dict:
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
     started = time.perf_counter()
-    completed = subprocess.run(command, capture_output=True, text=True, env=env)
+    completed = subprocess.run(command, capture_output=True, text=True, env=child_env())
     elapsed = time.perf_counter() - started
     if completed.returncode != 0:
         return {"error": (completed.stderr.strip().splitlines() or ["failed"])[-1]}

@@ -35,29 +35,9 @@ import sys
 import tempfile
 import time
 
-from .bench import ensure_checkpoint, touch_weights
+from .bench import ROOT, ensure_checkpoint, touch_weights
 from .output import add_output_options, publish
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-class Timer:
-    """Accumulates the time spent in wrapped calls, by part."""
-
-    def __init__(self):
-        self.seconds: dict[str, float] = {}
-
-    def wrap(self, owner, name: str, part: str) -> None:
-        original = getattr(owner, name)
-
-        def timed(*args, **kwargs):
-            started = time.perf_counter()
-            try:
-                return original(*args, **kwargs)
-            finally:
-                self.seconds[part] = self.seconds.get(part, 0.0) + time.perf_counter() - started
-
-        setattr(owner, name, timed)
+from .stages import StageClock, patched
 
 
 def load_nodes(models_dir: str):
@@ -95,19 +75,21 @@ def one_run(pack, harness, encoder, segmenter, *, candidates: int, batch_size: i
     import torch
     from PIL import Image
 
-    timer = Timer()
+    clock = StageClock(None)  # CPU: nothing to synchronize
+
+    def timed(owner, name: str, part: str) -> tuple:
+        return owner, name, clock.wrap(part, getattr(owner, name))
+
     core = encoder.core
-    for name in ("forward_images", "forward_texts", "pool"):  # the towers, and the vision tower's attention-pooling head
-        timer.wrap(core, name, "encoder forwards")
-    timer.wrap(core, "prepare", "preprocessing (part of the overhead)")
-    timer.wrap(segmenter.core, "masks", "masking")
+    timed_parts = [timed(core, name, "encoder forwards") for name in ("forward_images", "forward_texts", "pool")]  # the towers, and the vision tower's attention-pooling head
+    timed_parts += [timed(core, "prepare", "preprocessing (part of the overhead)"), timed(segmenter.core, "masks", "masking")]
     core.clear_cache()
     reference = np.asarray(Image.open(os.path.join(ROOT, "tests", "data", "dreambench", "dog_00.jpg")).convert("RGB").resize((resolution, resolution)))
     mask = np.zeros((resolution, resolution), np.float32)
     mask[resolution // 4 : 3 * resolution // 4, resolution // 4 : 3 * resolution // 4] = 1
-    with harness.stand_in_sampling(pack) as backend:
-        timer.wrap(backend, "sample", "sampling (stand-in)")
-        timer.wrap(backend, "decode", "decoding (stand-in)")
+    with harness.stand_in_sampling(pack) as backend, patched(
+        timed_parts + [timed(backend, "sample", "sampling (stand-in)"), timed(backend, "decode", "decoding (stand-in)")]
+    ):
         started = time.perf_counter()
         out = pack.NODE_CLASS_MAPPINGS["MaSCSampleUntil"]().sample(
             model=harness.StandInModel(), positive=harness.text_conditioning("a photo of sks dog in the snow"),
@@ -120,11 +102,8 @@ def one_run(pack, harness, encoder, segmenter, *, candidates: int, batch_size: i
             mask_subject="dog", mask_threshold=0.4, segmenter=segmenter, extra_pnginfo={}, unique_id="1",
         )
         total = time.perf_counter() - started
-    for obj in (core, segmenter.core, backend):  # drop the instance-level wrappers
-        for name in ("forward_images", "forward_texts", "pool", "prepare", "masks", "sample", "decode"):
-            obj.__dict__.pop(name, None)
     assert out["result"][4] == candidates
-    parts = dict(timer.seconds)
+    parts = dict(clock.seconds)
     excluded = sum(v for k, v in parts.items() if "overhead" not in k)
     return {"total": total, "parts": parts, "overhead": total - excluded, "rounds": -(-candidates // batch_size)}
 

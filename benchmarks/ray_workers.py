@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 
-from .bench import SIZES, ensure_checkpoint, machine, subject_mask, synthetic_image
+from .bench import SIZES, child_env, ensure_checkpoint, machine, subject_mask, synthetic_image
 from .output import add_output_options, publish
 
 FILES = ("results.jsonl", "results.csv", "summary.json")
@@ -67,15 +67,13 @@ def write_manifest(folder: str, groups: int, rows: int, size: int = 384) -> str:
 
 def run_eval(manifest: str, checkpoint: str, out_dir: str, args: argparse.Namespace, workers: int | None) -> dict:
     """One ``eval`` as a fresh process: its wall time and its timing.json."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     command = [sys.executable, "-m", "masc_core", "eval", manifest, "--model", checkpoint, "--device", "cpu",
                "--max-patches", str(args.max_patches), "--chunk-size", str(args.chunk_size), "--out-dir", out_dir,
                "--fresh", "--quiet", "--no-plots"]
     if workers:
         command += ["--engine", "ray", "--workers", str(workers)]
-    env = dict(os.environ, **QUIET_NETWORK, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
     started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    done = subprocess.run(command, capture_output=True, text=True, env=child_env(**QUIET_NETWORK))
     wall = time.perf_counter() - started
     if done.returncode != 0:
         return {"error": (done.stderr.strip().splitlines() or ["failed"])[-1]}
@@ -118,8 +116,9 @@ def run(args: argparse.Namespace) -> dict:
             out_dir = os.path.join(workdir, "single" if not workers else f"ray-{workers}")
             result = run_eval(manifest, checkpoint, out_dir, args, workers)
             if "error" not in result:
-                reference = reference or _bytes(out_dir)
-                result["identical_to_single"] = _bytes(out_dir) == reference
+                written = _bytes(out_dir)
+                reference = reference or written
+                result["identical_to_single"] = written == reference
             runs[workers].append(result)
     report["load_average_after"] = list(os.getloadavg())
     report["runs"] = [_summary(workers, runs[workers]) for workers in configs]

@@ -38,10 +38,9 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from .bench import ensure_checkpoint, machine
+from .bench import ROOT, ensure_checkpoint, machine
 from .output import add_output_options, publish
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PHOTOS = ["dog_00", "dog_01", "dog_02", "cat_00", "cat_01", "teapot_00", "backpack_00", "duck_toy_00", "red_cartoon_00"]
 PROMPT = "a photo of a dog on the beach"
 SUBJECT = "dog"
