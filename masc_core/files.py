@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import Any, Callable
 
 from .errors import MascError, MascInputError
 
@@ -32,14 +32,23 @@ def read_json(path: str, what: str, *, error: type[MascError] = MascInputError, 
     return value
 
 
-def write_atomic(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file, so a kill never leaves half a file."""
+def replace_atomically(path: str, write: Callable[[str], None]) -> None:
+    """``write`` fills a temporary file beside ``path``, which then replaces ``path``: a kill never leaves half a file."""
     temporary = f"{path}.tmp-{os.getpid()}"
-    with open(temporary, "w", encoding="utf-8", newline="") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
+    write(temporary)
     os.replace(temporary, path)
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file (``replace_atomically``), synced to disk first."""
+
+    def write(temporary: str) -> None:
+        with open(temporary, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    replace_atomically(path, write)
 
 
 def json_text(value: Any) -> str:

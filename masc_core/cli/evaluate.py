@@ -67,12 +67,11 @@ def _option_dest(option: str) -> str:
 
 def requested_baselines(args: argparse.Namespace) -> tuple[str, ...]:
     """The baselines asked for: --baselines in the order given, then the metrics whose folder option is set."""
-    keys = list(dict.fromkeys(args.baselines or ()))
-    keys += [spec.key for spec in metrics.REGISTRY if spec.folder_option and getattr(args, _option_dest(spec.folder_option))]
-    return tuple(keys)
+    return tuple(dict.fromkeys(args.baselines or ())) + tuple(baseline_folders(args))
 
 
 def baseline_folders(args: argparse.Namespace) -> dict[str, str]:
+    """Metric key -> model folder, for the metrics whose folder option is set (in registry order)."""
     folders = {}
     for spec in metrics.REGISTRY:
         if spec.folder_option and getattr(args, _option_dest(spec.folder_option)):
@@ -104,10 +103,8 @@ def _evaluation_options(args: argparse.Namespace):
 def _plots(report, args: argparse.Namespace) -> None:
     """The PNG plots beside summary.json, drawn from the rows just written (which they never change)."""
     from ..evaluation.plots import write_plots
-    from ..evaluation.records import RESULTS_JSONL, read_records
 
-    stored = read_records(os.path.join(report.out_dir, RESULTS_JSONL))
-    written, note = write_plots(report.out_dir, [stored[i] for i in sorted(stored)], report.summary)
+    written, note = write_plots(report.out_dir, report.records, report.summary)
     report.written += written
     if note:
         sys.stderr.write(note + "\n")

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from .. import files
+from ..report import format_score
 from . import discrimination
 from .metrics import ASPECT_METRICS, ASPECTS
 from .records import EvalRecord
@@ -62,14 +64,8 @@ def _figure(panels: int, width: float = 4.6, height: float = 3.6):
 
 
 def _save(figure, path: str) -> str:
-    temporary = f"{path}.tmp-{os.getpid()}"
-    figure.savefig(temporary, format="png")
-    os.replace(temporary, path)
+    files.replace_atomically(path, lambda temporary: figure.savefig(temporary, format="png"))
     return path
-
-
-def _signed(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:+.3f}"
 
 
 def _agreement_plot(path: str, records: list[EvalRecord], aspect: str, block: dict) -> str:
@@ -86,10 +82,10 @@ def _agreement_plot(path: str, records: list[EvalRecord], aspect: str, block: di
             label = "pooled rating"
             if rater is not None:
                 stats = block["by_rater"][rater]["metrics"][name]
-                label = f"{rater}: α {_signed(stats['krippendorff_alpha'])}, ρ {_signed(stats['spearman'])} (n={len(picked)})"
+                label = f"{rater}: α {format_score(stats['krippendorff_alpha'], 3)}, ρ {format_score(stats['spearman'], 3)} (n={len(picked)})"
             axis.scatter(x, y, s=10, alpha=0.5, label=label)
         stats = block["metrics"][name]
-        axis.set_title(f"{name}: α {_signed(stats['krippendorff_alpha'])}, ρ {_signed(stats['spearman'])} (n={stats['n']})", fontsize=10)
+        axis.set_title(f"{name}: α {format_score(stats['krippendorff_alpha'], 3)}, ρ {format_score(stats['spearman'], 3)} (n={stats['n']})", fontsize=10)
         axis.set_xlabel(name)
         axis.set_ylabel(f"human {aspect.upper()} rating")
         axis.legend(fontsize=7, loc="best")

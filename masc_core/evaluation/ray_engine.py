@@ -170,14 +170,12 @@ class RayEngine:
         self.saved_log_level: int | None = None
         self.layout: dict = {}
         self.costs: dict = {"seconds": {}, "forwards": {}, "workers": {}, "chunks": 0, "units": 0}
-        self.startup = 0.0
         self.first_ready: float | None = None
         """Wall clock (time.time) when the first worker had its models loaded."""
 
     # ------------------------------------------------------------ start
 
     def start(self, options: EvalOptions, clock: Stopwatch, manifest: Manifest) -> None:
-        began = time.perf_counter()
         address = self.settings.address
         ray = import_ray()
         if address:
@@ -191,7 +189,6 @@ class RayEngine:
         except BaseException:
             self.close()
             raise
-        self.startup = time.perf_counter() - began
 
     def _init(self, ray, address: str | None) -> None:
         self.owns_cluster = not ray.is_initialized()
@@ -366,15 +363,15 @@ class RayEngine:
             return clock.report(rows_scored, rows_skipped, None, peak_memory())
         workers = self.costs["seconds"]
         total = clock.elapsed
-        if self.first_ready:  # start-up: from this run's start until the first worker was ready to score
-            self.startup = min(total, max(0.0, self.first_ready - (time.time() - total)))
+        # start-up: from this run's start until the first worker was ready to score (every chunk says when)
+        startup = min(total, max(0.0, self.first_ready - (time.time() - total)))
         loading = workers.get("loading_models", 0.0) + workers.get("loading_files", 0.0)
         peaks = [w.get("peak_rss_mib") for w in self.costs["workers"].values() if w.get("peak_rss_mib") is not None]
         cuda = [w["peak_cuda_mib"] for w in self.costs["workers"].values() if w.get("peak_cuda_mib") is not None]
         memory = {"peak_rss_mib": max(peaks) if peaks else None, "driver_peak_rss_mib": peak_memory().get("peak_rss_mib")}
         if cuda:
             memory["peak_cuda_mib"] = max(cuda)
-        working = total - self.startup
+        working = total - startup
         return {
             "rows_scored": rows_scored,
             "rows_skipped": rows_skipped,
@@ -382,7 +379,7 @@ class RayEngine:
             "forwards": dict(self.costs["forwards"]),
             "memory": memory,
             "seconds": {
-                "total": total, "startup": self.startup, "loading": loading,
+                "total": total, "startup": startup, "loading": loading,
                 "loading_models": workers.get("loading_models", 0.0), "loading_files": workers.get("loading_files", 0.0),
                 "encoding": workers.get("encoding", 0.0), "scoring": workers.get("scoring", 0.0) + clock.seconds["scoring"],
             },

@@ -193,15 +193,22 @@ def drop_partial_line(path: str) -> None:
 
 
 class AppendLog:
-    """results.jsonl opened for appending finished rows, each batch flushed to disk."""
+    """A log (results.jsonl, a score log) opened for appending finished rows, each batch flushed to disk.
 
-    def __init__(self, path: str):
+    Opening it drops a torn last line, left by a killed writer.
+    """
+
+    def __init__(self, path: str, *, newline: str | None = None):
         self.path = path
         drop_partial_line(path)
-        self._handle = open(path, "a", encoding="utf-8")
+        self._handle = open(path, "a", encoding="utf-8", newline=newline)
 
     def append(self, records: Iterable[EvalRecord]) -> None:
-        self._handle.write("".join(record_line(r) for r in records))
+        self.write("".join(record_line(r) for r in records))
+
+    def write(self, text: str) -> None:
+        """Append ``text`` (whole lines) and sync it to disk."""
+        self._handle.write(text)
         self._handle.flush()
         os.fsync(self._handle.fileno())
 
@@ -249,7 +256,7 @@ def csv_columns(records: list[EvalRecord], metrics: Iterable[str]) -> list[str]:
                 if rater and rater not in raters.setdefault(aspect, []):
                     raters[aspect].append(rater)
     columns = list(_LEADING_COLUMNS) + list(metrics) + list(_TRAILING_COLUMNS)
-    for aspect in ("cp", "pf"):
+    for aspect in ASPECTS:
         columns += [f"human_{aspect}.{rater}" for rater in raters.get(aspect, [])]
     if any(record.same_subject is not None for record in records):
         columns.append("same_subject")

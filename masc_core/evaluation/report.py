@@ -9,37 +9,36 @@ def timing_lines(report) -> list[str]:
     """The time report: images per second and the split between loading, encoding and scoring."""
     seconds = report.timing["seconds"]
     rate = report.timing.get("images_per_second")
-    if report.merged_shards:
-        head = (
-            f"merged {report.merged_shards} shards, {report.rows_total} rows; the shards together scored {report.rows_scored} "
-            f"rows in {seconds.get('total', 0.0):.1f} s of work"
-        )
-    else:
-        head = (
-            f"{report.rows_total} rows: {report.rows_scored} scored, {report.rows_skipped} already done; "
-            f"{seconds.get('total', 0.0):.1f} s"
-        )
-    if rate:
-        head += f", {rate:.2f} images/s (excluding model loading)"
-    lines = [
-        head,
-        f"time: loading {seconds.get('loading', 0.0):.1f} s (models {seconds.get('loading_models', 0.0):.1f} s, "
+    phases = (
+        f"loading {seconds.get('loading', 0.0):.1f} s (models {seconds.get('loading_models', 0.0):.1f} s, "
         f"files {seconds.get('loading_files', 0.0):.1f} s), encoding {seconds.get('encoding', 0.0):.1f} s, "
-        f"scoring {seconds.get('scoring', 0.0):.1f} s, other {seconds.get('other', 0.0):.1f} s",
-    ]
+        f"scoring {seconds.get('scoring', 0.0):.1f} s"
+    )
     engine = report.timing.get("engine")
     if engine:  # Ray: wall time here, the phases are the workers' (they overlap)
-        lines[0] = (
+        lines = [
             f"{report.rows_total} rows: {report.rows_scored} scored, {report.rows_skipped} already done; "
             f"{seconds.get('total', 0.0):.1f} s wall, of which {seconds.get('startup', 0.0):.1f} s start-up "
-            "(cluster, actors, models)" + (f"; {rate:.2f} images/s after start-up" if rate else "")
-        )
-        lines[1] = "workers' time, added up: " + lines[1][len("time: "):].rsplit(", other", 1)[0]
-        lines.append(
+            "(cluster, actors, models)" + (f"; {rate:.2f} images/s after start-up" if rate else ""),
+            "workers' time, added up: " + phases,
             f"ray: {engine.get('workers')} workers x {engine.get('cpus_per_worker')} CPU"
             + (f" + {engine['gpus_per_worker']:g} GPU" if engine.get("gpus_per_worker") else "")
-            + f" on {engine.get('nodes')} node(s) ({engine.get('address')}); {engine.get('chunks')} chunks in {engine.get('units')} units"
-        )
+            + f" on {engine.get('nodes')} node(s) ({engine.get('address')}); {engine.get('chunks')} chunks in {engine.get('units')} units",
+        ]
+    else:
+        if report.merged_shards:
+            head = (
+                f"merged {report.merged_shards} shards, {report.rows_total} rows; the shards together scored {report.rows_scored} "
+                f"rows in {seconds.get('total', 0.0):.1f} s of work"
+            )
+        else:
+            head = (
+                f"{report.rows_total} rows: {report.rows_scored} scored, {report.rows_skipped} already done; "
+                f"{seconds.get('total', 0.0):.1f} s"
+            )
+        if rate:
+            head += f", {rate:.2f} images/s (excluding model loading)"
+        lines = [head, f"time: {phases}, other {seconds.get('other', 0.0):.1f} s"]
     memory = report.timing.get("memory") or {}
     peaks = [f"{memory[key] / 1024:.2f} GiB {label}" for key, label in (("peak_rss_mib", "resident"), ("peak_cuda_mib", "CUDA")) if memory.get(key)]
     if peaks:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import glob
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from .. import files
@@ -59,6 +59,8 @@ class EvalReport:
     written: list[str]
     merged_shards: int = 0
     """For a merge: how many shards; its timing is theirs added up."""
+    records: list[EvalRecord] = field(default_factory=list, repr=False)
+    """The rows in results.jsonl, in row order, as a reader of that file gets them (the plots are drawn from them)."""
 
 
 # ---------------------------------------------------------------- the run
@@ -143,9 +145,8 @@ class InProcessEngine:
         pass
 
 
-def make_engine(settings: EngineOptions | None, options: EvalOptions):
+def make_engine(settings: EngineOptions, options: EvalOptions):
     """The one place an engine is chosen: this process (``single``), or a Ray cluster (``ray``, imported only then)."""
-    settings = settings or EngineOptions()
     settings.check(options.precision)
     if settings.name == "ray":
         from .ray_engine import RayEngine
@@ -163,10 +164,11 @@ def evaluate(
     ``engine`` says where the chunks are scored (default: this process); every engine writes the same files.
     """
     clock = Stopwatch()
+    engine = engine or EngineOptions()
     scoring = make_engine(engine, options)
     manifest = read_manifest(manifest_path)
     check_ratings(manifest, options)
-    identity = scoring_identity(options, (engine or EngineOptions()).scoring_device())
+    identity = scoring_identity(options, engine.scoring_device())
     groups = shard_groups(plan(manifest, options.chunk_size, digest(identity)), options.shard)
     scope = [row for g in groups for row in g.rows]
     target = _target_folder(out_dir, options.shard)
@@ -208,7 +210,7 @@ def evaluate(
     timing = scoring.timing(clock, scored, skipped)
     files.write_json(os.path.join(target, results.TIMING_JSON), timing)
     written += [os.path.join(target, results.RUN_JSON), os.path.join(target, results.TIMING_JSON)]
-    return EvalReport(target, len(scope), scored, skipped, timing, summary, written)
+    return EvalReport(target, len(scope), scored, skipped, timing, summary, written, records=records)
 
 
 def write_outputs(
@@ -275,13 +277,12 @@ def merge(out_dir: str, shard_dirs: Sequence[str] | None = None) -> EvalReport:
     if sorted(records) != list(range(total)):
         raise MascInputError(f"the shards hold {len(records)} distinct rows for a manifest of {total}: rerun the shards")
     os.makedirs(out_dir, exist_ok=True)
-    written, summary = write_outputs(
-        out_dir, [records[i] for i in range(total)], first["metrics"], SummaryOptions.from_dict(first["summary_options"])
-    )
+    rows = [records[i] for i in range(total)]
+    written, summary = write_outputs(out_dir, rows, first["metrics"], SummaryOptions.from_dict(first["summary_options"]))
     merged_run = dict(first, shard=None, scope_rows=total, complete=True, merged_from=[os.path.abspath(f) for f, _ in runs])
     files.write_json(os.path.join(out_dir, results.RUN_JSON), merged_run)
     timing = sum_timings([os.path.join(f, results.TIMING_JSON) for f, _ in runs])
     timing["merge_seconds"] = clock.elapsed
     files.write_json(os.path.join(out_dir, results.TIMING_JSON), timing)
     written += [os.path.join(out_dir, results.RUN_JSON), os.path.join(out_dir, results.TIMING_JSON)]
-    return EvalReport(out_dir, total, timing["rows_scored"], timing["rows_skipped"], timing, summary, written, len(runs))
+    return EvalReport(out_dir, total, timing["rows_scored"], timing["rows_skipped"], timing, summary, written, len(runs), rows)

@@ -29,7 +29,7 @@ from typing import Any
 from ..errors import MascInputError
 from ..scores import ScoreBatch, defined_number
 from ..version import __version__
-from .records import AppendLog, csv_cell, drop_partial_line
+from .records import AppendLog, csv_cell
 
 LOG_COLUMNS = (
     "time", "run", "node", "node_id", "index", "id", "method", "seed", "subject", "prompt", "encoded_prompt",
@@ -44,9 +44,7 @@ def log_rows(batch: ScoreBatch, *, time: str, run: str, node_id: Any = None, met
     """One row per scored image, in ``LOG_COLUMNS`` order."""
     context = batch.context
     count = len(batch.scores)
-    verdicts = context.verdicts or ["scored"] * count
-    seeds = context.seeds or [None] * count
-    outputs = {position: rank for rank, position in enumerate(context.kept or [])}
+    verdicts, seeds, outputs = context.per_image(count)
     encoder = context.encoder or {}
     ref_foreground = [r.foreground_fraction for r in batch.references]
     small_ref = any(f < batch.min_foreground for f in ref_foreground)
@@ -62,7 +60,7 @@ def log_rows(batch: ScoreBatch, *, time: str, run: str, node_id: Any = None, met
             "cp_undefined": score.cp_undefined, "pf_undefined": score.pf_undefined,
             "out_foreground": defined_number(score.foreground_fraction), "ref_foreground": ref_foreground,
             "small_out_mask": small_out, "small_ref_mask": small_ref, "filtered": small_out or small_ref,
-            "verdict": verdicts[position], "output": outputs.get(position), "encoder": encoder.get("model"),
+            "verdict": verdicts[position], "output": outputs[position], "encoder": encoder.get("model"),
             "encoder_digest": encoder.get("digest"), "metric_version": __version__,
         })
     return rows
@@ -88,22 +86,19 @@ def append_rows(path: str, rows: list[dict[str, Any]]) -> None:
             log.append(rows)
         return
     header = ",".join(LOG_COLUMNS)
-    drop_partial_line(path)
-    exists = os.path.exists(path) and os.path.getsize(path) > 0
-    if exists:
-        with open(path, encoding="utf-8", newline="") as handle:
-            first = handle.readline().rstrip("\r\n")
-        if first != header:
-            raise MascInputError(
-                f"filename '{os.path.basename(path)}' already holds other columns: choose another filename, or move the old log away"
-            )
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    if not exists:
-        writer.writerow(LOG_COLUMNS)
-    for row in rows:
-        writer.writerow([csv_cell(row[column]) for column in LOG_COLUMNS])
-    with open(path, "a", encoding="utf-8", newline="") as handle:
-        handle.write(buffer.getvalue())
-        handle.flush()
-        os.fsync(handle.fileno())
+    with AppendLog(path, newline="") as log:
+        exists = os.path.getsize(path) > 0
+        if exists:
+            with open(path, encoding="utf-8", newline="") as handle:
+                first = handle.readline().rstrip("\r\n")
+            if first != header:
+                raise MascInputError(
+                    f"filename '{os.path.basename(path)}' already holds other columns: choose another filename, or move the old log away"
+                )
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        if not exists:
+            writer.writerow(LOG_COLUMNS)
+        for row in rows:
+            writer.writerow([csv_cell(row[column]) for column in LOG_COLUMNS])
+        log.write(buffer.getvalue())

@@ -248,16 +248,16 @@ def _identity(records: list[EvalRecord], metrics: list[str], options: SummaryOpt
         return block
     overall = compare(units, "identity")
     block.update(auc=overall[names[0]]["auc"], ci95=overall[names[0]]["ci95"], metrics=overall)
-    if _single_class_note(units):
-        block["note"] = _single_class_note(units)
+    if note := _single_class_note(units):
+        block["note"] = note
     methods = list(dict.fromkeys(r.method for r in units))
     if len(methods) > 1:
         block["by_method"] = {}
         for method in methods:
             rows = [r for r in units if r.method == method]
             entry = {"n": len(rows), **_class_counts(rows), "metrics": compare(rows, f"identity/method/{method}")}
-            if _single_class_note(rows):
-                entry["note"] = _single_class_note(rows)
+            if note := _single_class_note(rows):
+                entry["note"] = note
             block["by_method"][method] = entry
     return block
 

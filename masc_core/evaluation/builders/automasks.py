@@ -84,10 +84,8 @@ def _check_sidecar(masks_dir: str, identity: dict) -> bool:
 
 def _write_mask(mask: np.ndarray, path: str) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    temporary = f"{path}.tmp-{os.getpid()}"
     try:
-        Image.fromarray((mask * 255).astype(np.uint8)).save(temporary, format="PNG")
-        os.replace(temporary, path)
+        files.replace_atomically(path, lambda temporary: Image.fromarray((mask * 255).astype(np.uint8)).save(temporary, format="PNG"))
     except OSError as exc:
         raise MascInputError(f"mask '{path}' could not be written ({exc}): pick a writable --masks-dir") from None
 

@@ -26,8 +26,7 @@ import numpy as np
 import torch
 
 from ...models.encoder import ImageTokens, MascEncoder
-
-ASPECTS = ("cp", "pf")
+from ..manifest import ASPECTS  # re-exported: what a metric column may score
 
 
 @dataclass(frozen=True)
