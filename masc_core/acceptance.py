@@ -32,8 +32,8 @@ from typing import Any, Callable, Sequence
 
 from .errors import MascInputError
 from .masks import MIN_FOREGROUND_FRACTION
-from .ranking import RANK_KEYS, Ranking, rank
-from .report import format_score, format_share
+from .ranking import RANK_KEYS, key_label, rank
+from .report import key_columns, key_columns_header
 from .scores import ImageScore
 
 RETURN_BEST = "return best"
@@ -88,7 +88,7 @@ class AcceptanceRules:
     @property
     def key_label(self) -> str:
         """What the key column holds (as in ranking tables)."""
-        return Ranking(items=[], selected=[], by=self.by, cp_weight=self.cp_weight, pf_weight=self.pf_weight).key_label
+        return key_label(self.by, self.cp_weight, self.pf_weight)
 
     def describe(self) -> str:
         """The rules in one line, for the report."""
@@ -165,7 +165,6 @@ class AcceptanceLoop:
         self.candidates: list[Candidate] = []
         self._retained: list[tuple[Candidate, Any]] = []
         self._pending: list[int] = []
-        self.rounds = 0
         self.peak_retained = 0
         """Most payloads held at once between rounds (at most ``accept``)."""
 
@@ -212,7 +211,6 @@ class AcceptanceLoop:
             new.append(Candidate(score.index, seed, score, item.key, item.passed, list(item.reasons)))
         self.candidates.extend(new)
         self._pending = []
-        self.rounds += 1
         eligible = [(c, _NOT_TAKEN) for c in new if c.passed or rules.on_shortfall == RETURN_BEST]
         contenders = sorted(self._retained + eligible, key=lambda pair: _order(pair[0]))[: rules.accept]
         self._retained = [(c, take(c.index - first) if payload is _NOT_TAKEN else payload) for c, payload in contenders]
@@ -259,12 +257,9 @@ def outcome_report(outcome: Outcome, rules: AcceptanceRules, pf_text: str | None
         head += "; shortfall: returning the best so far (below threshold)"
     lines = [head, rules.describe()]
     width = max(4, len(str(max((c.seed for c in outcome.candidates), default=0))))
-    lines.append(f"cand  {'seed':>{width}}  {'CP':>7}  {'PF':>7}  {rules.key_label:>7}  {'mask':>6}  verdict")
+    lines.append(f"cand  {'seed':>{width}}  {key_columns_header(rules.key_label)}  verdict")
     for c in outcome.candidates:
-        lines.append(
-            f"{c.index:>4}  {c.seed:>{width}}  {format_score(c.score.cp):>7}  {format_score(c.score.pf):>7}  "
-            f"{format_score(c.key):>7}  {format_share(c.score.foreground_fraction)}  {c.verdict}"
-        )
+        lines.append(f"{c.index:>4}  {c.seed:>{width}}  {key_columns(c.score.cp, c.score.pf, c.key, c.score.foreground_fraction)}  {c.verdict}")
     if outcome.kept:
         lines.append("kept, best first: " + ", ".join(f"#{c.index} (seed {c.seed})" for c, _ in outcome.kept))
     if pf_text is not None:

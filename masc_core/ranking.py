@@ -57,14 +57,19 @@ class Ranking:
 
     @property
     def key_label(self) -> str:
-        """What the key column holds: CP, PF, CP+PF (weights 1) or a weighted score."""
-        if self.by != "both":
-            return self.by
-        return "CP+PF" if self.cp_weight == self.pf_weight == 1.0 else "score"
+        """What the key column holds (``key_label``)."""
+        return key_label(self.by, self.cp_weight, self.pf_weight)
 
     def table(self, names: Sequence[str] | None = None) -> str:
         """A readable ranking, one line per output (``masc_core.report.ranking_table``)."""
         return ranking_table(self, names)
+
+
+def key_label(by: str, cp_weight: float = 1.0, pf_weight: float = 1.0) -> str:
+    """What a ranking's key column holds: CP, PF, CP+PF (weights 1) or a weighted score."""
+    if by != "both":
+        return by
+    return "CP+PF" if cp_weight == pf_weight == 1.0 else "score"
 
 
 def ranking_key(score: ImageScore, by: str, cp_weight: float = 1.0, pf_weight: float = 1.0) -> float | None:

@@ -46,6 +46,16 @@ def score_table(scores: Sequence[ImageScore], names: Sequence[str] | None = None
     return "\n".join(lines)
 
 
+def key_columns_header(key_label: str) -> str:
+    """The heads of ``key_columns``: CP, PF, the ranking key, mask."""
+    return f"{'CP':>7}  {'PF':>7}  {key_label:>7}  {'mask':>6}"
+
+
+def key_columns(cp: float | None, pf: float | None, key: float | None, fraction: float | None) -> str:
+    """CP, PF, the ranking key and the mask share, aligned under ``key_columns_header`` (ranking and sampling tables)."""
+    return f"{format_score(cp):>7}  {format_score(pf):>7}  {format_score(key):>7}  {format_share(fraction)}"
+
+
 def ranking_table(ranking, names: Sequence[str] | None = None) -> str:
     """A ``masc_core.ranking.Ranking``, best first: rank, image, CP, PF, the key, mask share, status.
 
@@ -54,13 +64,10 @@ def ranking_table(ranking, names: Sequence[str] | None = None) -> str:
     labels = {item.index: (names[item.index] if names is not None else str(item.index)) for item in ranking.items}
     header = "image" if names is not None else "index"
     width = max([len(header)] + [len(label) for label in labels.values()])
-    lines = [f"rank  {header:<{width}}  {'CP':>7}  {'PF':>7}  {ranking.key_label:>7}  {'mask':>6}  status"]
+    lines = [f"rank  {header:<{width}}  {key_columns_header(ranking.key_label)}  status"]
     for position, item in enumerate(ranking.items, start=1):
         status = "selected" if item.index in ranking.selected else ("passed" if item.passed else "; ".join(item.reasons))
-        lines.append(
-            f"{position:>4}  {labels[item.index]:<{width}}  {format_score(item.cp):>7}  {format_score(item.pf):>7}  "
-            f"{format_score(item.key):>7}  {format_share(item.foreground_fraction)}  {status}"
-        )
+        lines.append(f"{position:>4}  {labels[item.index]:<{width}}  {key_columns(item.cp, item.pf, item.key, item.foreground_fraction)}  {status}")
     return "\n".join(lines)
 
 

@@ -82,13 +82,13 @@ def node_entry(
 ) -> dict[str, Any]:
     """A node's entry from its scores: per image CP, PF, verdict, seed, output position and pixel hash.
 
-    ``verdicts`` default to the batch's own (``context.verdicts``), else "scored".
+    ``verdicts`` and ``outputs`` default to the batch's own (``ScoreContext.per_image``).
     """
     context = batch.context
     count = len(batch.scores)
-    verdicts = list(verdicts or context.verdicts or ["scored"] * count)
-    seeds = list(context.seeds or [None] * count)
-    outputs = list(outputs or [None] * count)
+    own_verdicts, seeds, own_outputs = context.per_image(count)
+    verdicts = list(verdicts or own_verdicts)
+    outputs = list(outputs or own_outputs)
     pixels = list(pixels or [None] * count)
     first = batch.scores[0] if batch.scores else ImageScore(index=0)
     return {

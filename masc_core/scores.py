@@ -115,6 +115,13 @@ class ScoreContext:
     kept: list[int] | None = None
     """Positions of the images a node passed on, in its output order (MaSC Sample Until's kept candidates)."""
 
+    def per_image(self, count: int) -> tuple[list[str], list[int | None], list[int | None]]:
+        """For each of ``count`` images: its verdict ("scored" when no node decided), its seed, and its position in
+        the node's output (None when not passed on)."""
+        output_of = {position: rank for rank, position in enumerate(self.kept or [])}
+        verdicts = list(self.verdicts or ["scored"] * count)
+        return verdicts, list(self.seeds or [None] * count), [output_of.get(i) for i in range(count)]
+
 
 @dataclass
 class ScoreBatch:

@@ -11,6 +11,7 @@ client must send ``extra_data: {"extra_pnginfo": {}}`` or nothing is saved.
 from __future__ import annotations
 
 import os
+import weakref
 
 import torch
 
@@ -26,11 +27,20 @@ WEIGHT_SAMPLE_BYTES = 64 * 1024
 """Bytes read from the start, middle and end of each weight file for the encoder's digest (never the whole file)."""
 
 
+_IDENTITIES: "weakref.WeakKeyDictionary[object, dict[str, str]]" = weakref.WeakKeyDictionary()
+
+
 def encoder_identity(encoder) -> dict[str, str]:
-    """The encoder's folder name (as the loader named it) and a short hash of the folder and samples of its weights."""
-    folder = encoder.core.info.folder
-    digest = folder_digest(folder, sample_bytes=WEIGHT_SAMPLE_BYTES)[:12]
-    return {"model": encoder.name or os.path.basename(os.path.normpath(folder)), "digest": digest}
+    """The encoder's folder name (as the loader named it) and a short hash of the folder and samples of its weights.
+
+    Worked out once per loaded encoder (its files are read), not at every run of every node that saves scores.
+    """
+    identity = _IDENTITIES.get(encoder)
+    if identity is None:
+        folder = encoder.core.info.folder
+        digest = folder_digest(folder, sample_bytes=WEIGHT_SAMPLE_BYTES)[:12]
+        identity = _IDENTITIES[encoder] = {"model": encoder.name or os.path.basename(os.path.normpath(folder)), "digest": digest}
+    return dict(identity)
 
 
 def image_digests(images: torch.Tensor) -> list[str]:

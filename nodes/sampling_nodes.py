@@ -115,11 +115,12 @@ class MaSCSampleUntil:
         cp_weight, pf_weight, min_cp, min_pf, reject_small_masks, min_foreground, on_shortfall, mask_subject,
         mask_threshold, segmenter=None, extra_pnginfo=None, unique_id=None,
     ):
-        rules = AcceptanceRules(
+        loop = AcceptanceLoop(AcceptanceRules(  # checks the rules: their errors come before any other
             seed=int(seed), accept=int(accept), max_candidates=int(max_candidates), batch_size=int(batch_size), by=rank_by,
             cp_weight=float(cp_weight), pf_weight=float(pf_weight), min_cp=threshold_value(min_cp), min_pf=threshold_value(min_pf),
             reject_small_masks=bool(reject_small_masks), min_foreground=float(min_foreground), on_shortfall=on_shortfall,
-        ).check()
+        ))
+        rules = loop.rules
         check_pf_needs_masks(rules, segmenter)
         check_single_latent(latent_image)
         references, reference_masks = reference_inputs(reference_image, reference_mask)
@@ -129,7 +130,6 @@ class MaSCSampleUntil:
                         scheduler=scheduler, denoise=float(denoise))
         scoring = dict(reference=references, reference_mask=reference_masks, prompt=prompt, subject=subject, cp=True, pf=True,
                        min_foreground=rules.min_foreground, cache_outputs=False, progress=host.interrupt_callback())
-        loop = AcceptanceLoop(rules)
         first_batch = None
         while seeds := loop.next_seeds():
             host.check_interrupt()
@@ -231,8 +231,7 @@ def node_result(outcome: Outcome, scores: ScoreBatch, latent_image: dict, report
     images = torch.cat([kept.image for _, kept in outcome.kept])
     masks = [kept.mask for _, kept in outcome.kept]
     digests = image_digests(images)
-    record(extra_pnginfo, unique_id, scores, NODE, outputs=[c.output for c in outcome.candidates],
-           pixels=[None if c.output is None else digests[c.output] for c in outcome.candidates])
+    record(extra_pnginfo, unique_id, scores, NODE, pixels=[None if c.output is None else digests[c.output] for c in outcome.candidates])
     mask = blocked(1)[0] if masks[0] is None else torch.cat(masks)
     result = (images, kept_latent(latent_image, outcome), mask, scores, outcome.used, seeds, report)
     return {"ui": {"text": [report]}, "result": result}

@@ -9,9 +9,8 @@ and text).
 
 from __future__ import annotations
 
-import numpy as np
 
-from ..masc_core.captions import draw_caption
+from ..masc_core.captions import with_caption
 from ..masc_core.heatmaps import HeatmapImages, render_heatmaps
 from ..masc_core.report import caption, score_table
 from ..masc_core.scores import ScoreBatch
@@ -104,7 +103,7 @@ def previews(batch: ScoreBatch, overlays: list | None, outputs: list) -> list:
     when heatmaps are off, the outputs, captioned at thumbnail size (nothing else uses them)."""
     if overlays:
         return overlays
-    return [draw_caption(np.array(host.preview_thumbnail(img)), caption(score)) for img, score in zip(outputs, batch.scores)]
+    return [with_caption(host.preview_thumbnail(img), caption(score)) for img, score in zip(outputs, batch.scores)]
 
 
 def maps(pictures: HeatmapImages | None, kind: str) -> list:
