@@ -184,7 +184,8 @@ class _Painter:
         self.device = device
         self.steps = steps
         # The heat's share of the blend, per table entry.
-        self.table = torch.from_numpy(colour_table(steps).astype(np.float32) * np.float32(ALPHA)).to(device)
+        table = _TABLE if steps == COLOUR_STEPS else colour_table(steps)
+        self.table = torch.from_numpy(table.astype(np.float32) * np.float32(ALPHA)).to(device)
 
     def paint(self, canvas: _Canvas, grid, vmin: float, vmax: float, muted: Muting, out: torch.Tensor) -> None:
         """``out`` (uint8 [H, W, 3]) = ``grid`` coloured on [vmin, vmax] over the canvas, grey where ``muted``."""

@@ -157,7 +157,6 @@ def check_dilation(dilation: Any, name: str = "dilation") -> int:
     return int(dilation)
 
 
-
 def threshold_mask(probabilities: torch.Tensor, threshold: float) -> torch.Tensor:
     """0/1 float mask: 1 where the probability is >= ``threshold`` (0 keeps every pixel)."""
     return (probabilities >= threshold).to(torch.float32)

@@ -113,7 +113,7 @@ class ClipEmbedder(_ImageEmbedder):
             with quiet_transformers():
                 tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
         except Exception as exc:
-                raise MascModelError(f"--clip '{folder}': its tokenizer could not be loaded ({first_line(exc)})") from None
+            raise MascModelError(f"{cls.option} '{folder}': its tokenizer could not be loaded ({first_line(exc)})") from None
         model = _load(transformers.CLIPModel, folder, cls.option)
         return cls(model, processor, tokenizer, device, dtype, batch_size)
 
