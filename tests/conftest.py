@@ -7,6 +7,8 @@ loaded through the real loading code.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import sys
 
@@ -19,6 +21,22 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 DATA = os.path.join(ROOT, "tests", "data", "dreambench")
+
+
+def call(*argv) -> tuple[int, str, str]:
+    """``python -m masc_core ARGV`` run in this process: the exit code, stdout and stderr."""
+    from masc_core.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(a) for a in argv])
+    return code, out.getvalue(), err.getvalue()
+
+
+def read_bytes(folder, name) -> bytes:
+    """The bytes of file ``name`` in ``folder`` (to compare result files byte for byte)."""
+    with open(os.path.join(folder, name), "rb") as handle:
+        return handle.read()
 PROMPT = "A photo of a Dog ON the beach, next to a red ball"
 
 

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
-import contextlib
 
 import numpy as np
 import pytest
@@ -15,12 +13,11 @@ import torch.nn.functional as F
 from PIL import Image
 
 from masc_core.testing import build_clip, build_dino
-from conftest import DATA, box_mask, load_photo
+from conftest import DATA, box_mask, call, load_photo
 from eval_manifests import dreambench_rows, write_csv, write_masks
 from masc_core import MascEncoder, MascModelError, score_images
 from masc_core.evaluation.metrics import same_backbone_scores
 from masc_core.models.embedders import ClipEmbedder, DinoEmbedder
-from masc_core.cli import main
 from masc_core.masks import grid_weights, hidden_patches
 from masc_core.stripping import strip_subject
 
@@ -122,13 +119,6 @@ def test_same_backbone_baselines_by_hand(naflex_dir):
     assert values[2]["pf_fg_unstripped"] is not None
     assert values[3]["pf_fg_unstripped"] is None and "no foreground patch" in reasons[3]["pf_fg_unstripped"]
     assert values[3]["pf_bg_unstripped"] is not None
-
-
-def call(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([str(a) for a in argv])
-    return code, out.getvalue(), err.getvalue()
 
 
 def test_eval_reports_every_baseline_side_by_side(naflex_dir, clip_dir, dino_dir, tmp_path):

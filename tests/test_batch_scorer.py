@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import ast
-import contextlib
 import csv
-import io
 import json
 import math
 import os
@@ -13,9 +11,8 @@ import os
 import numpy as np
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, call
 from eval_manifests import dreambench_rows, write_csv, write_masks
-from masc_core.cli import main
 from masc_core.evaluation.batch_scorer import BatchScorer
 
 FAST = ["--device", "cpu", "--max-patches", "64", "--chunk-size", "4", "--baselines", "global", "--quiet", "--no-plots"]
@@ -43,8 +40,8 @@ def manifest(tmp_path_factory, naflex_dir):
     write_masks(str(folder))
     rows = dreambench_rows(references=("dog_00", "cat_00", "teapot_00"), methods=("a", "b"), prompts=3, seeds=2, seed=1)
     path = write_csv(str(folder / "manifest.csv"), rows)
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        assert main(["eval", path, "--model", naflex_dir, *FAST, "--out-dir", str(folder / "out")]) == 0
+    code, _, err = call("eval", path, "--model", naflex_dir, *FAST, "--out-dir", folder / "out")
+    assert code == 0, err
     with open(path, newline="", encoding="utf-8") as handle:
         read = list(csv.DictReader(handle))
     with open(folder / "out" / "results.jsonl", encoding="utf-8") as handle:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import math
@@ -15,11 +14,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from conftest import PROMPT
+from conftest import PROMPT, call, read_bytes
 from eval_manifests import dreambench_rows, write_csv, write_jsonl, write_masks
 from masc_core import MascEncoder, score_images
 from masc_core.evaluation.agreement import fit_mapping, interval_alpha
-from masc_core.cli import main
 from masc_core.evaluation import EvalOptions, evaluate
 from masc_core.images import load_image_file, load_mask_file
 from masc_core.ranking import rank
@@ -28,13 +26,6 @@ from masc_core.evaluation.summary import SummaryOptions, summarize
 FAST = ["--device", "cpu", "--max-patches", "64"]
 SMALL = FAST + ["--chunk-size", "4", "--bootstrap", "100", "--baselines", "global", "--quiet"]
 OUTPUT_FILES = ("results.jsonl", "results.csv", "summary.json")
-
-
-def call(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([str(a) for a in argv])
-    return code, out.getvalue(), err.getvalue()
 
 
 def strict_json(text: str):
@@ -51,11 +42,6 @@ def lines(path):
 
 def records(folder):
     return [strict_json(line) for line in lines(os.path.join(folder, "results.jsonl"))]
-
-
-def read_bytes(folder, name):
-    with open(os.path.join(folder, name), "rb") as handle:
-        return handle.read()
 
 
 def small_rows():

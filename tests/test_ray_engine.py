@@ -9,10 +9,8 @@ errors found on a running cluster.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import importlib.util
-import io
 import json
 import os
 import shutil
@@ -25,9 +23,8 @@ import time
 import numpy as np
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, call, read_bytes
 from eval_manifests import dreambench_rows, write_csv, write_masks
-from masc_core.cli import main
 
 if importlib.util.find_spec("ray") is None:
     if os.environ.get("CI"):
@@ -41,18 +38,6 @@ DEADLINE = 240.0
 # Ray's dashboard process asks cloud metadata servers which cloud it is on (even with usage stats
 # off); a closed loopback proxy keeps that request on this machine.
 QUIET_NETWORK = {"http_proxy": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9", "no_proxy": "", "NO_PROXY": ""}
-
-
-def call(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([str(a) for a in argv])
-    return code, out.getvalue(), err.getvalue()
-
-
-def read(folder, name):
-    with open(os.path.join(folder, name), "rb") as handle:
-        return handle.read()
 
 
 def lines_in(path) -> int:
@@ -139,15 +124,15 @@ def test_a_ray_run_writes_the_single_process_files_and_nothing_else(workspace):
                           capture_output=True, text=True, timeout=DEADLINE)
     assert done.returncode == 0, done.stderr
     for name in FILES:
-        assert read(out_dir, name) == read(workspace["single"], name), name
+        assert read_bytes(out_dir, name) == read_bytes(workspace["single"], name), name
     assert done.stdout == workspace["tables"]
     assert done.stderr == ""  # --quiet: not a line from Ray either
-    timing = json.loads(read(out_dir, "timing.json"))
+    timing = json.loads(read_bytes(out_dir, "timing.json"))
     engine = timing["engine"]
     assert engine["name"] == "ray" and engine["workers"] == 2 and engine["cpus_per_worker"] == 1
     assert engine["chunks"] == 18 and sum(engine["worker_chunks"].values()) == 18
     # 3 groups of 6 chunks in units of at most ceil(18 / 8) = 3 chunks: each reference is encoded twice, not once.
-    single = json.loads(read(workspace["single"], "timing.json"))
+    single = json.loads(read_bytes(workspace["single"], "timing.json"))
     assert engine["units"] == 6
     assert timing["forwards"]["siglip_images"] == single["forwards"]["siglip_images"] + 3
     assert timing["forwards"]["siglip_texts"] == single["forwards"]["siglip_texts"]
@@ -190,7 +175,7 @@ def test_interrupted_then_killed_then_resumed(workspace):
     assert done.returncode == 0, done.stderr
     assert f"{36 - len(written)} scored, {len(written)} already done" in done.stderr
     for name in FILES:
-        assert read(out_dir, name) == read(workspace["single"], name), name
+        assert read_bytes(out_dir, name) == read_bytes(workspace["single"], name), name
     KILLED_CLUSTERS.extend(seen)  # checked by the module's last test, when Ray's agents have had their minute
 
 
@@ -229,7 +214,7 @@ def test_on_a_callers_cluster_a_torn_log_resumes_to_the_same_files(workspace, cl
     report = evaluate(workspace["manifest"], out_dir, options, engine=EngineOptions("ray", workers=2))
     assert (report.rows_scored, report.rows_skipped) == (30, 6)
     for name in FILES:
-        assert read(out_dir, name) == read(workspace["single"], name), name
+        assert read_bytes(out_dir, name) == read_bytes(workspace["single"], name), name
     assert cluster.is_initialized(), "a cluster the caller started is the caller's to stop"
 
 
@@ -240,8 +225,8 @@ def test_another_process_joins_the_cluster_with_address(workspace, cluster):
                           capture_output=True, text=True, timeout=DEADLINE)
     assert done.returncode == 0 and done.stderr == "", done.stderr
     for name in FILES:
-        assert read(out_dir, name) == read(workspace["single"], name), name
-    engine = json.loads(read(out_dir, "timing.json"))["engine"]
+        assert read_bytes(out_dir, name) == read_bytes(workspace["single"], name), name
+    engine = json.loads(read_bytes(out_dir, "timing.json"))["engine"]
     assert engine["address"] == f"127.0.0.1:{port}" and engine["workers"] == 2 and engine["nodes"] == 1
     assert cluster.is_initialized()
 
@@ -299,14 +284,14 @@ def test_errors_on_a_running_cluster_are_one_line_and_keep_the_finished_chunks(w
 def test_an_unreachable_address_fails_at_once_and_touches_nothing(workspace):
     out_dir = os.path.join(workspace["folder"], "earlier")
     shutil.copytree(workspace["single"], out_dir)
-    before = {name: read(out_dir, name) for name in os.listdir(out_dir)}
+    before = {name: read_bytes(out_dir, name) for name in os.listdir(out_dir)}
     address = f"127.0.0.1:{free_port()}"
     done = subprocess.run(eval_command(workspace, out_dir, "--address", address, "--fresh"), env=environment(),
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith(f"error: cannot reach a Ray cluster at {address}: ")
     # --fresh would have deleted the earlier results: nothing is touched before the cluster answers.
-    assert {name: read(out_dir, name) for name in os.listdir(out_dir)} == before
+    assert {name: read_bytes(out_dir, name) for name in os.listdir(out_dir)} == before
 
 
 def test_without_ray_installed_one_line_says_how_to_get_it(workspace, monkeypatch, tmp_path):
@@ -325,7 +310,7 @@ def test_a_finished_run_needs_no_cluster(workspace, monkeypatch, tmp_path):
     code, out, err = call("eval", workspace["manifest"], "--model", workspace["model"], *OPTIONS, "--out-dir", out_dir, "--engine", "ray")
     assert code == 0 and "36 rows: 0 scored, 36 already done" in err and out == workspace["tables"]
     for name in FILES:
-        assert read(out_dir, name) == read(workspace["single"], name), name
+        assert read_bytes(out_dir, name) == read_bytes(workspace["single"], name), name
 
 
 @pytest.mark.parametrize("flags,message", [

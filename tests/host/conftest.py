@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -250,18 +251,21 @@ def server(host, installed, out_dir):
 
 def pack_mappings():
     """The pack's node ids and display names, read by importing the checkout as ComfyUI does."""
-    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    tests = os.path.join(ROOT, "tests")
+    if tests not in sys.path:  # pytest put it there already when it loaded tests/conftest.py
+        sys.path.insert(0, tests)
     from comfy_harness import import_pack
 
     return import_pack(ROOT)
 
 
-def metadata_writers() -> set[str]:
+@functools.cache
+def metadata_writers() -> frozenset[str]:
     """The pack's node types that add their scores to saved PNGs (they take ComfyUI's hidden extra_pnginfo)."""
-    return {
+    return frozenset(
         name for name, cls in pack_mappings().NODE_CLASS_MAPPINGS.items()
         if "extra_pnginfo" in cls.INPUT_TYPES().get("hidden", {})
-    }
+    )
 
 
 def read_scores(*paths: str) -> subprocess.CompletedProcess:
