@@ -83,6 +83,11 @@ def dreambench_rows(
     return rows
 
 
+def small_rows() -> list[dict]:
+    """The small manifest the eval, batch-scorer and Ray tests share: 36 rows, 3 references, 2 methods, ratings."""
+    return dreambench_rows(references=("dog_00", "cat_00", "teapot_00"), methods=("a", "b"), prompts=3, seeds=2, seed=1)
+
+
 def write_csv(path: str, rows: list[dict]) -> str:
     columns = list(dict.fromkeys(k for row in rows for k in row))
     with open(path, "w", newline="", encoding="utf-8") as handle:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, call
-from eval_manifests import dreambench_rows, write_csv, write_masks
+from eval_manifests import small_rows, write_csv, write_masks
 from masc_core.evaluation.batch_scorer import BatchScorer
 
 FAST = ["--device", "cpu", "--max-patches", "64", "--chunk-size", "4", "--baselines", "global", "--quiet", "--no-plots"]
@@ -38,7 +38,7 @@ def manifest(tmp_path_factory, naflex_dir):
     """A 36-row manifest of the test photos (3 references, ratings, empty and tiny masks) and eval's files for it."""
     folder = tmp_path_factory.mktemp("batch")
     write_masks(str(folder))
-    rows = dreambench_rows(references=("dog_00", "cat_00", "teapot_00"), methods=("a", "b"), prompts=3, seeds=2, seed=1)
+    rows = small_rows()
     path = write_csv(str(folder / "manifest.csv"), rows)
     code, _, err = call("eval", path, "--model", naflex_dir, *FAST, "--out-dir", folder / "out")
     assert code == 0, err

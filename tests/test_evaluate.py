@@ -15,7 +15,7 @@ import pytest
 from scipy import stats
 
 from conftest import PROMPT, call, read_bytes
-from eval_manifests import dreambench_rows, write_csv, write_jsonl, write_masks
+from eval_manifests import dreambench_rows, small_rows, write_csv, write_jsonl, write_masks
 from masc_core import MascEncoder, score_images
 from masc_core.evaluation.agreement import fit_mapping, interval_alpha
 from masc_core.evaluation import EvalOptions, evaluate
@@ -42,10 +42,6 @@ def lines(path):
 
 def records(folder):
     return [strict_json(line) for line in lines(os.path.join(folder, "results.jsonl"))]
-
-
-def small_rows():
-    return dreambench_rows(references=("dog_00", "cat_00", "teapot_00"), methods=("a", "b"), prompts=3, seeds=2, seed=1)
 
 
 @pytest.fixture(scope="module")

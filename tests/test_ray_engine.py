@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, call, read_bytes
-from eval_manifests import dreambench_rows, write_csv, write_masks
+from eval_manifests import small_rows, write_csv, write_masks
 
 if importlib.util.find_spec("ray") is None:
     if os.environ.get("CI"):
@@ -102,7 +102,7 @@ def workspace(tmp_path_factory, naflex_dir):
     """The manifest and the single-process run of it (the reference bytes)."""
     folder = tmp_path_factory.mktemp("ray")
     write_masks(str(folder))
-    rows = dreambench_rows(references=("dog_00", "cat_00", "teapot_00"), methods=("a", "b"), prompts=3, seeds=2, seed=1)
+    rows = small_rows()
     manifest = write_csv(str(folder / "manifest.csv"), rows)
     code, out, err = call("eval", manifest, "--model", naflex_dir, *OPTIONS, "--out-dir", folder / "single", "--quiet")
     assert code == 0, err
