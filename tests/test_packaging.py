@@ -61,7 +61,9 @@ def test_project_metadata_for_the_registry(pyproject):
     systems = [c.removeprefix("Operating System :: ") for c in project["classifiers"] if c.startswith("Operating System :: ")]
     accelerators = [c.removeprefix("Environment :: ") for c in project["classifiers"] if c.startswith("Environment :: ")]
     assert systems and all(s.startswith(REGISTRY_OS_PREFIXES) for s in systems)
-    assert accelerators and set(accelerators) <= REGISTRY_ACCELERATORS
+    # ComfyUI-Manager reads an accelerator classifier as exclusive: listing one (say NVIDIA CUDA) marks the pack
+    # as conflicting on CPU, Mac and AMD machines. The pack runs wherever ComfyUI does, so it lists none.
+    assert set(accelerators) <= REGISTRY_ACCELERATORS and accelerators == []
 
 
 def test_registry_images_are_files_of_this_repository(pyproject):
@@ -112,6 +114,15 @@ def test_the_rules_see_a_forbidden_call(tmp_path):
     assert [p.split(" ", 1)[1] for p in _problems(str(bad))] == [
         "imports subprocess", "imports pip", "calls os.system()", "calls eval()",
     ]
+
+
+BUILD_ARTEFACTS = (".whl", ".egg", ".tar.gz", ".tgz", ".zip", ".pyc", ".so", ".dll", ".dylib", ".exe")
+
+
+def test_no_build_artefacts_are_tracked():
+    """Wheels, archives and compiled files never belong in the repository (nor in the Registry archive made from it)."""
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    assert [name for name in tracked if name.lower().endswith(BUILD_ARTEFACTS)] == []
 
 
 def test_development_files_are_left_out_of_the_archive():
