@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from .errors import MascInputError
+from .limits import ACCEPT, BATCH_SIZE, MAX_CANDIDATES
 from .masks import MIN_FOREGROUND_FRACTION
 from .ranking import RANK_KEYS, key_label, rank
 from .report import key_columns, key_columns_header
@@ -63,17 +64,14 @@ class AcceptanceRules:
 
     def check(self) -> "AcceptanceRules":
         """These rules, or a one-line error naming the input that cannot work."""
-        if self.accept < 1:
-            raise MascInputError(f"accept is {self.accept}: keep at least 1 candidate")
-        if self.max_candidates < 1:
-            raise MascInputError(f"max_candidates is {self.max_candidates}: allow at least 1 candidate")
+        ACCEPT.check(self.accept)
+        MAX_CANDIDATES.check(self.max_candidates)
         if self.accept > self.max_candidates:
             raise MascInputError(
                 f"accept is {self.accept} but max_candidates is {self.max_candidates}: the budget cannot yield that many; "
                 "raise max_candidates or lower accept"
             )
-        if self.batch_size < 1:
-            raise MascInputError(f"batch_size is {self.batch_size}: sample at least 1 candidate per round")
+        BATCH_SIZE.check(self.batch_size)
         if self.by not in RANK_KEYS:
             raise MascInputError(f"rank_by '{self.by}' is unknown: use cp, pf or both")
         if self.on_shortfall not in SHORTFALL_CHOICES:

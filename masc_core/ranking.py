@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from .errors import MascInputError
+from .limits import TOP_K
 from .report import ranking_table
 from .scores import ImageScore
 
@@ -102,8 +103,8 @@ def rank(
     """
     if by not in RANK_KEYS:
         raise MascInputError(f"rank by '{by}' is unknown: use cp, pf or both")
-    if top_k is not None and top_k < 1:
-        raise MascInputError(f"top_k is {top_k}: keep at least 1 image")
+    if top_k is not None:
+        TOP_K.check(top_k)
     items = []
     for score in scores:
         key = ranking_key(score, by, cp_weight, pf_weight)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from ..masc_core.limits import MAX_PATCHES
 from ..masc_core.models.checkpoints import PAPER_MODEL_ID
 from ..masc_core.models.encoder import MascEncoder
 from . import host
+from .inputs import checked_inputs
 from .types import CATEGORY, MASC_ENCODER, Output, declare_outputs
 
 
+@checked_inputs
 class MaSCLoadEncoder:
     """Node: Load MaSC Encoder."""
 
@@ -34,7 +37,7 @@ class MaSCLoadEncoder:
                 "precision": host.precision_input(" fp32 reproduces the paper's package exactly."),
                 "max_patches": (
                     "INT",
-                    {"default": 1024, "min": 16, "max": 4096, "step": 16, "tooltip": "NaFlex patch budget per image (the paper: 1024). Fixed-size checkpoints ignore it."},
+                    {"default": 1024, "min": MAX_PATCHES.low, "max": MAX_PATCHES.high, "step": 16, "tooltip": "NaFlex patch budget per image (the paper: 1024). Fixed-size checkpoints ignore it."},
                 ),
             }
         }
@@ -43,4 +46,4 @@ class MaSCLoadEncoder:
         def build(path, offload, dtype, download_dir):
             return MascEncoder.load(path, device=offload, precision=dtype, max_num_patches=int(max_patches), download_dir=download_dir)
 
-        return (host.load_shared("masc", model, device, precision, build, int(max_patches)),)
+        return (host.load_shared("masc", model, PAPER_MODEL_ID, device, precision, build, int(max_patches)),)

@@ -24,8 +24,8 @@ from typing import Callable
 import torch
 
 from ..masc_core.errors import MascInputError
-from ..masc_core.models.checkpoints import looks_like_hub_id
 from ..masc_core.models.devices import PRECISION_CHOICES, resolve_device, resolve_dtype
+from ..masc_core.safe_text import shown
 
 try:  # ComfyUI's modules are importable only inside ComfyUI.
     import folder_paths  # type: ignore
@@ -158,7 +158,13 @@ def precision_input(note: str = "") -> tuple:
 
 
 def find_checkpoint(kind: str, name: str) -> str | None:
-    """The folder of a listed checkpoint name, or None (then the name may be a Hub id)."""
+    """The folder of a checkpoint the loader's list shows (``list_checkpoints``), or None.
+
+    Only listed names resolve, and only inside the model roots: a name from a shared workflow that is an
+    absolute path, climbs out with '..' or names any other folder is never opened as a model.
+    """
+    if name not in list_checkpoints(kind):
+        return None
     for root in model_roots(kind):
         path = os.path.join(root, name)
         if os.path.isfile(os.path.join(path, "config.json")):
@@ -169,6 +175,27 @@ def find_checkpoint(kind: str, name: str) -> str | None:
 def download_folder(kind: str, repo_id: str) -> str:
     """Where a Hub checkpoint is downloaded: models/<kind>/<owner>--<name>."""
     return os.path.join(model_roots(kind)[0], repo_id.replace("/", "--"))
+
+
+def checkpoint_folder(kind: str, name: str, hub_id: str) -> tuple[str | None, str | None]:
+    """(local folder, None) for a listed checkpoint, (None, download folder) for the pack's own Hub id.
+
+    Anything else (a path, another Hub id, a folder removed since the list was drawn) is refused with the same
+    line whether or not such a path exists on the server, so an error never tells a workflow what is there.
+    Only ``hub_id`` ever downloads: another 'owner/name' would fetch any size into models/ for every user.
+    """
+    folder = find_checkpoint(kind, name)
+    if folder is not None:
+        return folder, None
+    if name == hub_id:
+        downloaded = download_folder(kind, name)
+        if os.path.isfile(os.path.join(downloaded, "config.json")):  # fetched before: no need to ask the Hub again
+            return downloaded, None
+        return None, downloaded
+    raise MascInputError(
+        f"model {shown(name)} is not a checkpoint folder in models/{kind}: choose one the list shows, or put the "
+        f"checkpoint's folder (with config.json) in models/{kind} and refresh; only {hub_id} is downloaded by name"
+    )
 
 
 def load_device(choice: str) -> torch.device:
@@ -261,23 +288,22 @@ class ManagedModel:
 _LOADED: "weakref.WeakValueDictionary[tuple, ManagedModel]" = weakref.WeakValueDictionary()
 
 
-def load_shared(kind: str, name: str, device: str, precision: str, build: Callable, *options) -> ManagedModel:
+def load_shared(kind: str, name: str, hub_id: str, device: str, precision: str, build: Callable, *options) -> ManagedModel:
     """Load a checkpoint once per (kind, name, device, precision, options) and share it.
 
-    ``build(path_or_id, device, dtype, download_dir)`` makes the masc_core
-    object; it is created on the offload device and moved to the compute
-    device by ComfyUI when a node needs it. A Hub id is downloaded into
-    models/<kind>/<owner>--<name>.
+    ``name`` is a folder the loader lists under models/<kind>, or ``hub_id`` (the pack's own checkpoint,
+    downloaded into models/<kind>/<owner>--<name>); ``checkpoint_folder`` refuses anything else.
+    ``build(path_or_id, device, dtype, download_dir)`` makes the masc_core object; it is created on the
+    offload device and moved to the compute device by ComfyUI when a node needs it.
     """
     register_model_folders()
     key = (kind, name, device, precision, *options)
     cached = _LOADED.get(key)
     if cached is not None:
         return cached
-    folder = find_checkpoint(kind, name)
+    folder, download_dir = checkpoint_folder(kind, name, hub_id)
     compute = load_device(device)
     dtype = pick_dtype(precision, compute)
-    download_dir = download_folder(kind, name) if folder is None and looks_like_hub_id(name) else None
     managed = ManagedModel(build(folder or name, offload_device(), dtype, download_dir), compute, name)
     _LOADED[key] = managed
     return managed

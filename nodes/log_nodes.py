@@ -9,9 +9,11 @@ from ..masc_core.errors import MascInputError
 from ..masc_core.evaluation.score_log import append_rows, log_path, log_rows
 from ..masc_core.scores import ScoreBatch
 from . import host
+from .inputs import checked_inputs
 from .types import CATEGORY, MASC_SCORES, Output, declare_outputs
 
 
+@checked_inputs
 class MaSCLogScores:
     """Node: MaSC Log Scores."""
 

@@ -13,9 +13,11 @@ from ..masc_core.masks import DEFAULT_MASK_THRESHOLD, MIN_FOREGROUND_FRACTION, f
 from ..masc_core.models.clipseg import CLIPSEG_MODEL_ID, ClipSegSegmenter
 from . import host
 from .convert import comfy_images, to_comfy_image_batch
+from .inputs import checked_inputs
 from .types import CATEGORY, MASC_SEGMENTER, Output, declare_outputs
 
 
+@checked_inputs
 class MaSCLoadAutoMaskModel:
     """Node: Load MaSC Auto Mask Model."""
 
@@ -46,9 +48,10 @@ class MaSCLoadAutoMaskModel:
         def build(path, offload, dtype, download_dir):
             return ClipSegSegmenter.load(path, device=offload, precision=dtype, download_dir=download_dir)
 
-        return (host.load_shared("clipseg", model, device, precision, build),)
+        return (host.load_shared("clipseg", model, CLIPSEG_MODEL_ID, device, precision, build),)
 
 
+@checked_inputs
 class MaSCAutoMask:
     """Node: MaSC Auto Mask."""
 

@@ -16,6 +16,7 @@ import torch
 
 from ..masc_core.acceptance import SHORTFALL_CHOICES, AcceptanceLoop, AcceptanceRules, Outcome, outcome_report
 from ..masc_core.errors import MascInputError
+from ..masc_core.limits import ACCEPT, BATCH_SIZE, MAX_CANDIDATES
 from ..masc_core.masks import DEFAULT_MASK_THRESHOLD, masks_for_batch
 from ..masc_core.ranking import RANK_KEYS
 from ..masc_core.scores import ScoreBatch, ScoreContext
@@ -25,6 +26,7 @@ from .convert import check_reference_mask, check_single_latent, comfy_images, co
 from .metadata import HIDDEN_INPUTS, encoder_identity, image_digests, record
 from .scoring_nodes import ENCODER_INPUT, PROMPT_INPUT, REFERENCE_INPUT, REFERENCE_MASK_INPUT, SUBJECT_INPUT
 from .selection_nodes import OFF, THRESHOLD_INPUTS, blocked, threshold_value
+from .inputs import checked_inputs
 from .types import CATEGORY, MASC_SCORES, MASC_SEGMENTER, Output, declare_outputs
 
 NODE = "MaSCSampleUntil"
@@ -60,9 +62,9 @@ def sampler_inputs() -> dict:
 def acceptance_inputs() -> dict:
     """How many to keep, the budget, the ranking and the thresholds (those of MaSC Gate)."""
     return {
-        "accept": ("INT", {"default": 1, "min": 1, "max": 4096, "tooltip": "Stop once this many candidates pass; they are returned best first."}),
-        "max_candidates": ("INT", {"default": 16, "min": 1, "max": 4096, "tooltip": "The budget: never sample more candidates than this."}),
-        "batch_size": ("INT", {"default": 1, "min": 1, "max": 64, "tooltip": "Candidates sampled per round. Larger is faster on a big GPU; 1 stops soonest and needs least VRAM."}),
+        "accept": ("INT", {"default": 1, "min": ACCEPT.low, "max": ACCEPT.high, "tooltip": "Stop once this many candidates pass; they are returned best first."}),
+        "max_candidates": ("INT", {"default": 16, "min": MAX_CANDIDATES.low, "max": MAX_CANDIDATES.high, "tooltip": "The budget: never sample more candidates than this."}),
+        "batch_size": ("INT", {"default": 1, "min": BATCH_SIZE.low, "max": BATCH_SIZE.high, "tooltip": "Candidates sampled per round. Larger is faster on a big GPU; 1 stops soonest and needs least VRAM."}),
         "rank_by": (list(RANK_KEYS), {"default": "cp", "tooltip": "Best first by cp, pf, or both = cp_weight*CP + pf_weight*PF (pf and both need a segmenter)."}),
         "cp_weight": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of CP when ranking by both."}),
         "pf_weight": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of PF when ranking by both."}),
@@ -74,6 +76,7 @@ def acceptance_inputs() -> dict:
     }
 
 
+@checked_inputs
 class MaSCSampleUntil:
     """Node: MaSC Sample Until."""
 

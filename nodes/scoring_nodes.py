@@ -19,6 +19,7 @@ from ..masc_core.stripping import strip_subject
 from . import host
 from .convert import batch_value, check_candidate_mask, check_reference_mask, comfy_images, comfy_masks, image_output
 from .metadata import HIDDEN_INPUTS, image_digests, record, scoring_context
+from .inputs import checked_inputs
 from .types import CATEGORY, MASC_ENCODER, MASC_SCORES, Output, declare_outputs
 
 ENCODER_INPUT = (MASC_ENCODER, {"tooltip": "From Load MaSC Encoder."})
@@ -116,6 +117,7 @@ def node_result(report: str, shown: list, result: tuple, prefix: str) -> dict:
     return {"ui": {"images": host.save_previews(shown, prefix), "text": [report]}, "result": result}
 
 
+@checked_inputs
 class MaSCConceptPreservation:
     """Node: MaSC Concept Preservation (Eq. 1)."""
 
@@ -167,6 +169,7 @@ class MaSCConceptPreservation:
         return node_result(report, previews(batch, maps(pictures, "presence"), outputs), result, "masc_cp")
 
 
+@checked_inputs
 class MaSCPromptFollowing:
     """Node: MaSC Prompt Following (Eq. 2)."""
 
@@ -215,6 +218,7 @@ class MaSCPromptFollowing:
         return node_result(report, previews(batch, maps(pictures, "attention"), outputs), result, "masc_pf")
 
 
+@checked_inputs
 class MaSCScore:
     """Node: MaSC Score (CP and PF from one forward pass per image)."""
 
@@ -272,6 +276,7 @@ class MaSCScore:
         return node_result(report, previews(batch, maps(pictures, "presence"), outputs), result, "masc_score")
 
 
+@checked_inputs
 class MaSCStripSubject:
     """Node: Strip Subject."""
 

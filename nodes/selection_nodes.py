@@ -12,11 +12,13 @@ from __future__ import annotations
 import torch
 
 from ..masc_core.errors import MascInputError
+from ..masc_core.limits import TOP_K
 from ..masc_core.masks import MIN_FOREGROUND_FRACTION
 from ..masc_core.ranking import RANK_KEYS, rank
 from ..masc_core.scores import ScoreBatch
 from . import host
 from .metadata import HIDDEN_INPUTS, image_digests, record
+from .inputs import checked_inputs
 from .types import CATEGORY, MASC_SCORES, Output, declare_outputs
 
 OFF = -1.0
@@ -118,6 +120,7 @@ def blocked(count: int) -> tuple:
     return tuple(host.ExecutionBlocker(None) for _ in range(count))
 
 
+@checked_inputs
 class MaSCSelectBest:
     """Node: MaSC Select Best."""
 
@@ -146,7 +149,7 @@ class MaSCSelectBest:
                 "rank_by": (list(RANK_KEYS), {"default": "both", "tooltip": "cp, pf, or both = cp_weight*CP + pf_weight*PF."}),
                 "cp_weight": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of CP when ranking by both."}),
                 "pf_weight": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of PF when ranking by both."}),
-                "top_k": ("INT", {"default": 1, "min": 1, "max": 4096, "tooltip": "How many of the best passing images to keep."}),
+                "top_k": ("INT", {"default": 1, "min": TOP_K.low, "max": TOP_K.high, "tooltip": "How many of the best passing images to keep."}),
                 **THRESHOLD_INPUTS,
             },
             "optional": dict(CARRIED_INPUTS),
@@ -181,6 +184,7 @@ class MaSCSelectBest:
         return {"ui": {"text": [table]}, "result": result}
 
 
+@checked_inputs
 class MaSCGate:
     """Node: MaSC Gate."""
 

@@ -125,6 +125,10 @@ def test_undefined_keys_rank_last_and_the_mask_filter_rejects():
     (dict(accept=5, max_candidates=3), "accept is 5 but max_candidates is 3"),
     (dict(batch_size=0), "batch_size is 0"),
     (dict(accept=0), "accept is 0"),
+    # The library holds the budgets to the widgets' ranges itself: a value sent over a link reaches it unchecked.
+    (dict(max_candidates=10**6, accept=1), "max_candidates is 1000000, outside the range this input takes: set it between 1 and 4096"),
+    (dict(batch_size=65), "batch_size is 65, outside the range"),
+    (dict(accept=2.5), "accept is 2.5, not a whole number"),
     (dict(on_shortfall="retry"), "on_shortfall 'retry' is unknown"),
     (dict(by="sum"), "rank_by 'sum' is unknown"),
     (dict(seed=0xFFFFFFFFFFFFFFFF - 2, max_candidates=4), "seed 18446744073709551613 is outside"),

@@ -74,3 +74,16 @@ def test_token_ids_equal_the_processors(which, naflex_dir, fixed_dir, naflex_enc
     assert np.array_equal(encoder.tokenizer(PROMPTS).numpy(), expected.numpy())
     # NaFlex lowercases (transformers 5's Siglip2Tokenizer), fixed-size does not (Gemma tokenizer).
     assert encoder.tokenizer.lowercase is (which == "naflex")
+
+
+@pytest.mark.parametrize("budget,message", [
+    (10**6, "max_patches is 1000000, outside the range this input takes: set it between 16 and 4096"),
+    (8, "max_patches is 8, outside the range"),
+    (1024.5, "max_patches is 1024.5, not a whole number"),
+])
+def test_the_patch_budget_is_held_to_its_range_by_the_library(naflex_dir, budget, message):
+    """Whoever calls (a script, the CLI, a node): a budget of 10^6 ran for over ten minutes on one 64x64 image."""
+    from masc_core import MascEncoder, MascInputError
+
+    with pytest.raises(MascInputError, match=message):
+        MascEncoder.load(naflex_dir, max_num_patches=budget)

@@ -241,7 +241,8 @@ def test_scores_travel_in_the_png_and_feed_select_best_and_the_log(pack, models,
 
 @pytest.mark.parametrize("changes,message", [
     (dict(accept=9), "accept is 9 but max_candidates is 8: the budget cannot yield that many"),
-    (dict(batch_size=0), "batch_size is 0: sample at least 1 candidate per round"),
+    (dict(batch_size=0), "batch_size is 0, outside the range this input takes: set it between 1 and 64"),
+    (dict(max_candidates=10**6), "max_candidates is 1000000, outside the range this input takes: set it between 1 and 4096"),
     (dict(latent_image={"samples": torch.zeros(4, 4, 32, 32)}), "latent_image has a batch of 4: MaSC Sample Until starts every candidate from one latent"),
     (dict(reference_image=torch.cat([float_image("dog_00")] * 3), reference_mask=torch.ones(2, 64, 64)), "reference_mask has 2 masks for 3 images"),
     (dict(reference_mask=torch.zeros(1, 64, 64)), "reference_mask is empty .* the empty 64x64 mask Load Image gives"),

@@ -35,7 +35,7 @@ def add_device_options(parser: argparse.ArgumentParser, precision_help: str = "m
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="checkpoint folder (Hugging Face layout) or Hub id")
     add_device_options(parser, "model precision (fp32 gives the paper package's numbers)")
-    parser.add_argument("--max-patches", type=int, default=None, help="NaFlex patch budget (default 1024)")
+    parser.add_argument("--max-patches", type=int, default=None, help="NaFlex patch budget, 16 to 4096 (default 1024)")
     parser.add_argument("--batch-size", type=int, default=8, help="images per vision forward (default 8)")
 
 

@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import MascModelError
+from ..limits import MAX_PATCHES
 
 DEFAULT_MAX_NUM_PATCHES = 1024
 """NaFlex patch budget of the paper (32 x 32 patches for a square image)."""
@@ -89,9 +90,8 @@ class PreprocessSpec:
             do_normalize=bool(preprocessor_config.get("do_normalize", True)),
         )
         if naflex:
-            budget = DEFAULT_MAX_NUM_PATCHES if max_num_patches is None else int(max_num_patches)
-            if budget < 1:
-                raise MascModelError(f"max_num_patches must be at least 1, got {budget}")
+            # Held to its range here, whoever calls: attention's cost grows with its square.
+            budget = DEFAULT_MAX_NUM_PATCHES if max_num_patches is None else MAX_PATCHES.check(max_num_patches)
             return cls(max_num_patches=budget, **kwargs)
         size = preprocessor_config.get("size") or {}
         height = size.get("height") or size.get("shortest_edge") or vision_config.get("image_size")
