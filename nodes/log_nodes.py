@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import os
 import uuid
 
 from ..masc_core.errors import MascInputError
@@ -26,7 +27,7 @@ class MaSCLogScores:
     OUTPUT_NODE = True
     FUNCTION = "log"
     RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
-        Output("STRING", "path", "The log file written to."),
+        Output("STRING", "path", "The log file written to, relative to ComfyUI's output folder."),
         Output("STRING", "report", "How many rows were appended, and where."),
     )
 
@@ -43,10 +44,13 @@ class MaSCLogScores:
     def log(self, scores, filename, method):
         if not isinstance(scores, ScoreBatch):
             raise MascInputError("scores is not a MaSC scores object: connect the 'scores' output of a MaSC node")
-        path = log_path(host.output_directory(), filename)
+        folder = host.output_directory()
+        path = log_path(folder, filename)
         now = datetime.datetime.now(datetime.timezone.utc)
         run = now.strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
         rows = log_rows(scores, time=now.isoformat(timespec="seconds"), run=run, method=method)
         append_rows(path, rows)
-        report = f"appended {len(rows)} rows to {path} (run {run})"
-        return {"ui": {"text": [report]}, "result": (path, report)}
+        # Relative to the output folder: a report is shown, saved in thumbnails and shared; the server's layout is not.
+        shown_path = os.path.relpath(path, os.path.realpath(folder)).replace(os.sep, "/")
+        report = f"appended {len(rows)} rows to output/{shown_path} (run {run})"
+        return {"ui": {"text": [report]}, "result": (shown_path, report)}

@@ -231,6 +231,19 @@ def test_resume_after_lost_rows_and_a_partial_line(small_run, workspace, naflex_
         assert read_bytes(copy, name) == read_bytes(small_run, name), name
 
 
+def test_resume_after_a_crash_inside_a_utf8_character(small_run, workspace, naflex_dir, tmp_path):
+    """The torn tail ends half-way through a two-byte character: the reader must not decode it before the repair."""
+    copy = shutil.copytree(small_run, tmp_path / "torn-utf8")
+    kept = lines(copy / "results.jsonl")[:-1]
+    with open(copy / "results.jsonl", "wb") as handle:
+        handle.write(("\n".join(kept) + "\n").encode("utf-8") + '{"row": 35, "prompt": "café'.encode("utf-8")[:-1])
+    code, _, err = call("eval", workspace / "small.csv", "--model", naflex_dir, *SMALL, "--out-dir", copy)
+    assert code == 0, err
+    assert json.load(open(copy / "timing.json"))["rows_scored"] == 4  # the last chunk of 4, nothing else
+    for name in OUTPUT_FILES:
+        assert read_bytes(copy, name) == read_bytes(small_run, name), name
+
+
 def test_interrupted_run_resumes_to_the_same_files(small_run, workspace, naflex_dir, tmp_path):
     options = EvalOptions(
         model=naflex_dir, device="cpu", max_patches=64, chunk_size=4, baselines=("global",),

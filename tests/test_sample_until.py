@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import importlib
 import json
+import os
 import warnings
 
 import numpy as np
@@ -235,7 +236,8 @@ def test_scores_travel_in_the_png_and_feed_select_best_and_the_log(pack, models,
     assert printed[1].endswith("kept below threshold: CP below 1")
     assert printed[3].startswith("  this image: #0  seed") and printed[3].endswith("selected")  # Select Best's view of it
     log = pack.NODE_CLASS_MAPPINGS["MaSCLogScores"]().log(scores, "night.jsonl", "test")["result"]
-    rows = [json.loads(line) for line in open(log[0])]
+    assert log[0] == "night.jsonl" and log[1].startswith("appended 4 rows to output/night.jsonl (run ")  # no server path
+    rows = [json.loads(line) for line in open(os.path.join(os.environ["MASC_OUTPUT_DIR"], log[0]))]
     assert [r["seed"] for r in rows[-4:]] == [1000, 1001, 1002, 1003] and rows[-1]["method"] == "test"
 
 
@@ -300,8 +302,9 @@ def test_workflow_4_in_one_queue_press(pack, comfy_dirs, tmp_path, capsys, case)
         result = run_graph(workflow_4(**settings), pack.NODE_CLASS_MAPPINGS, comfy_dirs["input"], blocker, output_dir=str(tmp_path))
     outputs = result["outputs"]["10"]
     used, report = outputs[4], outputs[6]
-    log_rows = open(outputs_path := result["outputs"]["13"][0]).read().splitlines()
-    assert outputs_path.startswith(comfy_dirs["output"])
+    logged = result["outputs"]["13"][0]
+    assert not os.path.isabs(logged)  # relative to the output folder, where the log is
+    log_rows = open(os.path.join(comfy_dirs["output"], logged)).read().splitlines()
     if case == "low threshold":
         assert used == 2 < 16 and backend.calls == [[1000], [1001]]
         assert report.splitlines()[0] == "2 of 2 accepted after 2 of 16 candidates (stopped early)"

@@ -65,7 +65,7 @@ def test_csv_writes_its_header_once_and_reads_back(tmp_path):
 def test_a_csv_with_other_columns_is_never_mixed(tmp_path):
     path = tmp_path / "old.csv"
     path.write_text("a,b\n1,2\n")
-    with pytest.raises(MascInputError, match="filename 'old.csv' already holds other columns"):
+    with pytest.raises(MascInputError, match="filename 'old.csv' is not a MaSC score log with this version's columns .*; the file was left as it was"):
         append_rows(str(path), log_rows(batch(), time="t", run="r"))
     assert path.read_text() == "a,b\n1,2\n"
 

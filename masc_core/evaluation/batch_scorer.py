@@ -173,7 +173,7 @@ def result_columns(records: list[EvalRecord], metric_names: Sequence[str]) -> di
     """results.csv's columns for ``records``, typed (see the module), plus ``record``: each row's results.jsonl line."""
     numbers = set(NUMBER_COLUMNS) | set(metric_names)
     columns = [c for c in csv_columns(records, metric_names) if not (c.startswith("human_") and "." in c)]
-    cells = [csv_cells(record, columns) for record in records]
+    cells = [csv_cells(record, columns, spreadsheet=False) for record in records]  # typed data, not a file
     out: dict[str, np.ndarray] = {}
     for position, name in enumerate(columns):
         texts = [row[position] for row in cells]

@@ -47,7 +47,7 @@ from .batch_scorer import BatchScorer
 from .manifest import Manifest
 from .options import EngineOptions, EvalOptions
 from .plan import Chunk, Group
-from .records import EvalRecord
+from .records import EvalRecord, records_from_lines
 from .timing import Stopwatch
 
 INSTALL_HINT = "pip install 'masc-comfyui[ray]' (or: pip install 'ray[data]>=2.60')"
@@ -331,7 +331,7 @@ class RayEngine:
 
     def _records(self, chunk: Chunk, text: str) -> list[EvalRecord]:
         """A chunk's records from a worker, checked against the plan and relabelled from the manifest."""
-        records = [EvalRecord.from_dict(json.loads(line)) for line in text.splitlines()]
+        records = records_from_lines(text)
         expected = [(row.index, fingerprint) for row, fingerprint in zip(chunk.rows, chunk.fingerprints)]
         if [(r.row, r.fingerprint) for r in records] != expected:
             line = chunk.rows[0].line

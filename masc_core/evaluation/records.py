@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ..files import write_atomic
+from .append_log import AppendLog, LogFormat, jsonl_record_end
 from .manifest import ASPECTS, ManifestRow
 
 RESULTS_JSONL = "results.jsonl"
@@ -155,6 +156,15 @@ def record_line(record: "EvalRecord | dict") -> str:
     return json.dumps(data, ensure_ascii=False, allow_nan=False) + "\n"
 
 
+def records_from_lines(text: str) -> list[EvalRecord]:
+    """The records of ``record_line`` lines joined together (a Ray worker's chunk), split on newline only.
+
+    Never ``str.splitlines``: it also breaks at U+2028, U+2029, U+0085 and other characters a prompt may
+    hold raw (``record_line`` writes non-ASCII text as is).
+    """
+    return [EvalRecord.from_dict(json.loads(line)) for line in text.split("\n") if line]
+
+
 def canonical(records: Iterable[EvalRecord]) -> list[EvalRecord]:
     """The records through JSON and back, as a merge reads them: a summary then sees the exact values a merge would."""
     return [EvalRecord.from_dict(json.loads(record_line(r))) for r in records]
@@ -163,63 +173,44 @@ def canonical(records: Iterable[EvalRecord]) -> list[EvalRecord]:
 def read_records(path: str) -> dict[int, EvalRecord]:
     """Rows of a results.jsonl by row index; a later line for the same row wins.
 
-    A line that is not complete JSON (a run killed while writing) is
-    ignored: its chunk is simply scored again.
+    Read as bytes and split on newline only (a prompt may hold U+2028 or U+0085, which ``str.splitlines``
+    would break at). A line that is not complete JSON (a run killed while writing, possibly inside a
+    UTF-8 character) is ignored: its chunk is simply scored again.
     """
     records: dict[int, EvalRecord] = {}
     if not os.path.exists(path):
         return records
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            if not line.endswith("\n"):
-                break
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict) and isinstance(record.get("row"), int):
-                records[record["row"]] = EvalRecord.from_dict(record)
+    with open(path, "rb") as handle:
+        data = handle.read()
+    for line in data[: jsonl_record_end(data)].split(b"\n"):
+        try:
+            record = json.loads(line.decode("utf-8"))
+        except ValueError:  # UnicodeDecodeError included
+            continue
+        if isinstance(record, dict) and isinstance(record.get("row"), int) and not isinstance(record.get("row"), bool):
+            records[record["row"]] = EvalRecord.from_dict(record)
     return records
 
 
-def drop_partial_line(path: str) -> None:
-    """Cut a last line that has no newline (a process killed mid-write), so an append does not glue onto it."""
-    if not os.path.exists(path):
-        return
-    with open(path, "rb+") as handle:
-        data = handle.read()
-        if data and not data.endswith(b"\n"):
-            handle.truncate(data.rfind(b"\n") + 1)
+RESULTS_LOG = LogFormat(
+    what="results.jsonl of a MaSC evaluation",
+    record_end=jsonl_record_end,
+    # Its first line is a row object (record_line writes "row" first); a crash may have left only its start.
+    recognise=lambda first, head: _is_row(first) if first is not None else head.startswith(b'{"row": '),
+)
 
 
-class AppendLog:
-    """A log (results.jsonl, a score log) opened for appending finished rows, each batch flushed to disk.
+def _is_row(line: bytes) -> bool:
+    try:
+        value = json.loads(line.decode("utf-8"))
+    except ValueError:
+        return False
+    return isinstance(value, dict) and "row" in value
 
-    Opening it drops a torn last line, left by a killed writer.
-    """
 
-    def __init__(self, path: str, *, newline: str | None = None):
-        self.path = path
-        drop_partial_line(path)
-        self._handle = open(path, "a", encoding="utf-8", newline=newline)
-
-    def append(self, records: Iterable[EvalRecord]) -> None:
-        self.write("".join(record_line(r) for r in records))
-
-    def write(self, text: str) -> None:
-        """Append ``text`` (whole lines) and sync it to disk."""
-        self._handle.write(text)
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
-
-    def close(self) -> None:
-        self._handle.close()
-
-    def __enter__(self) -> "AppendLog":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+def open_results_log(path: str) -> AppendLog:
+    """results.jsonl opened for appending finished rows (``AppendLog``: locked, torn line cut, synced)."""
+    return AppendLog(path, RESULTS_LOG, hint="give eval an --out-dir of its own")
 
 
 # ---------------------------------------------------------------- CSV
@@ -232,8 +223,25 @@ _TRAILING_COLUMNS = (
 )
 
 
-def csv_cell(value: Any) -> str:
-    """One CSV cell: empty for None, true/false, shortest float repr, lists joined with ``|``."""
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""What makes a spreadsheet run a cell as a formula (OWASP's list for CSV injection)."""
+
+
+def spreadsheet_text(text: str) -> str:
+    """Text a spreadsheet shows and never runs: a leading ``'`` before a formula start (or before a ``'``).
+
+    Reversible: every text that starts with ``'`` in the file had one added, so a reader drops one.
+    """
+    return "'" + text if text.startswith(FORMULA_STARTS + ("'",)) else text
+
+
+def csv_cell(value: Any, *, spreadsheet: bool = True) -> str:
+    """One CSV cell: empty for None, true/false, shortest float repr, lists joined with ``|``.
+
+    Text (prompts, subjects, labels, ids: anything a workflow or a manifest supplies) goes through
+    ``spreadsheet_text`` unless ``spreadsheet`` is False (typed columns handed to code, not to a file);
+    numbers, negative ones included, stay numbers.
+    """
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -241,9 +249,11 @@ def csv_cell(value: Any) -> str:
     if isinstance(value, float):
         return repr(value)
     if isinstance(value, (list, tuple)):
-        return "|".join(csv_cell(v) for v in value)
+        return "|".join(csv_cell(v, spreadsheet=spreadsheet) for v in value)
     if isinstance(value, dict):
-        return "; ".join(f"{k}: {csv_cell(v)}" for k, v in value.items())
+        return "; ".join(f"{k}: {csv_cell(v, spreadsheet=False)}" for k, v in value.items())
+    if isinstance(value, str):
+        return spreadsheet_text(value) if spreadsheet else value
     return str(value)
 
 
@@ -263,8 +273,8 @@ def csv_columns(records: list[EvalRecord], metrics: Iterable[str]) -> list[str]:
     return columns + ["cp_undefined", "pf_undefined", "notes", "fingerprint"]
 
 
-def csv_cells(record: EvalRecord, columns: list[str]) -> list[str]:
-    """One results.csv row: ``record``'s cell (text) in each of ``columns``."""
+def csv_cells(record: EvalRecord, columns: list[str], *, spreadsheet: bool = True) -> list[str]:
+    """One results.csv row: ``record``'s cell (text) in each of ``columns`` (``csv_cell``)."""
     data = record.to_dict()
     cells = []
     for column in columns:
@@ -275,19 +285,29 @@ def csv_cells(record: EvalRecord, columns: list[str]) -> list[str]:
             value = data.get("baseline_undefined") or None
         else:
             value = data.get(column)
-        cells.append(csv_cell(value))
+        cells.append(csv_cell(value, spreadsheet=spreadsheet))
     return cells
+
+
+def csv_lines(rows: Iterable[list[str]]) -> str:
+    """CSV text of rows of cells, each record ended by ``\n``.
+
+    A row with a cell holding a carriage return is written with every cell quoted: the csv module quotes
+    only the line terminator's characters, and readers (spreadsheets, the csv module) end a record at a
+    bare CR, which would cut the row in two.
+    """
+    buffer = io.StringIO()
+    plain = csv.writer(buffer, lineterminator="\n")
+    quoted = csv.writer(buffer, lineterminator="\n", quoting=csv.QUOTE_ALL)
+    for row in rows:
+        (quoted if any("\r" in cell for cell in row) else plain).writerow(row)
+    return buffer.getvalue()
 
 
 def csv_text(records: list[EvalRecord], metrics: Iterable[str]) -> str:
     """results.csv for ``records`` (sorted by row)."""
     columns = csv_columns(records, metrics)
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(columns)
-    for record in records:
-        writer.writerow(csv_cells(record, columns))
-    return buffer.getvalue()
+    return csv_lines([columns] + [csv_cells(record, columns) for record in records])
 
 
 def write_results(folder: str, records: list[EvalRecord], metrics: Iterable[str]) -> None:

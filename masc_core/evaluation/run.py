@@ -189,12 +189,12 @@ def evaluate(
         if todo:
             # Until the run ends, the folder must not show a summary or table of older rows.
             _remove(target, (results.RESULTS_CSV, results.SUMMARY_JSON))
-            with results.AppendLog(log_path) as log:
+            with results.open_results_log(log_path) as log:
 
                 def done(chunk: Chunk, records: list[EvalRecord]) -> None:
                     nonlocal scored
                     with clock.phase("scoring"):
-                        log.append(records)
+                        log.write("".join(results.record_line(r) for r in records))
                     stored.update((record.row, record) for record in records)
                     scored += len(records)
                     if progress:

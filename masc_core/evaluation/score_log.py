@@ -15,21 +15,28 @@ images the node passed on, or empty), ``encoder``, ``encoder_digest``,
 
 Formats by the file's suffix: ``.jsonl`` (one JSON object per line) or ``.csv``
 (the header written once; a file with other columns is refused, never
-mixed). A last line cut short by a crash is dropped before appending. Every
-append is flushed and synced, so rows written are never lost.
+mixed). Appends go through ``AppendLog``: each one locked against other
+writers (two ComfyUI instances on one output folder, a script beside a
+node), a record a crash cut short dropped first (for CSV, a whole record,
+line breaks in a prompt included), flushed and synced; a file that is not
+such a log is refused and left as it was. Text cells of the CSV start with
+``'`` where a spreadsheet would otherwise run them as a formula (``=``,
+``+``, ``-``, ``@``, tab, CR; and ``'`` itself, so a reader drops exactly
+one); numbers stay numbers.
 """
 
 from __future__ import annotations
 
-import csv
-import io
+import json
 import os
 from typing import Any
 
 from ..errors import MascInputError
 from ..scores import ScoreBatch, defined_number
 from ..version import __version__
-from .records import AppendLog, csv_cell
+from ..safe_text import shown
+from .append_log import AppendLog, LogFormat, csv_record_end, jsonl_record_end
+from .records import csv_cell, csv_lines, record_line
 
 LOG_COLUMNS = (
     "time", "run", "node", "node_id", "index", "id", "method", "seed", "subject", "prompt", "encoded_prompt",
@@ -70,35 +77,57 @@ def log_path(folder: str, filename: str) -> str:
     """Where ``filename`` lives inside ``folder`` (subfolders created); one-line errors for names that cannot work."""
     name = (filename or "").strip()
     if not name.endswith(LOG_SUFFIXES):
-        raise MascInputError(f"filename '{filename}' must end in .jsonl or .csv (the log's format)")
+        raise MascInputError(f"filename {shown(filename)} must end in .jsonl or .csv (the log's format)")
     root = os.path.realpath(folder)
     path = os.path.realpath(os.path.join(root, name))
     if os.path.isabs(name) or os.path.commonpath([root, path]) != root:
-        raise MascInputError(f"filename '{filename}' leaves the output folder: give a name inside it (subfolders allowed, no '..')")
+        raise MascInputError(f"filename {shown(filename)} leaves the output folder: give a name inside it (subfolders allowed, no '..')")
+    if os.path.isdir(path):
+        raise MascInputError(f"filename {shown(filename)} is a folder in the output folder: give a file name")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     return path
 
 
-def append_rows(path: str, rows: list[dict[str, Any]]) -> None:
-    """Append ``rows`` to a .jsonl or .csv log, creating it (with the CSV header) if needed."""
+def _is_log_row(line: bytes) -> bool:
+    try:
+        value = json.loads(line.decode("utf-8"))
+    except ValueError:
+        return False
+    return isinstance(value, dict) and {"time", "run", "metric_version"} <= set(value)
+
+
+_CSV_HEADER = (",".join(LOG_COLUMNS) + "\n").encode("utf-8")
+_JSONL_START = b'{"time": '
+"""How a row starts in a .jsonl log (``log_rows`` puts time first): all a crash may have left of the first one."""
+
+JSONL_LOG = LogFormat(
+    what="MaSC score log (its first line is not a row MaSC Log Scores writes)",
+    record_end=jsonl_record_end,
+    recognise=lambda first, head: _is_log_row(first) if first is not None else _JSONL_START.startswith(head[: len(_JSONL_START)]),
+)
+CSV_LOG = LogFormat(
+    what="MaSC score log with this version's columns (its first line is not this log's header)",
+    record_end=csv_record_end,
+    # A header cut short by a crash is a prefix of the header; a whole one is the first record.
+    recognise=lambda first, head: first + b"\n" == _CSV_HEADER if first is not None else _CSV_HEADER.startswith(head),
+    header=_CSV_HEADER,
+)
+
+
+def log_text(path: str, rows: list[dict[str, Any]]) -> str:
+    """``rows`` as the log at ``path`` holds them: JSON lines, or CSV records (text cells spreadsheet-safe)."""
     if path.endswith(".jsonl"):
-        with AppendLog(path) as log:
-            log.append(rows)
-        return
-    header = ",".join(LOG_COLUMNS)
-    with AppendLog(path, newline="") as log:
-        exists = os.path.getsize(path) > 0
-        if exists:
-            with open(path, encoding="utf-8", newline="") as handle:
-                first = handle.readline().rstrip("\r\n")
-            if first != header:
-                raise MascInputError(
-                    f"filename '{os.path.basename(path)}' already holds other columns: choose another filename, or move the old log away"
-                )
-        buffer = io.StringIO()
-        writer = csv.writer(buffer, lineterminator="\n")
-        if not exists:
-            writer.writerow(LOG_COLUMNS)
-        for row in rows:
-            writer.writerow([csv_cell(row[column]) for column in LOG_COLUMNS])
-        log.write(buffer.getvalue())
+        return "".join(record_line(row) for row in rows)
+    return csv_lines([csv_cell(row[column]) for column in LOG_COLUMNS] for row in rows)
+
+
+def append_rows(path: str, rows: list[dict[str, Any]]) -> None:
+    """Append ``rows`` to a .jsonl or .csv log, creating it (with the CSV header) if needed.
+
+    Safe beside other writers and after a crash (``AppendLog``); a file that is not such a log is refused
+    untouched.
+    """
+    log_format = JSONL_LOG if path.endswith(".jsonl") else CSV_LOG
+    label = f"filename {shown(os.path.basename(path))}"
+    with AppendLog(path, log_format, label=label, hint="choose another filename, or move that file away") as log:
+        log.write(log_text(path, rows))

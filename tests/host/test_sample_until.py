@@ -78,10 +78,10 @@ def low_threshold(server, sd15, installed, out_dir) -> Run:
 def _log_rows(installed, run: Run) -> list[dict]:
     """The rows this run appended to the score log (the log's report names its file and run)."""
     text = hostapi.ui_text(run.entry, run.log)
-    match = re.fullmatch(r"appended (\d+) rows to (.+) \(run (\S+)\)", text.strip())
-    assert match, text
-    path = match.group(2)
-    assert os.path.dirname(os.path.abspath(path)).startswith(os.path.abspath(installed["output"])), path
+    match = re.fullmatch(r"appended (\d+) rows to output/(.+) \(run (\S+)\)", text.strip())
+    assert match, text  # relative to the output folder: the server's own path is never shown
+    assert not os.path.isabs(match.group(2)) and installed["output"] not in text, text
+    path = os.path.join(installed["output"], match.group(2))
     with open(path, encoding="utf-8") as handle:
         rows = [json.loads(line) for line in handle if line.strip()]
     mine = [row for row in rows if row["run"] == match.group(3)]
