@@ -20,3 +20,9 @@ class MascInputError(MascError, ValueError):
 
 class MascModelError(MascError):
     """A checkpoint is missing, incomplete or not a SigLIP/SigLIP2 model."""
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's first line (or its type): third-party errors reach users as one line."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -18,14 +18,17 @@ handed a PIL image and calls ``image.convert("RGB")``:
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from .errors import MascInputError
+from .errors import MascInputError, first_line
 
 IMAGE_SUFFIX_HINT = "use a PNG, JPEG or WebP image"
+MAX_PIXELS = Image.MAX_IMAGE_PIXELS
+"""Largest image decoded (PIL's decompression-bomb limit, about 89 million pixels: 9,500 x 9,400)."""
 
 
 def tensor_to_numpy(value: Any) -> Any:
@@ -112,6 +115,13 @@ def to_rgb_uint8_list(images: Any, name: str = "images") -> list[np.ndarray]:
     return [to_rgb_uint8(array, name)]
 
 
+def open_quietly(path: str) -> Image.Image:
+    """``Image.open`` without PIL's bomb warning: the caller refuses images over MAX_PIXELS in one line itself."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        return Image.open(path)
+
+
 def _open_image(path: str | os.PathLike, name: str) -> Image.Image:
     path = os.fspath(path)
     if not os.path.exists(path):
@@ -119,12 +129,24 @@ def _open_image(path: str | os.PathLike, name: str) -> Image.Image:
     if os.path.isdir(path):
         raise MascInputError(f"{name} '{path}' is a folder, not an image file: pass the image's path")
     try:
-        image = Image.open(path)
+        image = open_quietly(path)
+        width, height = image.size
+        if width * height > MAX_PIXELS:  # checked before decoding: a tiny file can claim billions of pixels
+            raise MascInputError(
+                f"{name} '{path}' is {width}x{height} pixels, more than the {MAX_PIXELS:,} read here "
+                "(a decompression-bomb guard): downscale it"
+            )
         image.load()
+    except MascInputError:
+        raise
     except UnidentifiedImageError:
         raise MascInputError(f"{name} '{path}' is not an image PIL can read: {IMAGE_SUFFIX_HINT}") from None
-    except OSError as exc:
-        raise MascInputError(f"{name} '{path}' could not be read ({exc}): check the file") from None
+    except Image.DecompressionBombError:  # past twice the limit, PIL refuses at open
+        raise MascInputError(
+            f"{name} '{path}' claims more than {2 * MAX_PIXELS:,} pixels (a decompression bomb): pass a real image"
+        ) from None
+    except Exception as exc:  # PIL reports damaged files with many types (OSError, SyntaxError, ValueError, zlib.error)
+        raise MascInputError(f"{name} '{path}' could not be read ({first_line(exc)}): check the file") from None
     # Apply the EXIF orientation, as ComfyUI's LoadImage does, so a photo is
     # scored the way it is displayed and the way its mask was drawn.
     return ImageOps.exif_transpose(image)

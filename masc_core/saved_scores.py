@@ -26,15 +26,21 @@ Pure: JSON, numpy and PIL only.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import math
 import os
+import struct
+import zlib
 from typing import Any, Sequence
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
-from .errors import MascInputError
+from .errors import MascInputError, first_line
+from .images import MAX_PIXELS
 from .report import format_score, format_share
+from .safe_text import printable
 from .scores import ImageScore, ScoreBatch, defined_number
 from .version import __version__
 
@@ -117,33 +123,239 @@ def add_node_entry(extra_pnginfo: dict | None, node_id: Any, entry: dict[str, An
     return True
 
 
+MAX_ENTRY_BYTES = 32 << 20
+"""Largest ``masc`` entry read (after decompression): ample for 4,096 candidates, far below a zip bomb."""
+MAX_NESTING = 16
+"""Deepest nesting of lists and objects accepted in an entry (MaSC writes 5 levels)."""
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_TEXT_CHUNKS = (b"tEXt", b"zTXt", b"iTXt")
+
+
+class _Unreadable(Exception):
+    """Why a file's entry cannot be used (becomes one MascInputError line naming the file)."""
+
+
+def _inflate(data: bytes) -> bytes:
+    """zlib data inflated to at most MAX_ENTRY_BYTES (a bomb stops there, never fills the memory)."""
+    inflater = zlib.decompressobj()
+    try:
+        text = inflater.decompress(data, MAX_ENTRY_BYTES + 1)
+    except zlib.error:
+        raise _Unreadable(f"has a '{ENTRY_KEY}' text chunk whose compressed data is damaged") from None
+    if len(text) > MAX_ENTRY_BYTES or inflater.unconsumed_tail:
+        raise _Unreadable(f"has a '{ENTRY_KEY}' text chunk that inflates past {MAX_ENTRY_BYTES >> 20} MB: it was not written by MaSC")
+    return text
+
+
+def _chunk_text(kind: bytes, data: bytes) -> str:
+    """The text of a tEXt, zTXt or iTXt chunk's data (keyword already removed)."""
+    if kind == b"tEXt":
+        return data.decode("latin-1")
+    if kind == b"zTXt":
+        return _inflate(data[1:]).decode("latin-1")
+    compressed, rest = data[:1] == b"\1", data[2:]
+    _language, _, rest = rest.partition(b"\0")
+    _translated, _, text = rest.partition(b"\0")
+    try:
+        return (_inflate(text) if compressed else text).decode("utf-8")
+    except UnicodeDecodeError:
+        raise _Unreadable(f"has a '{ENTRY_KEY}' text chunk that is not UTF-8 text") from None
+
+
+def _entry_text(handle) -> str | None:
+    """The first ``masc`` text chunk of a PNG file, before or after its image data, read without decoding pixels.
+
+    Walks the chunks by their lengths: image data is skipped, a text chunk with another keyword is skipped
+    after its keyword, and the entry is bounded by MAX_ENTRY_BYTES before and after inflation.
+    """
+    if handle.read(8) != _PNG_SIGNATURE:
+        return None
+    key = ENTRY_KEY.encode("latin-1") + b"\0"
+    while True:
+        header = handle.read(8)
+        if len(header) < 8:
+            return None  # the file ends early: no entry in what is there
+        length, kind = struct.unpack(">I4s", header)
+        if kind == b"IEND":
+            return None
+        if kind in _TEXT_CHUNKS and length >= len(key):
+            start = handle.tell()
+            if handle.read(len(key)) == key:
+                if length > MAX_ENTRY_BYTES:
+                    raise _Unreadable(f"has a '{ENTRY_KEY}' text chunk of {length:,} bytes, more than MaSC ever writes")
+                data = handle.read(length - len(key))
+                if len(data) < length - len(key):
+                    raise _Unreadable(f"ends inside its '{ENTRY_KEY}' text chunk (the file is cut short)")
+                return _chunk_text(kind, data)
+            handle.seek(start)
+        handle.seek(length + 4, os.SEEK_CUR)  # the chunk's data and CRC
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text} is out of range")
+    return value
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not a number MaSC writes")
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and objects nest in ``value`` (counted without recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth)
+            if depth > MAX_NESTING:
+                return depth
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+_OPTIONAL_TEXT = (str, type(None))
+
+
+def _is_int(value: Any, optional: bool = False) -> bool:
+    return (value is None and optional) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _is_number(value: Any) -> bool:
+    """None, or an int or float that converts to a finite float (JSON allows integers of any length)."""
+    if value is None:
+        return True
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
+def _shape_problem(entry: Any) -> str | None:
+    """What in a parsed entry MaSC would never write (wrong types, wrong layout), or None."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("nodes"), dict):
+        return "is not an object with 'nodes'"
+    for node_id, node in entry["nodes"].items():
+        if not isinstance(node, dict):
+            return f"node {printable(node_id)!r} is not an object"
+        for key in ("node", "metric_version", "subject", "prompt", "stripped_prompt"):
+            if not isinstance(node.get(key), _OPTIONAL_TEXT):
+                return f"node {printable(node_id)!r}: '{key}' is not text"
+        encoder = node.get("encoder")
+        if encoder is not None and not (isinstance(encoder, dict) and all(isinstance(encoder.get(k), _OPTIONAL_TEXT) for k in ("model", "digest"))):
+            return f"node {printable(node_id)!r}: 'encoder' is not an object of texts"
+        images = node.get("images", [])
+        if not isinstance(images, list) or not all(isinstance(image, dict) for image in images):
+            return f"node {printable(node_id)!r}: 'images' is not a list of objects"
+        for image in images:
+            if not (_is_int(image.get("index"), True) and _is_int(image.get("seed"), True) and _is_int(image.get("output"), True)):
+                return f"node {printable(node_id)!r}: an image's index, seed or output is not a whole number"
+            if not all(_is_number(image.get(k)) for k in ("cp", "pf", "mask")):
+                return f"node {printable(node_id)!r}: an image's cp, pf or mask is not a number"
+            if not all(isinstance(image.get(k), _OPTIONAL_TEXT) for k in ("verdict", "pixels", "cp_undefined", "pf_undefined")):
+                return f"node {printable(node_id)!r}: an image's verdict, pixels or reasons are not text"
+    return None
+
+
+def parse_entry(text: str) -> dict[str, Any]:
+    """A ``masc`` chunk's text as an entry this version reads, or ``_Unreadable`` saying what is wrong.
+
+    Strict where a crafted file could hurt a reader: NaN, Infinity and numbers out of float range are
+    refused (``--json`` output stays valid JSON), nesting is bounded, every field MaSC writes has its type.
+    """
+    try:
+        entry = json.loads(text, parse_float=_finite, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise _Unreadable(f"has a '{ENTRY_KEY}' text chunk nested too deeply: it was not written by MaSC") from None
+    except ValueError as exc:
+        raise _Unreadable(f"has a '{ENTRY_KEY}' text chunk that is not JSON MaSC writes ({printable(first_line(exc))})") from None
+    if _depth(entry) > MAX_NESTING:
+        raise _Unreadable(f"has a '{ENTRY_KEY}' text chunk nested too deeply: it was not written by MaSC")
+    if isinstance(entry, dict) and "format" in entry and not (_is_int(entry["format"]) and entry["format"] == FORMAT):
+        shown_format = printable(json.dumps(entry["format"]))[:40]
+        raise _Unreadable(f"holds MaSC scores in format {shown_format}; this version reads format {FORMAT}: update MaSC")
+    problem = _shape_problem(entry)
+    if problem is not None:
+        raise _Unreadable(f"has a '{ENTRY_KEY}' text chunk in an unknown layout ({problem}): it was not written by MaSC")
+    return entry
+
+
+def _image_stream(path: str) -> tuple[io.BytesIO, int, int]:
+    """The PNG with its text chunks left out, and its width and height from the header.
+
+    PIL is handed the image chunks only: its limits on text chunks (a workflow chunk over 1 MB) then never
+    stop a file whose entry was already read, and the size is known before PIL sees the file.
+    """
+    with open(path, "rb") as handle:
+        data = handle.read()
+    if len(data) < 33 or data[12:16] != b"IHDR":
+        raise _Unreadable("has no PNG header chunk (the file is damaged)")
+    width, height = struct.unpack(">II", data[16:24])
+    kept, position = [data[:8]], 8
+    while position + 8 <= len(data):
+        (length,) = struct.unpack(">I", data[position : position + 4])
+        end = position + 12 + length
+        if data[position + 4 : position + 8] not in _TEXT_CHUNKS:
+            kept.append(data[position:end])
+        position = end
+    return io.BytesIO(b"".join(kept)), width, height
+
+
+def _pixels_digest(path: str) -> str:
+    """The hash of a PNG's pixels (``pixel_digest`` of what Save Image wrote), refusing bombs before decoding."""
+    stream, width, height = _image_stream(path)
+    if width * height > MAX_PIXELS:
+        raise _Unreadable(f"is {width}x{height} pixels, more than the {MAX_PIXELS:,} read here (a decompression-bomb guard)")
+    try:
+        with Image.open(stream) as image:
+            image.load()
+            pixels = np.asarray(image)
+    except Exception as exc:  # PIL reports damaged files with many types (OSError, SyntaxError, ValueError, zlib.error)
+        raise _Unreadable(f"has image data PIL cannot decode ({printable(first_line(exc))})") from None
+    return _digest(np.ascontiguousarray(pixels, dtype=np.uint8))
+
+
 def read_png(path: str | os.PathLike) -> tuple[dict[str, Any], str]:
-    """The ``masc`` entry of a saved PNG and the hash of its pixels; one-line errors otherwise."""
+    """The ``masc`` entry of a saved PNG and the hash of its pixels; a one-line MascInputError otherwise.
+
+    The entry is found and checked (``parse_entry``) before any pixel is decoded, so a file without one,
+    or with a crafted one, costs a read of its chunk headers only.
+    """
     path = os.fspath(path)
+    shown_path = printable(path)
+    if os.path.isdir(path):
+        raise MascInputError(f"'{shown_path}' is a folder: pass PNG files saved by ComfyUI's Save Image (a shell glob such as folder/*.png)")
     if not os.path.isfile(path):
-        raise MascInputError(f"'{path}' does not exist: pass a PNG saved by ComfyUI's Save Image")
+        raise MascInputError(f"'{shown_path}' does not exist: pass a PNG saved by ComfyUI's Save Image")
+    try:
+        with open(path, "rb") as handle:
+            text = _entry_text(handle)
+            if text is None:
+                handle.seek(0)
+                if handle.read(8) != _PNG_SIGNATURE:
+                    kind = _kind_of(path)
+                    if kind is None:
+                        raise _Unreadable("is not an image PIL can read: pass a PNG saved by ComfyUI's Save Image")
+                    raise _Unreadable(f"is a {kind} file, not a PNG: MaSC scores travel in PNGs written by Save Image")
+                raise _Unreadable(f"has no MaSC scores (no '{ENTRY_KEY}' text chunk): {NO_ENTRY_HINT}")
+        entry = parse_entry(text)
+        return entry, _pixels_digest(path)
+    except _Unreadable as problem:
+        raise MascInputError(f"'{shown_path}' {problem}") from None
+    except OSError as exc:
+        raise MascInputError(f"'{shown_path}' could not be read ({printable(first_line(exc))})") from None
+
+
+def _kind_of(path: str) -> str | None:
+    """The image format PIL reads the file as ('JPEG', ...), or None."""
     try:
         with Image.open(path) as image:
-            if image.format != "PNG":
-                raise MascInputError(f"'{path}' is a {image.format} file, not a PNG: MaSC scores travel in PNGs written by Save Image")
-            image.load()
-            text = dict(getattr(image, "text", {}) or {})
-            pixels = np.asarray(image)
-    except (UnidentifiedImageError, OSError):
-        raise MascInputError(f"'{path}' is not an image PIL can read: pass a PNG saved by ComfyUI's Save Image") from None
-    if ENTRY_KEY not in text:
-        raise MascInputError(f"'{path}' has no MaSC scores (no '{ENTRY_KEY}' text chunk): {NO_ENTRY_HINT}")
-    try:
-        entry = json.loads(text[ENTRY_KEY])
-    except ValueError:
-        raise MascInputError(f"'{path}' has a '{ENTRY_KEY}' text chunk that is not JSON: the file was edited or damaged") from None
-    if not isinstance(entry, dict) or not isinstance(entry.get("nodes"), dict):
-        raise MascInputError(f"'{path}' has a '{ENTRY_KEY}' text chunk in an unknown layout: it was not written by MaSC")
-    if entry.get("format") != FORMAT:
-        raise MascInputError(
-            f"'{path}' holds MaSC scores in format {entry.get('format')!r}; this version reads format {FORMAT}: update MaSC"
-        )
-    return entry, _digest(np.ascontiguousarray(pixels, dtype=np.uint8))
+            return printable(image.format)
+    except Exception:  # anything PIL cannot identify
+        return None
 
 
 def matches(entry: dict[str, Any], digest: str) -> list[tuple[str, dict, dict]]:
@@ -160,20 +372,28 @@ def _image_line(image: dict) -> str:
     seed = f"seed {image['seed']}" if image.get("seed") is not None else "seed unknown"
     return (
         f"#{image.get('index')}  {seed}  CP {format_score(image.get('cp'))}  PF {format_score(image.get('pf'))}  "
-        f"mask {format_share(image.get('mask')).strip()}  {image.get('verdict', '')}"
+        f"mask {format_share(image.get('mask')).strip()}  {printable(image.get('verdict') or '')}"
     )
 
 
 def _node_header(node_id: str, node: dict) -> str:
     encoder = node.get("encoder") or {}
-    model = f"{encoder.get('model')} ({encoder.get('digest')})" if encoder else "unknown encoder"
-    return f"{node.get('node')} (node {node_id}): {model}, metric {node.get('metric_version')}, PF text {node.get('stripped_prompt')!r}"
+    model = f"{printable(encoder.get('model'))} ({printable(encoder.get('digest'))})" if encoder else "unknown encoder"
+    stripped = node.get("stripped_prompt")
+    return (
+        f"{printable(node.get('node'))} (node {printable(node_id)}): {model}, metric {printable(node.get('metric_version'))}, "
+        f"PF text {printable(repr(stripped))}"
+    )
 
 
 def describe(path: str, entry: dict[str, Any], digest: str, *, every: bool = False) -> str:
-    """What a saved PNG says about its scores: this image's lines, then (with ``every`` or no match) every scored image."""
+    """What a saved PNG says about its scores: this image's lines, then (with ``every`` or no match) every scored image.
+
+    Every text from the file is passed through ``printable``: a crafted entry cannot send terminal control
+    sequences or forge a line of this output.
+    """
     found = matches(entry, digest)
-    lines = [path]
+    lines = [printable(path)]
     for node_id, node, image in found:
         lines.append(f"  this image: {_image_line(image)}")
         lines.append(f"    from {_node_header(node_id, node)}")

@@ -67,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug: still one line, the details on request
         if os.environ.get("MASC_DEBUG"):
             raise
-        from ..models.checkpoints import first_line
+        from ..errors import first_line
 
         sys.stderr.write(f"error: internal error ({type(exc).__name__}: {first_line(exc)}); rerun with MASC_DEBUG=1 and report it\n")
         return 1

@@ -33,6 +33,7 @@ def run(args: argparse.Namespace) -> int:
             continue
         if args.json:
             found = [{"node_id": node_id, "node": node.get("node"), **image} for node_id, node, image in matches(entry, digest)]
+            # ensure_ascii (json's default) escapes every control and non-ASCII character: one safe line per file.
             sys.stdout.write(json.dumps({"file": path, "pixels": digest, "this_image": found, "masc": entry}, allow_nan=False) + "\n")
         else:
             sys.stdout.write(describe(path, entry, digest, every=args.all) + "\n")

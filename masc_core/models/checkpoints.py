@@ -27,7 +27,7 @@ import re
 import warnings
 from dataclasses import dataclass
 
-from ..errors import MascModelError
+from ..errors import MascModelError, first_line
 from ..files import read_json
 
 PAPER_MODEL_ID = "google/siglip2-so400m-patch16-naflex"
@@ -61,12 +61,6 @@ class CheckpointFolder:
 def read_config(path: str, what: str) -> dict:
     """A checkpoint's JSON file, or a one-line MascModelError that says to re-download it."""
     return read_json(path, what, error=MascModelError, hint="re-download or re-save the checkpoint")
-
-
-def first_line(exc: BaseException) -> str:
-    """An exception's first line (or its type): third-party errors reach users as one line."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 # ---------------------------------------------------------------- where the folder is
