@@ -26,12 +26,9 @@ Pure: JSON, numpy and PIL only.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import math
 import os
-import struct
-import zlib
 from typing import Any, Sequence
 
 import numpy as np
@@ -39,6 +36,7 @@ from PIL import Image
 
 from .errors import MascInputError, first_line
 from .images import MAX_PIXELS
+from .png_text import PngTextError, find_text, image_only, is_png
 from .report import format_score, format_share
 from .safe_text import printable
 from .scores import ImageScore, ScoreBatch, defined_number
@@ -127,70 +125,6 @@ MAX_ENTRY_BYTES = 32 << 20
 """Largest ``masc`` entry read (after decompression): ample for 4,096 candidates, far below a zip bomb."""
 MAX_NESTING = 16
 """Deepest nesting of lists and objects accepted in an entry (MaSC writes 5 levels)."""
-_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-_TEXT_CHUNKS = (b"tEXt", b"zTXt", b"iTXt")
-
-
-class _Unreadable(Exception):
-    """Why a file's entry cannot be used (becomes one MascInputError line naming the file)."""
-
-
-def _inflate(data: bytes) -> bytes:
-    """zlib data inflated to at most MAX_ENTRY_BYTES (a bomb stops there, never fills the memory)."""
-    inflater = zlib.decompressobj()
-    try:
-        text = inflater.decompress(data, MAX_ENTRY_BYTES + 1)
-    except zlib.error:
-        raise _Unreadable(f"has a '{ENTRY_KEY}' text chunk whose compressed data is damaged") from None
-    if len(text) > MAX_ENTRY_BYTES or inflater.unconsumed_tail:
-        raise _Unreadable(f"has a '{ENTRY_KEY}' text chunk that inflates past {MAX_ENTRY_BYTES >> 20} MB: it was not written by MaSC")
-    return text
-
-
-def _chunk_text(kind: bytes, data: bytes) -> str:
-    """The text of a tEXt, zTXt or iTXt chunk's data (keyword already removed)."""
-    if kind == b"tEXt":
-        return data.decode("latin-1")
-    if kind == b"zTXt":
-        return _inflate(data[1:]).decode("latin-1")
-    compressed, rest = data[:1] == b"\1", data[2:]
-    _language, _, rest = rest.partition(b"\0")
-    _translated, _, text = rest.partition(b"\0")
-    try:
-        return (_inflate(text) if compressed else text).decode("utf-8")
-    except UnicodeDecodeError:
-        raise _Unreadable(f"has a '{ENTRY_KEY}' text chunk that is not UTF-8 text") from None
-
-
-def _entry_text(handle) -> str | None:
-    """The first ``masc`` text chunk of a PNG file, before or after its image data, read without decoding pixels.
-
-    Walks the chunks by their lengths: image data is skipped, a text chunk with another keyword is skipped
-    after its keyword, and the entry is bounded by MAX_ENTRY_BYTES before and after inflation.
-    """
-    if handle.read(8) != _PNG_SIGNATURE:
-        return None
-    key = ENTRY_KEY.encode("latin-1") + b"\0"
-    while True:
-        header = handle.read(8)
-        if len(header) < 8:
-            return None  # the file ends early: no entry in what is there
-        length, kind = struct.unpack(">I4s", header)
-        if kind == b"IEND":
-            return None
-        if kind in _TEXT_CHUNKS and length >= len(key):
-            start = handle.tell()
-            if handle.read(len(key)) == key:
-                if length > MAX_ENTRY_BYTES:
-                    raise _Unreadable(f"has a '{ENTRY_KEY}' text chunk of {length:,} bytes, more than MaSC ever writes")
-                data = handle.read(length - len(key))
-                if len(data) < length - len(key):
-                    raise _Unreadable(f"ends inside its '{ENTRY_KEY}' text chunk (the file is cut short)")
-                return _chunk_text(kind, data)
-            handle.seek(start)
-        handle.seek(length + 4, os.SEEK_CUR)  # the chunk's data and CRC
-
-
 def _finite(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
@@ -283,30 +217,13 @@ def parse_entry(text: str) -> dict[str, Any]:
     return entry
 
 
-def _image_stream(path: str) -> tuple[io.BytesIO, int, int]:
-    """The PNG with its text chunks left out, and its width and height from the header.
-
-    PIL is handed the image chunks only: its limits on text chunks (a workflow chunk over 1 MB) then never
-    stop a file whose entry was already read, and the size is known before PIL sees the file.
-    """
-    with open(path, "rb") as handle:
-        data = handle.read()
-    if len(data) < 33 or data[12:16] != b"IHDR":
-        raise _Unreadable("has no PNG header chunk (the file is damaged)")
-    width, height = struct.unpack(">II", data[16:24])
-    kept, position = [data[:8]], 8
-    while position + 8 <= len(data):
-        (length,) = struct.unpack(">I", data[position : position + 4])
-        end = position + 12 + length
-        if data[position + 4 : position + 8] not in _TEXT_CHUNKS:
-            kept.append(data[position:end])
-        position = end
-    return io.BytesIO(b"".join(kept)), width, height
+class _Unreadable(Exception):
+    """Why a file's entry cannot be used (becomes one MascInputError line naming the file)."""
 
 
 def _pixels_digest(path: str) -> str:
     """The hash of a PNG's pixels (``pixel_digest`` of what Save Image wrote), refusing bombs before decoding."""
-    stream, width, height = _image_stream(path)
+    stream, width, height = image_only(path)
     if width * height > MAX_PIXELS:
         raise _Unreadable(f"is {width}x{height} pixels, more than the {MAX_PIXELS:,} read here (a decompression-bomb guard)")
     try:
@@ -332,10 +249,10 @@ def read_png(path: str | os.PathLike) -> tuple[dict[str, Any], str]:
         raise MascInputError(f"'{shown_path}' does not exist: pass a PNG saved by ComfyUI's Save Image")
     try:
         with open(path, "rb") as handle:
-            text = _entry_text(handle)
+            text = find_text(handle, ENTRY_KEY, MAX_ENTRY_BYTES)
             if text is None:
                 handle.seek(0)
-                if handle.read(8) != _PNG_SIGNATURE:
+                if not is_png(handle):
                     kind = _kind_of(path)
                     if kind is None:
                         raise _Unreadable("is not an image PIL can read: pass a PNG saved by ComfyUI's Save Image")
@@ -343,7 +260,7 @@ def read_png(path: str | os.PathLike) -> tuple[dict[str, Any], str]:
                 raise _Unreadable(f"has no MaSC scores (no '{ENTRY_KEY}' text chunk): {NO_ENTRY_HINT}")
         entry = parse_entry(text)
         return entry, _pixels_digest(path)
-    except _Unreadable as problem:
+    except (_Unreadable, PngTextError) as problem:
         raise MascInputError(f"'{shown_path}' {problem}") from None
     except OSError as exc:
         raise MascInputError(f"'{shown_path}' could not be read ({printable(first_line(exc))})") from None

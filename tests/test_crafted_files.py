@@ -70,7 +70,7 @@ def test_other_text_chunks_are_skipped_unread(tmp_path):
 
 @pytest.mark.parametrize("case,chunk,expected", [
     ("an inflating entry", zlib_bomb_text(), "text chunk that inflates past 32 MB"),
-    ("an oversized entry", text_chunk("masc", " " * (MAX_ENTRY_BYTES + 1)), f"text chunk of {MAX_ENTRY_BYTES + 6:,} bytes"),
+    ("an oversized entry", text_chunk("masc", " " * (MAX_ENTRY_BYTES + 1)), f"text chunk of {MAX_ENTRY_BYTES + 6:,} bytes, more than the 32 MB read here"),
 ])
 def test_oversized_entries_are_refused_without_filling_the_memory(tmp_path, good, case, chunk, expected):
     bad = png_with_chunks(tmp_path / "bad.png", PIXELS, before=[chunk])

@@ -23,7 +23,7 @@ PURE = {
     "masc_core.errors", "masc_core.files", "masc_core.progress", "masc_core.images", "masc_core.masks",
     "masc_core.metric", "masc_core.stripping", "masc_core.scores", "masc_core.ranking", "masc_core.report",
     "masc_core.heatmaps", "masc_core.resources", "masc_core.version", "masc_core.acceptance",
-    "masc_core.saved_scores", "masc_core.captions", "masc_core.limits", "masc_core.safe_text",
+    "masc_core.saved_scores", "masc_core.captions", "masc_core.limits", "masc_core.safe_text", "masc_core.png_text",
 }
 LAYERS = [
     ("pure", lambda m: m in PURE),
