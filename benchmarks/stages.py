@@ -84,6 +84,20 @@ def photo_batch(count: int, size: int):
     return reference, torch.from_numpy(box(0))[None], outputs, masks
 
 
+def listed_under_models(workdir: str, folder: str) -> str:
+    """``folder`` linked as ``<workdir>/models/masc/<its name>`` ($MASC_MODELS_DIR set there); the name the loader lists."""
+    root = os.path.join(workdir, "models")
+    os.environ["MASC_MODELS_DIR"] = root
+    name = os.path.basename(os.path.normpath(folder))
+    link = os.path.join(root, "masc", name)
+    os.makedirs(os.path.dirname(link), exist_ok=True)
+    if os.path.realpath(link) != os.path.realpath(folder):
+        if os.path.lexists(link):
+            os.remove(link)
+        os.symlink(folder, link)
+    return name
+
+
 def model_folder(workdir: str, model: str) -> str:
     """A random-weight checkpoint of ``model`` under ``workdir`` (built once)."""
     from masc_core.testing import build_checkpoint
@@ -252,9 +266,10 @@ def run(args: argparse.Namespace) -> dict:
             folder = os.path.abspath(args.checkpoint) if model == "custom" else model_folder(workdir, model)
             os.environ["MASC_PREVIEW_DIR"] = previews
             pack = import_pack(ROOT)
-            # A folder path is a valid model name for the loader (it is looked up under the model roots).
+            # The loader opens only folders under its model roots, as in ComfyUI: link the checkpoint in there.
+            name = listed_under_models(workdir, folder)
             encoder = pack.NODE_CLASS_MAPPINGS["MaSCLoadEncoder"]().load(
-                model=folder, device=args.device, precision="fp32", max_patches=args.max_patches
+                model=name, device=args.device, precision="fp32", max_patches=args.max_patches
             )[0]
             row = {"model": model, "checkpoint": os.path.basename(folder), "maps": 3 * args.n, "outputs": args.n}
             row.update(measure(pack, encoder, inputs, args.repeats))
