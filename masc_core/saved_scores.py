@@ -110,11 +110,16 @@ def node_entry(
 
 
 def add_node_entry(extra_pnginfo: dict | None, node_id: Any, entry: dict[str, Any]) -> bool:
-    """Put a node's entry into the prompt's ``extra_pnginfo`` (False when ComfyUI gave none: nothing will be saved)."""
+    """Put a node's entry into the prompt's ``extra_pnginfo`` (False when ComfyUI gave none: nothing will be saved).
+
+    ``extra_pnginfo`` comes from the client with the prompt: a ``masc`` entry already there that ``read``
+    would refuse (another shape, NaN, deep nesting; a crafted or stale one) is replaced, not extended, so
+    the PNGs saved in this prompt stay readable.
+    """
     if not isinstance(extra_pnginfo, dict):
         return False
     current = extra_pnginfo.get(ENTRY_KEY)
-    if not (isinstance(current, dict) and current.get("format") == FORMAT and isinstance(current.get("nodes"), dict)):
+    if not _readable(current):
         current = {"format": FORMAT, "nodes": {}}
         extra_pnginfo[ENTRY_KEY] = current
     current["nodes"][str(node_id if node_id is not None else len(current["nodes"]))] = entry
@@ -192,6 +197,15 @@ def _shape_problem(entry: Any) -> str | None:
             if not all(isinstance(image.get(k), _OPTIONAL_TEXT) for k in ("verdict", "pixels", "cp_undefined", "pf_undefined")):
                 return f"node {printable(node_id)!r}: an image's verdict, pixels or reasons are not text"
     return None
+
+
+def _readable(entry: Any) -> bool:
+    """Whether ``read`` would take ``entry`` as it stands (``parse_entry`` of its JSON text)."""
+    try:
+        parse_entry(json.dumps(entry, allow_nan=False))
+    except (ValueError, TypeError, RecursionError, _Unreadable):
+        return False
+    return True
 
 
 def parse_entry(text: str) -> dict[str, Any]:

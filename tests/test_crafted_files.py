@@ -181,3 +181,24 @@ def test_mask_refuses_a_damaged_image_in_one_line(tmp_path, tiny_clipseg_dir):
     damaged.write_bytes(b"\x89PNG\r\n\x1a\n" + os.urandom(300))
     code, _, err = call("mask", "--model", tiny_clipseg_dir, "--subject", "dog", "--out-dir", tmp_path / "m", "--image", damaged)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "internal error" not in err, err
+
+
+@pytest.mark.parametrize("shape", ["cp is NaN", "deep nesting", "nodes is a list", "images is a string"])
+def test_a_crafted_entry_sent_with_the_prompt_is_replaced_not_extended(shape):
+    """extra_pnginfo comes from the client: a MaSC node never adds its entry to one that read would refuse."""
+    from masc_core.saved_scores import add_node_entry, parse_entry
+
+    sent = {"workflow": {}, "masc": json.loads(ENTRY_SHAPES[shape]) if shape != "deep nesting" else [[[[]]]] * 3}
+    if shape == "deep nesting":
+        sent["masc"] = {"format": 1, "nodes": {"7": {"node": json.loads("[" * 50 + "]" * 50)}}}
+    assert add_node_entry(sent, 3, entry()["nodes"]["7"])
+    assert list(sent["masc"]["nodes"]) == ["3"]
+    assert parse_entry(json.dumps(sent["masc"]))["nodes"]["3"]["subject"] == "dog"
+
+
+def test_a_readable_entry_from_earlier_nodes_is_kept():
+    from masc_core.saved_scores import add_node_entry
+
+    sent = {"masc": entry()}
+    add_node_entry(sent, 9, entry()["nodes"]["7"])
+    assert sorted(sent["masc"]["nodes"]) == ["7", "9"]
