@@ -14,6 +14,9 @@ from .types import CATEGORY, MASC_ENCODER, Output, declare_outputs
 class MaSCLoadEncoder:
     """Node: Load MaSC Encoder."""
 
+    SEARCH_ALIASES = ["siglip", "siglip2", "clip vision", "load masc"]
+    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
+
     DESCRIPTION = (
         "Loads a SigLIP2 checkpoint (Hugging Face folder) for MaSC scoring. Put checkpoint folders in "
         "ComfyUI/models/masc/ (or a path set in extra_model_paths.yaml under 'masc'). The paper uses "

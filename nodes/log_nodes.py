@@ -18,6 +18,9 @@ from .types import CATEGORY, MASC_SCORES, Output, declare_outputs
 class MaSCLogScores:
     """Node: MaSC Log Scores."""
 
+    SEARCH_ALIASES = ["log", "csv", "jsonl", "save scores"]
+    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
+
     DESCRIPTION = (
         "Appends one row per scored image (every candidate of MaSC Sample Until, or every image a scoring node scored) "
         "to a .jsonl or .csv file in ComfyUI's output folder: seed, CP, PF, verdict, prompt, encoder and the columns "

@@ -21,6 +21,9 @@ from .types import CATEGORY, MASC_SEGMENTER, Output, declare_outputs
 class MaSCLoadAutoMaskModel:
     """Node: Load MaSC Auto Mask Model."""
 
+    SEARCH_ALIASES = ["clipseg", "segmentation model"]
+    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
+
     DESCRIPTION = (
         "Loads a CLIPSeg checkpoint (Hugging Face folder) for MaSC Auto Mask. Put checkpoint folders in "
         f"ComfyUI/models/clipseg/; choosing {CLIPSEG_MODEL_ID} downloads it when the machine is online."
@@ -54,6 +57,9 @@ class MaSCLoadAutoMaskModel:
 @checked_inputs
 class MaSCAutoMask:
     """Node: MaSC Auto Mask."""
+
+    SEARCH_ALIASES = ["clipseg", "segment", "text mask", "subject mask"]
+    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
 
     DESCRIPTION = (
         "Masks the subject in every image of a batch with CLIPSeg, prompted by the subject's name (white = subject). "

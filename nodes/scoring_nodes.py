@@ -121,6 +121,9 @@ def node_result(report: str, shown: list, result: tuple, prefix: str) -> dict:
 class MaSCConceptPreservation:
     """Node: MaSC Concept Preservation (Eq. 1)."""
 
+    SEARCH_ALIASES = ["identity", "subject similarity", "clip score", "dino", "similarity", "concept preservation", "cp"]
+    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
+
     DESCRIPTION = (
         "Concept preservation: for each reference patch under the reference mask, its best cosine with any patch "
         "of the generated image; CP is their mean. The generated image is searched in full, so no output mask is needed."
@@ -173,6 +176,9 @@ class MaSCConceptPreservation:
 class MaSCPromptFollowing:
     """Node: MaSC Prompt Following (Eq. 2)."""
 
+    SEARCH_ALIASES = ["prompt adherence", "text alignment", "clip score", "clip-t", "pf"]
+    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
+
     DESCRIPTION = (
         "Prompt following: SigLIP2's attention pooler over the generated image's background only (the subject is "
         "hidden), compared with the prompt without the subject's name."
@@ -221,6 +227,9 @@ class MaSCPromptFollowing:
 @checked_inputs
 class MaSCScore:
     """Node: MaSC Score (CP and PF from one forward pass per image)."""
+
+    SEARCH_ALIASES = ["clip score", "dino", "similarity", "identity", "personalization score", "dreambooth"]
+    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
 
     DESCRIPTION = (
         "CP and PF together, from one SigLIP2 forward pass per image (the reference once, each generated image once). "
@@ -279,6 +288,9 @@ class MaSCScore:
 @checked_inputs
 class MaSCStripSubject:
     """Node: Strip Subject."""
+
+    SEARCH_ALIASES = ["remove subject", "prompt", "strip"]
+    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
 
     DESCRIPTION = "Removes the subject's name from the prompt with the paper's rule: shows the exact text MaSC's PF encodes."
     CATEGORY = CATEGORY

@@ -124,6 +124,9 @@ def blocked(count: int) -> tuple:
 class MaSCSelectBest:
     """Node: MaSC Select Best."""
 
+    SEARCH_ALIASES = ["best of n", "pick best", "rank", "top k", "seed selection"]
+    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
+
     DESCRIPTION = (
         "Best-of-N: ranks a scored batch by CP, PF or a weighted sum, keeps the top k that pass the optional "
         "thresholds, and passes the chosen images (and their latents and masks) on in rank order. If none passes, "
@@ -187,6 +190,9 @@ class MaSCSelectBest:
 @checked_inputs
 class MaSCGate:
     """Node: MaSC Gate."""
+
+    SEARCH_ALIASES = ["rejection sampling", "threshold", "filter", "quality gate"]
+    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
 
     DESCRIPTION = (
         "Rejection sampling: passes the images whose scores clear the thresholds. When none does, the downstream "

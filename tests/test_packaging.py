@@ -206,3 +206,12 @@ def test_one_version_everywhere():
 
     declared = re.search(r'^version = "([^"]+)"', open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8").read(), re.M).group(1)
     assert __version__ == metric_version == declared
+
+
+def test_requirements_are_pyprojects_dependencies_without_torch(pyproject):
+    """One dependency story: ComfyUI-Manager installs requirements.txt (never torch); pip installs pyproject's list."""
+    with open(os.path.join(ROOT, "requirements.txt"), encoding="utf-8") as handle:
+        required = [line.strip() for line in handle if line.strip() and not line.startswith("#")]
+    declared = [d for d in pyproject["project"]["dependencies"] if not re.match(r"torch\b", d)]
+    assert required == declared
+    assert any(re.match(r"torch\b", d) for d in pyproject["project"]["dependencies"])

@@ -74,6 +74,22 @@ def test_templates_are_listed(server, host):
 
 
 @pytest.mark.parametrize("path", UI_WORKFLOWS, ids=os.path.basename)
+def test_help_pages_are_served_where_the_node_library_fetches_them(server, host):
+    """The front end's node help fetches /extensions/<pack>/docs/<NodeClass>.md from the pack's web directory."""
+    for node_id in pack_mappings().NODE_CLASS_MAPPINGS:
+        text = server.request(f"/extensions/{host.pack_name}/docs/{node_id}.md", raw=True).decode("utf-8")
+        assert text.startswith("# ") and "## Inputs" in text, node_id
+
+
+def test_search_aliases_reach_object_info(server, host):
+    info = server.request("/object_info")
+    aliases = info["MaSCSampleUntil"].get("search_aliases")
+    if host.version < (0, 33, 0):
+        assert aliases is None  # 0.3.64 does not serve them (the attribute is ignored)
+    else:
+        assert "rejection sampling" in aliases, aliases
+
+
 def test_template_is_served_with_its_thumbnail(server, host, path):
     base = f"/api/workflow_templates/{host.pack_name}/{os.path.splitext(os.path.basename(path))[0]}"
     assert server.status_of(base + ".json") == 200

@@ -1,0 +1,55 @@
+"""Each node's help page for the front end's node library (``web/docs/<NodeClass>.md``, served by ComfyUI at
+``/extensions/<pack>/docs/<NodeClass>.md``) and its search aliases (ComfyUI 0.33 reads ``SEARCH_ALIASES``)."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from comfy_harness import ROOT, import_pack
+
+NODES = import_pack().NODE_CLASS_MAPPINGS
+DOCS = os.path.join(ROOT, "web", "docs")
+
+
+def page(node_id: str) -> str:
+    with open(os.path.join(DOCS, node_id + ".md"), encoding="utf-8") as handle:
+        return handle.read()
+
+
+@pytest.mark.parametrize("node_id", sorted(NODES))
+def test_every_node_has_a_help_page_naming_each_input_and_output(node_id):
+    text = page(node_id)
+    node_class = NODES[node_id]
+    assert text.startswith(f"# {import_pack().NODE_DISPLAY_NAME_MAPPINGS[node_id]}\n")
+    headings = re.findall(r"^## (.+)$", text, flags=re.M)
+    assert headings == ["Inputs", "Outputs", "Example", "Pitfalls"]
+    inputs_part = text.split("## Inputs", 1)[1].split("## Outputs", 1)[0]
+    outputs_part = text.split("## Outputs", 1)[1].split("## Example", 1)[0]
+    declared = node_class.INPUT_TYPES()
+    for section in ("required", "optional"):
+        for name in declared.get(section, {}):
+            assert f"- **{name}** (" in inputs_part, f"{node_id}: input {name} is not on its help page"
+    for name, kind in zip(node_class.RETURN_NAMES, node_class.RETURN_TYPES):
+        assert f"- **{name}** ({kind})" in outputs_part, f"{node_id}: output {name} is not on its help page"
+    assert len(text) < 6000  # the panel is narrow: short pages
+
+
+def test_no_page_for_a_node_that_does_not_exist():
+    assert sorted(name[:-3] for name in os.listdir(DOCS)) == sorted(NODES)
+
+
+@pytest.mark.parametrize("node_id", sorted(NODES))
+def test_search_aliases_are_short_lowercase_words(node_id):
+    aliases = NODES[node_id].SEARCH_ALIASES
+    assert aliases and all(isinstance(a, str) and a == a.lower() and 0 < len(a) <= 30 for a in aliases)
+    assert len(set(aliases)) == len(aliases)
+
+
+def test_readme_links_every_help_page():
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
+        readme = handle.read()
+    for node_id in NODES:
+        assert f"(web/docs/{node_id}.md)" in readme, node_id
