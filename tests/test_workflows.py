@@ -116,3 +116,18 @@ def test_ui_workflow_matches_its_api_twin(path, specs):
         wanted = nodes[target]["inputs"][target_slot]["type"]
         assert kind in (produced, "*") and wanted in (produced, "*"), f"link {link_id}: {produced} -> {wanted} ({kind})"
     assert any(n["type"] == "Note" for n in ui["nodes"]), "each shared workflow explains itself in a Note"
+
+
+@pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(ROOT, "workflows", "*.json"))), ids=os.path.basename)
+def test_the_packs_nodes_carry_the_registry_id_and_version(path):
+    """The front end offers to install a missing pack from each node's cnr_id and ver: kept in step with pyproject."""
+    import tomllib
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as handle:
+        project = tomllib.load(handle)["project"]
+    with open(path, encoding="utf-8") as handle:
+        nodes = json.load(handle)["nodes"]
+    ours = [node for node in nodes if node["type"].startswith("MaSC")]
+    assert ours
+    for node in ours:
+        assert node["properties"].get("cnr_id") == project["name"] and node["properties"].get("ver") == project["version"], node["type"]
