@@ -215,3 +215,32 @@ def test_requirements_are_pyprojects_dependencies_without_torch(pyproject):
     declared = [d for d in pyproject["project"]["dependencies"] if not re.match(r"torch\b", d)]
     assert required == declared
     assert any(re.match(r"torch\b", d) for d in pyproject["project"]["dependencies"])
+
+
+def _comfy_node_validate(folder: str) -> subprocess.CompletedProcess:
+    command = os.environ.get("MASC_COMFY_CLI")
+    if not command:
+        pytest.skip("comfy node validate: set MASC_COMFY_CLI to a comfy-cli executable (.ci/run installs comfy-cli 1.23)")
+    return subprocess.run([command, "--skip-prompt", "--no-enable-telemetry", "node", "validate"], cwd=folder,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_comfy_node_validate_passes_with_no_security_warning():
+    """comfy-cli's validation (as the Registry runs it on publish): pyproject parsed, security rules clean."""
+    done = _comfy_node_validate(ROOT)
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said
+    assert "All validation checks passed" in said and "Security warnings found" not in said, said
+
+
+def test_comfy_node_validate_sees_a_planted_eval(tmp_path):
+    """The check above is not vacuous: the same command flags an eval() in a copy of the pack."""
+    copy = tmp_path / "pack"
+    for name in ("pyproject.toml", "__init__.py"):
+        os.makedirs(copy, exist_ok=True)
+        with open(os.path.join(ROOT, name), "rb") as source, open(copy / name, "wb") as target:
+            target.write(source.read())
+    (copy / "planted.py").write_text('value = eval("1")\n')
+    done = _comfy_node_validate(str(copy))
+    said = done.stdout + done.stderr
+    assert "Security warnings found" in said and "planted.py" in said, said
