@@ -216,3 +216,14 @@ def test_log_text_is_what_append_rows_writes(tmp_path):
     path = str(tmp_path / "a.jsonl")
     append_rows(path, rows)
     assert open(path, encoding="utf-8").read() == log_text(path, rows)
+
+
+def test_a_results_log_torn_inside_its_first_few_bytes_is_still_recognised(tmp_path):
+    from masc_core.evaluation.records import open_results_log
+
+    for torn in (b"{", b'{"ro', b'{"row": 3, "pro'):
+        path = tmp_path / "results.jsonl"
+        path.write_bytes(torn)
+        with open_results_log(str(path)) as log:
+            log.write(record_line(_record(0, "a dog")))
+        assert list(read_records(str(path))) == [0]

@@ -23,6 +23,7 @@ chunk by chunk and its run may be killed. The rules, for every writer:
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from typing import Callable
@@ -78,6 +79,25 @@ class LogFormat:
     record_end: Callable[..., int]
     recognise: Callable[[bytes | None, bytes], bool]
     header: bytes = b""
+
+
+def jsonl_format(what: str, keys: frozenset[str], start: bytes) -> LogFormat:
+    """A JSON-lines log whose rows are objects holding ``keys`` and whose lines begin with ``start``.
+
+    A file is such a log when its first line is such an object, or, when a crash left less than one
+    line, when what is there could be the beginning of one (a prefix of ``start``, or ``start`` and more).
+    """
+
+    def recognise(first: bytes | None, head: bytes) -> bool:
+        if first is None:
+            return start.startswith(head[: len(start)])
+        try:
+            value = json.loads(first.decode("utf-8"))
+        except ValueError:
+            return False
+        return isinstance(value, dict) and keys <= set(value)
+
+    return LogFormat(what=what, record_end=jsonl_record_end, recognise=recognise)
 
 
 class AppendLog:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ..files import write_atomic
-from .append_log import AppendLog, LogFormat, jsonl_record_end
+from .append_log import AppendLog, jsonl_format, jsonl_record_end
 from .manifest import ASPECTS, ManifestRow
 
 RESULTS_JSONL = "results.jsonl"
@@ -192,20 +192,8 @@ def read_records(path: str) -> dict[int, EvalRecord]:
     return records
 
 
-RESULTS_LOG = LogFormat(
-    what="results.jsonl of a MaSC evaluation",
-    record_end=jsonl_record_end,
-    # Its first line is a row object (record_line writes "row" first); a crash may have left only its start.
-    recognise=lambda first, head: _is_row(first) if first is not None else head.startswith(b'{"row": '),
-)
-
-
-def _is_row(line: bytes) -> bool:
-    try:
-        value = json.loads(line.decode("utf-8"))
-    except ValueError:
-        return False
-    return isinstance(value, dict) and "row" in value
+RESULTS_LOG = jsonl_format("results.jsonl of a MaSC evaluation", frozenset({"row"}), b'{"row": ')
+"""results.jsonl: each line a row object, "row" first (``record_line``)."""
 
 
 def open_results_log(path: str) -> AppendLog:

@@ -27,7 +27,6 @@ one); numbers stay numbers.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -35,7 +34,7 @@ from ..errors import MascInputError
 from ..scores import ScoreBatch, defined_number
 from ..version import __version__
 from ..safe_text import shown
-from .append_log import AppendLog, LogFormat, csv_record_end, jsonl_record_end
+from .append_log import AppendLog, LogFormat, csv_record_end, jsonl_format
 from .records import csv_cell, csv_lines, record_line
 
 LOG_COLUMNS = (
@@ -88,22 +87,12 @@ def log_path(folder: str, filename: str) -> str:
     return path
 
 
-def _is_log_row(line: bytes) -> bool:
-    try:
-        value = json.loads(line.decode("utf-8"))
-    except ValueError:
-        return False
-    return isinstance(value, dict) and {"time", "run", "metric_version"} <= set(value)
-
-
 _CSV_HEADER = (",".join(LOG_COLUMNS) + "\n").encode("utf-8")
-_JSONL_START = b'{"time": '
-"""How a row starts in a .jsonl log (``log_rows`` puts time first): all a crash may have left of the first one."""
 
-JSONL_LOG = LogFormat(
-    what="MaSC score log (its first line is not a row MaSC Log Scores writes)",
-    record_end=jsonl_record_end,
-    recognise=lambda first, head: _is_log_row(first) if first is not None else _JSONL_START.startswith(head[: len(_JSONL_START)]),
+JSONL_LOG = jsonl_format(
+    "MaSC score log (its first line is not a row MaSC Log Scores writes)",
+    frozenset({"time", "run", "metric_version"}),
+    b'{"time": ',  # log_rows puts time first
 )
 CSV_LOG = LogFormat(
     what="MaSC score log with this version's columns (its first line is not this log's header)",
