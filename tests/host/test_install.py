@@ -73,7 +73,6 @@ def test_templates_are_listed(server, host):
     assert set(server.request("/api/workflow_templates").get(host.pack_name, [])) == names
 
 
-@pytest.mark.parametrize("path", UI_WORKFLOWS, ids=os.path.basename)
 def test_help_pages_are_served_where_the_node_library_fetches_them(server, host):
     """The front end's node help fetches /extensions/<pack>/docs/<NodeClass>.md from the pack's web directory."""
     for node_id in pack_mappings().NODE_CLASS_MAPPINGS:
@@ -90,6 +89,7 @@ def test_search_aliases_reach_object_info(server, host):
         assert "rejection sampling" in aliases, aliases
 
 
+@pytest.mark.parametrize("path", UI_WORKFLOWS, ids=os.path.basename)
 def test_template_is_served_with_its_thumbnail(server, host, path):
     base = f"/api/workflow_templates/{host.pack_name}/{os.path.splitext(os.path.basename(path))[0]}"
     assert server.status_of(base + ".json") == 200
