@@ -115,6 +115,13 @@ def to_rgb_uint8_list(images: Any, name: str = "images") -> list[np.ndarray]:
     return [to_rgb_uint8(array, name)]
 
 
+def too_many_pixels(width: int, height: int) -> str | None:
+    """Why an image of this size is not decoded (the phrase after its name), or None: the one bomb guard."""
+    if width * height <= MAX_PIXELS:
+        return None
+    return f"is {width}x{height} pixels, more than the {MAX_PIXELS:,} read here (a decompression-bomb guard)"
+
+
 def open_quietly(path: str) -> Image.Image:
     """``Image.open`` without PIL's bomb warning: the caller refuses images over MAX_PIXELS in one line itself."""
     with warnings.catch_warnings():
@@ -131,11 +138,9 @@ def _open_image(path: str | os.PathLike, name: str) -> Image.Image:
     try:
         image = open_quietly(path)
         width, height = image.size
-        if width * height > MAX_PIXELS:  # checked before decoding: a tiny file can claim billions of pixels
-            raise MascInputError(
-                f"{name} '{path}' is {width}x{height} pixels, more than the {MAX_PIXELS:,} read here "
-                "(a decompression-bomb guard): downscale it"
-            )
+        too_big = too_many_pixels(width, height)  # checked before decoding: a tiny file can claim billions of pixels
+        if too_big:
+            raise MascInputError(f"{name} '{path}' {too_big}: downscale it")
         image.load()
     except MascInputError:
         raise

@@ -35,7 +35,7 @@ import numpy as np
 from PIL import Image
 
 from .errors import MascInputError, first_line
-from .images import MAX_PIXELS
+from .images import open_quietly, too_many_pixels
 from .png_text import PngTextError, find_text, image_only, is_png
 from .report import format_score, format_share
 from .safe_text import printable
@@ -238,8 +238,9 @@ class _Unreadable(Exception):
 def _pixels_digest(path: str) -> str:
     """The hash of a PNG's pixels (``pixel_digest`` of what Save Image wrote), refusing bombs before decoding."""
     stream, width, height = image_only(path)
-    if width * height > MAX_PIXELS:
-        raise _Unreadable(f"is {width}x{height} pixels, more than the {MAX_PIXELS:,} read here (a decompression-bomb guard)")
+    too_big = too_many_pixels(width, height)
+    if too_big:
+        raise _Unreadable(too_big)
     try:
         with Image.open(stream) as image:
             image.load()
@@ -283,7 +284,7 @@ def read_png(path: str | os.PathLike) -> tuple[dict[str, Any], str]:
 def _kind_of(path: str) -> str | None:
     """The image format PIL reads the file as ('JPEG', ...), or None."""
     try:
-        with Image.open(path) as image:
+        with open_quietly(path) as image:
             return printable(image.format)
     except Exception:  # anything PIL cannot identify
         return None
