@@ -87,7 +87,7 @@ def log_path(folder: str, filename: str) -> str:
     return path
 
 
-_CSV_HEADER = (",".join(LOG_COLUMNS) + "\n").encode("utf-8")
+_CSV_HEADER = csv_lines([list(LOG_COLUMNS)]).encode("utf-8")  # written by the same CSV writer as the rows
 
 JSONL_LOG = jsonl_format(
     "MaSC score log (its first line is not a row MaSC Log Scores writes)",
