@@ -43,8 +43,8 @@ def pyproject() -> dict:
 def shipped_files() -> list[str]:
     """The Registry archive's files: git's tracked and new files, minus the patterns of .comfyignore."""
     listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True,
-    ).stdout.split()
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout.split("\0")
     with open(os.path.join(ROOT, ".comfyignore"), encoding="utf-8") as handle:
         patterns = [line.strip() for line in handle if line.strip() and not line.startswith("#")]
 
@@ -121,14 +121,15 @@ BUILD_ARTEFACTS = (".whl", ".egg", ".tar.gz", ".tgz", ".zip", ".pyc", ".so", ".d
 
 def test_no_build_artefacts_are_tracked():
     """Wheels, archives and compiled files never belong in the repository (nor in the Registry archive made from it)."""
-    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split("\0")
     assert [name for name in tracked if name.lower().endswith(BUILD_ARTEFACTS)] == []
 
 
 def test_development_files_are_left_out_of_the_archive():
     shipped = shipped_files()
     assert not any(f.startswith(("tests/", ".ci/", "benchmarks/")) for f in shipped)
-    assert {"__init__.py", "web/masc_scores.js", "example_inputs/masc_example_dog_00.jpg"} <= set(shipped)
+    assert {"__init__.py", "web/masc_scores.js", "example_inputs/masc_example_dog_00.jpg",
+            "subgraphs/MaSC best-of-N.json", "subgraphs/MaSC score a pair.json"} <= set(shipped)
 
 
 def test_requirements_never_install_torch():
