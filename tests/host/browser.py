@@ -7,7 +7,9 @@ Run by the host suite with the HOST's interpreter (it has ``playwright``; no bro
 PLAN: ``url``, ``out`` (screenshots), ``pack`` (the pack's folder name), ``workflows`` (a list of
 ``{"name", "path", "run", "thumbnail": path or null}``), ``widgets`` (how to make a graph run on this
 machine: ``{"byType": {type: {widget: value}}, "byWidget": {widget: value}, "atMost": {widget: number}}``),
-``templates`` (open the templates browser and read the cards of those workflows). The page's settings (Vue renderer
+``templates`` (open the templates browser and read the cards of those workflows), ``blueprints`` (subgraph
+blueprints to place from the search box: ``{"name", "wire": {input: {"type", "widgets", "slot"}}, "typed": {widget:
+value}, "show": [output names]}``), ``help`` (node types whose help panel to open with the Node Info button). The page's settings (Vue renderer
 or not) come from the server's user folder, written by the test before the page loads.
 RESULT: for each workflow, what loaded (unknown node types, widget values, nodes flagged with errors), what ran
 (the outcome, the text and images the server sent to each node),
@@ -32,12 +34,14 @@ REPORT_WIDGET = "masc_report"
 PAGE_HELPERS = r"""
 window.__masc = {
   nodes() { return app.graph._nodes ?? app.graph.nodes; },
+  // Every node, those inside subgraph nodes included (a blueprint's inner nodes hold the model widgets).
+  allNodes(nodes = this.nodes()) { return nodes.flatMap(n => [n, ...(n.subgraph ? this.allNodes(n.subgraph.nodes) : [])]); },
   unknownTypes(graph) { return graph.nodes.map(n => n.type).filter(t => !(t in LiteGraph.registered_node_types)); },
   flagged() { return this.nodes().filter(n => n.has_errors).map(n => `${n.id} ${n.type}`); },
   // rules: {byType: {type: {widget: value}}, byWidget: {widget: value}, atMost: {widget: number}}
   // (what graphs.for_cpu does to API graphs)
   setWidgets(rules) {
-    for (const node of this.nodes()) {
+    for (const node of this.allNodes()) {
       const values = {...(rules.byType?.[node.type] ?? {})};
       for (const widget of node.widgets ?? []) {
         if (widget.name in (rules.byWidget ?? {})) values[widget.name] = rules.byWidget[widget.name];
@@ -69,6 +73,7 @@ window.__masc = {
     }
     return found;
   },
+  resetView() { app.canvas.ds.scale = 1; app.canvas.ds.offset[0] = 0; app.canvas.ds.offset[1] = 0; app.canvas.setDirty(true, true); },
   async show(node) {  // centre the view on a node at full size and draw it (DOM widgets off screen are hidden)
     const ds = app.canvas.ds, canvas = app.canvas.canvas.getBoundingClientRect();
     ds.scale = 1;
@@ -309,6 +314,19 @@ def main(plan_path: str, result_path: str) -> None:
             result["workflows"][item["name"]] = checked
             if result["vue"] and checked.get("preview_any") and not any(checked["preview_any"].values()):
                 break  # this Vue renderer shows no node text at all: the rest would show nothing either
+        # After the workflows (their screenshots and thumbnails are taken with no side panel open).
+        from browser_places import blueprint_defs, check_blueprint, check_help  # beside this script
+        if plan.get("blueprints") is not None:
+            result["blueprint_defs"] = listed = blueprint_defs(page) or {}
+            result["blueprints"] = {item["name"]: check_blueprint(page, item, plan.get("widgets", {}), plan["out"])
+                                    for item in plan["blueprints"] if item["name"] in listed}  # none before 0.33
+        if plan.get("help"):
+            result["help"] = {}
+            for node_type in plan["help"]:
+                opened = check_help(page, node_type, plan["out"]) if result["help"].get("_button", True) else {"button": False}
+                result["help"][node_type] = opened
+                result["help"]["_button"] = opened["button"]  # a front end without the button: not tried again
+            result["help"].pop("_button")
         result["console"] = console
         browser.close()
     with open(result_path, "w", encoding="utf-8") as handle:

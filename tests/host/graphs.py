@@ -11,6 +11,8 @@ from .conftest import ENCODER_NAME, ROOT, SD15_NAME, SEGMENTER_NAME, metadata_wr
 
 API_WORKFLOWS = sorted(glob.glob(os.path.join(ROOT, "workflows", "api", "*.json")))
 UI_WORKFLOWS = sorted(glob.glob(os.path.join(ROOT, "workflows", "*.json")))
+BLUEPRINTS = sorted(glob.glob(os.path.join(ROOT, "subgraphs", "*.json")))
+"""The subgraph blueprints (core after 0.3.64 serves them at /global_subgraphs; the front end lists them by file name)."""
 LATENT_SIDE = 256
 AT_MOST = {"batch_size": 2, "max_candidates": 2, "accept": 2}
 """Integer inputs capped wherever they appear (Empty Latent's batch, MaSC Sample Until's budget): few images per run."""

@@ -19,10 +19,32 @@ import time
 import pytest
 from PIL import Image
 
-from .conftest import HERE, ROOT, pack_mappings, write_json
-from .graphs import UI_WORKFLOWS, check_saved_scores, load, page_widgets
+from . import hostapi
+from .conftest import ENCODER_NAME, EXAMPLE_PREFIX, HERE, ROOT, SEGMENTER_NAME, pack_mappings, write_json
+from .graphs import BLUEPRINTS, UI_WORKFLOWS, check_saved_scores, load, node, page_widgets
 
 NAMES = [os.path.splitext(os.path.basename(p))[0] for p in UI_WORKFLOWS]
+BLUEPRINT_NAMES = [os.path.splitext(os.path.basename(p))[0] for p in BLUEPRINTS]
+PROMPT, SUBJECT = "a photo of a dog on the beach", "dog"
+
+
+def _load_image(stem: str) -> dict:
+    return {"type": "LoadImage", "widgets": {"image": f"{EXAMPLE_PREFIX}{stem}.jpg"}}
+
+
+def _load_mask(stem: str) -> dict:
+    return {"type": "LoadImageMask", "widgets": {"image": f"{EXAMPLE_PREFIX}{stem}_mask.png", "channel": "red"}}
+
+
+# Each blueprint as a user places it: from the search box, its inputs wired to Load Image nodes, its text typed into
+# the widgets it shows, its outputs shown by Preview Any nodes.
+BLUEPRINT_PLAN = [
+    {"name": "MaSC score a pair", "typed": {"prompt": PROMPT, "subject": SUBJECT}, "show": ["cp", "pf", "stripped_prompt"],
+     "wire": {"reference_image": _load_image("dog_00"), "reference_mask": _load_mask("dog_00"),
+              "image": _load_image("dog_01"), "mask": _load_mask("dog_01")}},
+    {"name": "MaSC best-of-N", "typed": {"prompt": PROMPT, "subject": SUBJECT}, "show": ["ranking"],
+     "wire": {"reference_image": _load_image("dog_00"), "images": _load_image("dog_01")}},
+]
 # Settings a fresh user folder gets before the page opens: no first-visit templates dialog, no overlays in screenshots.
 BASE_SETTINGS = {
     "Comfy.TutorialCompleted": True,
@@ -44,6 +66,9 @@ def _browse(host, server, installed, out_dir, sd15, vue: bool) -> dict:
     os.makedirs(thumbnails, exist_ok=True)
     plan = {
         "url": server.url, "out": folder, "pack": host.pack_name, "templates": not vue, "widgets": page_widgets(sd15=sd15),
+        # The front end's other places, once (classic session): help pages, blueprints placed from the search box.
+        "help": None if vue else sorted(pack_mappings().NODE_CLASS_MAPPINGS),
+        "blueprints": None if vue else BLUEPRINT_PLAN,
         "workflows": [
             {"name": name, "path": path, "run": True, "thumbnail": None if vue else os.path.join(thumbnails, name + ".jpg")}
             for name, path in zip(NAMES, UI_WORKFLOWS)
@@ -252,3 +277,108 @@ def test_templates_browser_lists_the_workflows_in_order_with_thumbnails(classic)
             width = thumbnail.size[0]
         # Not the front end's placeholder (1.49 shows default-template.png, 1.27 an icon): our picture.
         assert card["width"] == width and not card["placeholder"], f"{card['name']}: no thumbnail shown ({card})"
+
+
+def _blueprints_served(classic) -> dict:
+    if not classic.get("blueprint_defs"):
+        pytest.skip(f"front end {classic['frontend']} on this host lists no subgraph blueprints (ComfyUI 0.3.64 serves none:"
+                    " the pack's subgraphs/ folder is inert there)")
+    return classic["blueprint_defs"]
+
+
+@pytest.mark.parametrize("name", BLUEPRINT_NAMES)
+def test_blueprint_is_listed_under_subgraph_blueprints_with_its_description(classic, name):
+    listed = _blueprints_served(classic)
+    assert name in listed, sorted(listed)
+    entry = listed[name]
+    blueprint = load(os.path.join(ROOT, "subgraphs", name + ".json"))
+    (subgraph,) = blueprint["definitions"]["subgraphs"]
+    assert entry["category"] == "Subgraph Blueprints/MaSC" and entry["description"] == subgraph["description"]
+    assert entry["inputs"] == [i["name"] for i in subgraph["inputs"]]
+    assert entry["outputs"] == [o["name"] for o in subgraph["outputs"]]
+    # Measured: core 0.33 sends no search_aliases with a pack's blueprint and front ends 1.49/1.58 then drop the
+    # file's (extra.BlueprintSearchAliases): the name and the description are what search finds. README says so.
+    assert entry["search_aliases"] in (None, blueprint["extra"]["BlueprintSearchAliases"])
+
+
+@pytest.mark.parametrize("name", BLUEPRINT_NAMES)
+def test_blueprint_placed_from_the_search_box_runs_its_nodes(classic, name):
+    _blueprints_served(classic)
+    placed = classic["blueprints"][name]
+    assert placed["placed"]["subgraph"] and placed["placed"]["title"] == name, placed["placed"]
+    (subgraph,) = load(os.path.join(ROOT, "subgraphs", name + ".json"))["definitions"]["subgraphs"]
+    assert placed["placed"]["inner"] == [n["type"] for n in subgraph["nodes"]]
+    assert placed["placed"]["widgets"] == [i["name"] for i in subgraph["inputs"] if i["type"] == "STRING"]
+    # The server never sees the subgraph: the front end queues the nodes inside it, ids prefixed with the placed node's.
+    inner = sorted(kind for node_id, kind in placed["queued"].items() if node_id.startswith(placed["placed"]["id"] + ":"))
+    assert inner == sorted(n["type"] for n in subgraph["nodes"])
+    assert placed["run"] == "success", placed["run"]
+
+
+def _same_graph_by_hand(server, graph: dict) -> dict:
+    entry = server.run(graph)
+    assert hostapi.status(entry) == "success", hostapi.explain(entry)
+    return entry
+
+
+def test_score_a_pair_blueprint_shows_what_masc_score_wired_by_hand_gives(classic, server):
+    _blueprints_served(classic)
+    shown = classic["blueprints"]["MaSC score a pair"]["shown"]
+    graph = {
+        "1": node("LoadImage", image=f"{EXAMPLE_PREFIX}dog_00.jpg"),
+        "2": node("LoadImageMask", image=f"{EXAMPLE_PREFIX}dog_00_mask.png", channel="red"),
+        "3": node("LoadImage", image=f"{EXAMPLE_PREFIX}dog_01.jpg"),
+        "4": node("LoadImageMask", image=f"{EXAMPLE_PREFIX}dog_01_mask.png", channel="red"),
+        "5": node("MaSCLoadEncoder", model=ENCODER_NAME, device="auto", precision="auto", max_patches=1024),
+        "6": node("MaSCScore", encoder=["5", 0], reference_image=["1", 0], reference_mask=["2", 0], image=["3", 0],
+                  mask=["4", 0], prompt=PROMPT, subject=SUBJECT, heatmaps=True),
+        "7": node("PreviewAny", source=["6", 0]), "8": node("PreviewAny", source=["6", 1]), "9": node("PreviewAny", source=["6", 3]),
+    }
+    entry = _same_graph_by_hand(server, graph)
+    assert abs(float(shown["cp"][0]) - float(hostapi.ui_text(entry, "7"))) <= 1e-6
+    assert abs(float(shown["pf"][0]) - float(hostapi.ui_text(entry, "8"))) <= 1e-6
+    assert shown["stripped_prompt"][0] == hostapi.ui_text(entry, "9") == "a photo of on the beach"
+
+
+def test_best_of_n_blueprint_ranks_as_auto_masks_score_and_select_best_wired_by_hand(classic, server):
+    _blueprints_served(classic)
+    shown = classic["blueprints"]["MaSC best-of-N"]["shown"]
+    masks = {"subject": SUBJECT, "threshold": 0.4, "dilation": 0}
+    graph = {
+        "1": node("LoadImage", image=f"{EXAMPLE_PREFIX}dog_00.jpg"),
+        "2": node("LoadImage", image=f"{EXAMPLE_PREFIX}dog_01.jpg"),
+        "3": node("MaSCLoadAutoMaskModel", model=SEGMENTER_NAME, device="auto", precision="auto"),
+        "4": node("MaSCAutoMask", segmenter=["3", 0], images=["1", 0], **masks),
+        "5": node("MaSCAutoMask", segmenter=["3", 0], images=["2", 0], **masks),
+        "6": node("MaSCLoadEncoder", model=ENCODER_NAME, device="auto", precision="auto", max_patches=1024),
+        "7": node("MaSCScore", encoder=["6", 0], reference_image=["1", 0], reference_mask=["4", 0], image=["2", 0],
+                  mask=["5", 0], prompt=PROMPT, subject=SUBJECT, heatmaps=True),
+        "8": node("MaSCSelectBest", scores=["7", 2], images=["2", 0], mask=["5", 0], rank_by="both", cp_weight=1.0,
+                  pf_weight=1.0, top_k=1, min_cp=-1.0, min_pf=-1.0, reject_small_masks=True, min_foreground=0.05),
+        "9": node("PreviewAny", source=["8", 5]),
+    }
+    entry = _same_graph_by_hand(server, graph)
+    assert shown["ranking"][0] == hostapi.ui_text(entry, "9") and "selected" in shown["ranking"][0]
+
+
+def _help_headings(node_type: str) -> tuple[str, list[str]]:
+    with open(os.path.join(ROOT, "web", "docs", node_type + ".md"), encoding="utf-8") as handle:
+        lines = handle.read().splitlines()
+    return lines[0][2:], [line[3:] for line in lines if line.startswith("## ")]
+
+
+@pytest.mark.parametrize("node_type", sorted(pack_mappings().NODE_CLASS_MAPPINGS))
+def test_help_panel_shows_the_nodes_page(classic, out_dir, node_type):
+    """Select the node, press the selection toolbox's Node Info button: the panel shows our page (screenshot kept)."""
+    opened = classic["help"][node_type]
+    if not opened["button"]:
+        pytest.skip(f"front end {classic['frontend']} has no Node Info button in its selection toolbox")
+    title, headings = _help_headings(node_type)
+    shown = opened["shown"]
+    assert shown, f"the panel shows no page titled {title!r}"
+    assert shown["h1"] == title == pack_mappings().NODE_DISPLAY_NAME_MAPPINGS[node_type]
+    assert shown["h2"] == headings
+    spec = pack_mappings().NODE_CLASS_MAPPINGS[node_type].INPUT_TYPES()
+    for name in [*spec["required"], *spec.get("optional", {})]:
+        assert name in shown["text"], f"the panel does not name the input {name}"
+    assert os.path.isfile(os.path.join(out_dir, "browser-classic", f"help-{node_type}.png"))

@@ -1,4 +1,5 @@
-"""The pack installed in a real ComfyUI: it loads, copies its examples, declares every node fully, serves its templates."""
+"""The pack installed in a real ComfyUI: it loads, copies its examples, declares every node fully, serves its templates,
+help pages and subgraph blueprints."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import re
 import pytest
 
 from .conftest import ENCODER_NAME, EXAMPLE_PREFIX, NOT_SIGLIP_NAME, ROOT, SEGMENTER_NAME, pack_mappings
-from .graphs import UI_WORKFLOWS
+from .graphs import BLUEPRINTS, UI_WORKFLOWS
 
 
 def test_pack_is_a_copy_of_the_repository_without_git_or_ci(host, installed):
@@ -87,6 +88,22 @@ def test_search_aliases_reach_object_info(server, host):
         assert aliases is None  # 0.3.64 does not serve them (the attribute is ignored)
     else:
         assert "rejection sampling" in aliases, aliases
+
+
+def test_blueprints_are_served_where_the_front_end_lists_them(server, host):
+    """Core after 0.3.64 serves every custom_nodes/*/subgraphs/*.json at /global_subgraphs (the list) and
+    /global_subgraphs/<id> (the file's text). ComfyUI 0.3.64 has no such route: there the files are inert."""
+    names = {os.path.splitext(os.path.basename(path))[0]: path for path in BLUEPRINTS}
+    if host.version <= (0, 3, 64):
+        assert server.status_of("/global_subgraphs") == 404
+        return
+    listed = server.request("/global_subgraphs")
+    ours = {entry["name"]: entry_id for entry_id, entry in listed.items()
+            if entry["source"] == "custom_node" and entry["info"]["node_pack"] == f"custom_nodes.{host.pack_name}"}
+    assert set(ours) == set(names)
+    for name, entry_id in ours.items():
+        with open(names[name], encoding="utf-8") as handle:
+            assert server.request(f"/global_subgraphs/{entry_id}")["data"] == handle.read(), name
 
 
 @pytest.mark.parametrize("path", UI_WORKFLOWS, ids=os.path.basename)
