@@ -99,7 +99,7 @@ def check_blueprint(page, item: dict, widgets: dict, out: str) -> dict:
 def check_help(page, node_type: str, out: str) -> dict:
     """Select a node and press the selection toolbox's Node Info button: what the help panel shows."""
     page.evaluate(
-        """(type) => { app.graph.clear(); window.__masc.resetView(); const n = LiteGraph.createNode(type); n.pos = [150, 150]; app.graph.add(n);
+        """(type) => { app.graph.clear(); window.__masc.resetView(); const n = LiteGraph.createNode(type); n.pos = [450, 320]; app.graph.add(n);
                        app.canvas.setDirty(true, true); app.canvas.draw(true, true); }""",
         node_type,
     )
@@ -120,7 +120,11 @@ def check_help(page, node_type: str, out: str) -> dict:
             continue
     if button.count() == 0:
         return {"button": False}
-    button.first.click()
+    try:  # the toolbox sits above the node, clear of the page's floating panels
+        button.first.click(timeout=10_000)
+    except Exception as error:  # noqa: BLE001 - recorded for the test to show, the session goes on
+        page.screenshot(path=os.path.join(out, f"help-{node_type}.png"))
+        return {"button": True, "shown": None, "error": str(error).splitlines()[0]}
     page.wait_for_timeout(2500)
     shown = page.evaluate(
         """(title) => {

@@ -375,7 +375,7 @@ def test_help_panel_shows_the_nodes_page(classic, out_dir, node_type):
         pytest.skip(f"front end {classic['frontend']} has no Node Info button in its selection toolbox")
     title, headings = _help_headings(node_type)
     shown = opened["shown"]
-    assert shown, f"the panel shows no page titled {title!r}"
+    assert shown, f"the panel shows no page titled {title!r} ({opened.get('error', 'no error')})"
     assert shown["h1"] == title == pack_mappings().NODE_DISPLAY_NAME_MAPPINGS[node_type]
     assert shown["h2"] == headings
     spec = pack_mappings().NODE_CLASS_MAPPINGS[node_type].INPUT_TYPES()
