@@ -35,6 +35,8 @@ from .models.encoder import ImageTokens, MascEncoder
 from .ranking import RANK_KEYS, Ranking, rank
 from .scores import Heatmaps, ImageScore, ReferenceInfo, ScoreBatch
 from .scoring import score_images
+from .subject_scoring import score_subjects
+from .subjects import MultiSubjectScore, Subject, SubjectBatch, SubjectScore
 from .stripping import parse_subject_names, strip_subject
 from .version import __version__
 
@@ -57,10 +59,15 @@ __all__ = [
     "Ranking",
     "ReferenceInfo",
     "ScoreBatch",
+    "Subject",
+    "SubjectBatch",
+    "SubjectScore",
+    "MultiSubjectScore",
     "__version__",
     "parse_subject_names",
     "rank",
     "render_heatmaps",
     "score_images",
+    "score_subjects",
     "strip_subject",
 ]

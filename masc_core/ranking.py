@@ -13,7 +13,7 @@ not rendered). ``select`` keeps the best ``top_k`` of the passing outputs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from .errors import MascInputError
 from .limits import TOP_K
@@ -95,11 +95,13 @@ def rank(
     min_pf: float | None = None,
     reject_small_masks: bool = False,
     min_foreground: float | None = None,
+    reject: Mapping[int, str] | None = None,
 ) -> Ranking:
     """Rank scored outputs and select the best ``top_k`` that pass (all passing ones if ``top_k`` is None).
 
     ``min_foreground`` re-decides the mask-size flag from each output's
     ``foreground_fraction`` (default: the flag computed at scoring time).
+    ``reject``: output index -> why it does not pass whatever its scores (e.g. a multi-subject blend).
     """
     if by not in RANK_KEYS:
         raise MascInputError(f"rank by '{by}' is unknown: use cp, pf or both")
@@ -122,6 +124,8 @@ def rank(
             small = score.foreground_fraction < min_foreground
         if reject_small_masks and small:
             reasons.append("mask below the size filter (subject probably not rendered)")
+        if reject and score.index in reject:
+            reasons.append(reject[score.index])
         unique = list(dict.fromkeys(reasons))
         items.append(RankedItem(score.index, score.cp, score.pf, key, not unique, unique, score.foreground_fraction))
     items.sort(key=lambda item: (item.key is None, -(item.key if item.key is not None else 0.0), item.index))

@@ -24,11 +24,12 @@ PURE = {
     "masc_core.metric", "masc_core.stripping", "masc_core.scores", "masc_core.ranking", "masc_core.report",
     "masc_core.heatmaps", "masc_core.resources", "masc_core.version", "masc_core.acceptance",
     "masc_core.saved_scores", "masc_core.captions", "masc_core.limits", "masc_core.safe_text", "masc_core.png_text",
+    "masc_core.subjects",
 }
 LAYERS = [
     ("pure", lambda m: m in PURE),
     ("models", lambda m: m.startswith("masc_core.models")),
-    ("scoring", lambda m: m == "masc_core.scoring"),
+    ("scoring", lambda m: m in ("masc_core.scoring", "masc_core.subject_scoring")),
     ("evaluation", lambda m: m.startswith("masc_core.evaluation")),
     ("cli", lambda m: m.startswith("masc_core.cli") or m == "masc_core.__main__"),
 ]

@@ -44,15 +44,20 @@ def add_min_foreground(parser: argparse.ArgumentParser, help_text: str) -> None:
 
 
 def add_pair_options(parser: argparse.ArgumentParser, *, out_mask_required: bool) -> None:
-    parser.add_argument("--ref", nargs="+", required=True, metavar="REF", help="reference image(s): several views of one subject")
-    parser.add_argument("--ref-mask", nargs="+", required=True, metavar="MASK", help="one foreground mask per reference")
+    parser.add_argument("--ref", nargs="+", metavar="REF", help="reference image(s): several views of one subject (required without --subjects)")
+    parser.add_argument("--ref-mask", nargs="+", metavar="MASK", help="one foreground mask per reference (required without --subjects)")
     parser.add_argument("--out", nargs="+", required=True, metavar="OUT", help="output (generated) images")
     parser.add_argument(
         "--out-mask", nargs="+", required=out_mask_required, default=None, metavar="MASK",
         help="one foreground mask per output (PF needs them)",
     )
     parser.add_argument("--prompt", required=True, help="the generation prompt (may be empty)")
-    parser.add_argument("--subject", required=True, help="subject name(s) to strip from the prompt; comma-separated")
+    parser.add_argument("--subject", help="subject name(s) to strip from the prompt; comma-separated (required without --subjects)")
+    parser.add_argument(
+        "--subjects", metavar="FILE", default=None,
+        help="several subjects in each output: a JSON file of names, references, reference masks and output masks "
+        "per subject (README, 'Several subjects'); replaces --ref, --ref-mask, --subject and --out-mask",
+    )
     add_min_foreground(parser, "flag masks covering less than this share of the image (paper: 0.05)")
 
 
@@ -72,6 +77,9 @@ def read_pairs(args: argparse.Namespace):
     """The files of --ref/--ref-mask/--out/--out-mask, read and count-checked."""
     from ..images import load_image_file, load_mask_file
 
+    missing = [flag for flag, value in (("--ref", args.ref), ("--ref-mask", args.ref_mask), ("--subject", args.subject)) if value is None]
+    if missing:
+        raise MascInputError(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} required: give the subject's reference, its mask and its name (or --subjects FILE for several subjects)")
     if len(args.ref_mask) != len(args.ref):
         raise MascInputError(f"--ref-mask has {len(args.ref_mask)} files for {len(args.ref)} --ref images: give one mask per reference")
     if args.out_mask is not None and len(args.out_mask) != len(args.out):

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 
+from ..errors import MascInputError
 from ..ranking import RANK_KEYS, rank
 from .options import add_model_options, add_pair_options, positive_int, score_pairs
 
@@ -19,22 +20,41 @@ def register(commands) -> None:
     parser.add_argument("--cp-weight", type=float, default=1.0, help="weight of CP in --by both (default 1)")
     parser.add_argument("--pf-weight", type=float, default=1.0, help="weight of PF in --by both (default 1)")
     parser.add_argument("--top", type=positive_int, default=None, metavar="K", help="select the best K that pass (default: all that pass)")
-    parser.add_argument("--min-cp", type=float, default=None, help="outputs with a lower CP do not pass")
+    parser.add_argument("--min-cp", type=float, default=None, help="outputs with a lower CP do not pass (with --subjects: the weakest subject's CP, cp_min)")
     parser.add_argument("--min-pf", type=float, default=None, help="outputs with a lower PF do not pass")
     parser.add_argument(
         "--reject-small-masks", action="store_true",
         help="outputs whose mask is below --min-foreground do not pass (subject probably not rendered)",
     )
+    parser.add_argument(
+        "--reject-blends", action="store_true",
+        help="with --subjects: outputs with a blend warning (a subject drawn twice, or two blended) do not pass",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
     parser.set_defaults(run=run)
 
 
+def _scored(args: argparse.Namespace):
+    """(encoder, per-output ImageScores, output index -> why it cannot pass): one subject, or --subjects (CP = cp_min)."""
+    if not args.subjects:
+        if args.reject_blends:
+            raise MascInputError("--reject-blends needs --subjects: a blend is one subject looking like another")
+        encoder, batch, _, _, _, _ = score_pairs(args)
+        return encoder, batch.scores, {}
+    from .subjects_file import score_subject_files
+
+    if args.ref or args.ref_mask or args.subject or args.out_mask:
+        raise MascInputError("--subjects replaces --ref, --ref-mask, --subject and --out-mask: drop them")
+    encoder, batch, _, _ = score_subject_files(args)
+    reject = {item.index: "blend: " + item.blends[0] for item in batch.scores if item.blends} if args.reject_blends else {}
+    return encoder, batch.image_scores(), reject
+
+
 def run(args: argparse.Namespace) -> int:
-    encoder, batch, _, _, _, _ = score_pairs(args)
-    scores = batch.scores
+    encoder, scores, reject = _scored(args)
     ranking = rank(
         scores, by=args.by, cp_weight=args.cp_weight, pf_weight=args.pf_weight, top_k=args.top,
-        min_cp=args.min_cp, min_pf=args.min_pf, reject_small_masks=args.reject_small_masks,
+        min_cp=args.min_cp, min_pf=args.min_pf, reject_small_masks=args.reject_small_masks, reject=reject,
     )
     if args.json:
         entries = [

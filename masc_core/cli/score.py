@@ -7,6 +7,7 @@ import json
 import os
 import sys
 
+from ..errors import MascInputError
 from ..report import score_table
 from .options import add_model_options, add_pair_options, score_pairs
 
@@ -65,7 +66,32 @@ def resources_report(encoder, *, load_seconds: float, score_seconds: float) -> d
     }
 
 
+def run_subjects(args: argparse.Namespace) -> int:
+    """``score --subjects FILE``: each subject's CP, cp_min, cp_mean, the region matrix, blends and PF per output."""
+    from .subjects_file import score_subject_files, subjects_table
+
+    if args.heatmaps or args.ref or args.ref_mask or args.subject or args.out_mask:
+        raise MascInputError("--subjects replaces --ref, --ref-mask, --subject and --out-mask, and has no --heatmaps yet: drop them")
+    encoder, batch, load_seconds, score_seconds = score_subject_files(args)
+    if args.json:
+        document = {
+            "model": encoder.describe(),
+            **batch.to_dict(),
+            "results": [dict(image=args.out[i], **item.to_dict()) for i, item in enumerate(batch.scores)],
+            "resources": resources_report(encoder, load_seconds=load_seconds, score_seconds=score_seconds),
+        }
+        json.dump(document, sys.stdout, indent=2, allow_nan=False)
+        sys.stdout.write("\n")
+        return 0
+    sys.stdout.write(subjects_table(batch, [os.path.basename(p) for p in args.out]) + "\n")
+    if batch.scores and batch.scores[0].encoded_prompt is not None:
+        sys.stdout.write(f"PF text: {batch.scores[0].encoded_prompt!r}\n")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.subjects:
+        return run_subjects(args)
     encoder, batch, refs, outs, load_seconds, score_seconds = score_pairs(args, heatmaps=bool(args.heatmaps))
     rows = []
     for i, item in enumerate(batch.scores):

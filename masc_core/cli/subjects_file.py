@@ -1,0 +1,116 @@
+"""``--subjects FILE`` of ``score`` and ``rank``: several subjects in each output, declared in a small JSON file.
+
+The file (paths relative to the file's folder)::
+
+    {"subjects": [
+      {"names": "sks dog, dog", "references": ["dog_00.jpg"], "reference_masks": ["dog_00_mask.png"],
+       "output_masks": ["out0_dog.png", "out1_dog.png"]},
+      {"names": "cat", "references": ["cat_00.jpg"], "reference_masks": ["cat_00_mask.png"],
+       "output_masks": ["out0_cat.png", "out1_cat.png"]}
+    ]}
+
+``output_masks`` (one per ``--out`` image, in order) is optional, for all subjects or none; without it
+each subject's CP searches the whole output and PF is undefined.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+from ..errors import MascInputError
+from ..subjects import Subject
+
+KEYS = {"names", "references", "reference_masks", "output_masks"}
+MAX_FILE_BYTES = 1 << 20
+
+
+def _paths(entry: dict, key: str, where: str, folder: str, *, required: bool) -> list[str] | None:
+    value = entry.get(key)
+    if value is None and not required:
+        return None
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not value or not all(isinstance(p, str) and p for p in value):
+        raise MascInputError(f"{where}: '{key}' must be a file name or a non-empty list of file names")
+    return [p if os.path.isabs(p) else os.path.join(folder, p) for p in value]
+
+
+def read_subjects_file(path: str, outputs: int) -> tuple[list[Subject], list[list[str]] | None]:
+    """The subjects declared in ``path`` (their images read) and each subject's output mask files (or None)."""
+    from ..images import load_image_file, load_mask_file
+
+    try:
+        if os.path.getsize(path) > MAX_FILE_BYTES:
+            raise MascInputError(f"--subjects '{path}' is over 1 MB: a subjects file lists a few file names")
+        with open(path, encoding="utf-8") as handle:
+            document = json.load(handle)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise MascInputError(f"--subjects '{path}' could not be read as JSON ({type(error).__name__}): give a JSON file as in --help") from None
+    entries = document.get("subjects") if isinstance(document, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise MascInputError(f"--subjects '{path}' has no 'subjects' list: give {{\"subjects\": [{{\"names\": ..., ...}}, ...]}}")
+    folder = os.path.dirname(os.path.abspath(path))
+    subjects, output_masks = [], []
+    for k, entry in enumerate(entries):
+        where = f"--subjects '{path}', subject {k}"
+        if not isinstance(entry, dict):
+            raise MascInputError(f"{where} is not an object: give names, references, reference_masks (and output_masks)")
+        unknown = sorted(set(entry) - KEYS)
+        if unknown:
+            raise MascInputError(f"{where} has the unknown key '{unknown[0]}': the keys are {', '.join(sorted(KEYS))}")
+        names = entry.get("names")
+        if not isinstance(names, (str, list)) or not names:
+            raise MascInputError(f"{where}: 'names' must be the subject's name(s), e.g. \"sks dog, dog\"")
+        refs = _paths(entry, "references", where, folder, required=True)
+        masks = _paths(entry, "reference_masks", where, folder, required=True)
+        if len(masks) not in (1, len(refs)):
+            raise MascInputError(f"{where} has {len(masks)} reference_masks for {len(refs)} references: give one per reference")
+        subjects.append(Subject(names, [load_image_file(p, f"{where} reference") for p in refs],
+                                [load_mask_file(p, f"{where} reference mask") for p in masks]))
+        output_masks.append(_paths(entry, "output_masks", where, folder, required=False))
+    given = [m is not None for m in output_masks]
+    if any(given) and not all(given):
+        raise MascInputError(f"--subjects '{path}': output_masks given for some subjects only: give them for every subject or none")
+    if not any(given):
+        return subjects, None
+    for k, masks in enumerate(output_masks):
+        if len(masks) != outputs:
+            raise MascInputError(f"--subjects '{path}', subject {k} has {len(masks)} output_masks for {outputs} --out images: give one per output")
+    return subjects, output_masks
+
+
+def score_subject_files(args: argparse.Namespace):
+    """Read --subjects and --out, load the encoder, score: (encoder, SubjectBatch, load seconds, score seconds)."""
+    from ..images import load_image_file, load_mask_file
+    from ..subject_scoring import score_subjects
+    from .options import load_encoder
+
+    subjects, mask_files = read_subjects_file(args.subjects, len(args.out))
+    outs = [load_image_file(p, "--out") for p in args.out]
+    masks = None if mask_files is None else [[load_mask_file(p, "output mask") for p in files] for files in mask_files]
+    started = time.perf_counter()
+    encoder = load_encoder(args)
+    loaded = time.perf_counter()
+    batch = score_subjects(encoder, outs, subjects=subjects, output_masks=masks, prompt=args.prompt, min_foreground=args.min_foreground)
+    return encoder, batch, loaded - started, time.perf_counter() - loaded
+
+
+def subjects_table(batch, names) -> str:
+    """One line per output: cp_min, cp_mean, PF, each subject's CP, then blends and notes."""
+    from ..report import format_score
+
+    labels = [info.subject for info in batch.subjects]
+    width = max([5] + [len(n) for n in names])
+    columns = "".join(f"  {label[:10]:>10}" for label in labels)
+    lines = [f"{'image':<{width}}  {'cp_min':>7}  {'cp_mean':>7}  {'PF':>7}{columns}  notes"]
+    for name, item in zip(names, batch.scores):
+        per = "".join(f"  {format_score(s.cp):>10}" for s in item.subjects)
+        notes = ["BLEND: " + b for b in item.blends] + item.notes
+        notes += [f"{s.subject}: {s.cp_undefined}" for s in item.subjects if s.cp_undefined]
+        if item.pf_undefined:
+            notes.append(f"PF: {item.pf_undefined}")
+        lines.append(f"{name:<{width}}  {format_score(item.cp_min):>7}  {format_score(item.cp_mean):>7}  {format_score(item.pf):>7}{per}  {'; '.join(notes)}".rstrip())
+    return "\n".join(lines)
