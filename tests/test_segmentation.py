@@ -464,6 +464,24 @@ def test_cli_writes_one_png_mask_per_image(capsys, clipseg_dir, segmenter, photo
     assert len(lines) == 3
 
 
+def test_cli_writes_one_mask_per_subject_per_image_with_several_subjects(capsys, clipseg_dir, segmenter, photos, image_files, tmp_path):
+    out_dir = tmp_path / "masks"
+    code, out, err = run_cli(
+        capsys, "mask", "--model", clipseg_dir, "--device", "cpu", "--image", image_files["dog"], image_files["wide"],
+        "--subject", "sks dog, dog", "--subject", "Cat", "--out-dir", str(out_dir),
+    )
+    assert code == 0, err
+    assert sorted(os.listdir(out_dir)) == ["dog_cat_mask.png", "dog_sks_dog_mask.png", "wide_cat_mask.png", "wide_sks_dog_mask.png"]
+    for names, slug in (("sks dog, dog", "sks_dog"), ("Cat", "cat")):
+        expected = segmenter.masks([photos["dog"], photos["wide"]], names)
+        for stem, mask in zip(("dog", "wide"), expected):
+            assert np.array_equal(np.asarray(Image.open(out_dir / f"{stem}_{slug}_mask.png")), mask.numpy().astype(np.uint8) * 255)
+    assert len(out.splitlines()) == 4
+    code, _, err = run_cli(capsys, "mask", "--model", clipseg_dir, "--device", "cpu", "--image", image_files["dog"],
+                           "--subject", "cat", "--subject", "CAT, kitten", "--out-dir", str(tmp_path / "again"))
+    assert code == 2 and "two --subject values would both be written as _cat_mask.png" in err
+
+
 @pytest.mark.parametrize(
     "change,message",
     [

@@ -1,7 +1,8 @@
 """``python -m masc_core mask``: subject masks from CLIPSeg, written as PNG files.
 
 One mask per image, named ``<image stem>_mask.png`` in ``--out-dir``, at the
-image's size, white (255) on the subject and black (0) elsewhere: the files
+image's size (with several ``--subject``: one per subject per image, ``<stem>_<subject>_mask.png``,
+the output masks a ``--subjects`` file lists), white (255) on the subject and black (0) elsewhere: the files
 ``score --ref-mask/--out-mask`` expect. Nothing else is written. stdout gets
 one line per mask with its share of the image, flagged when it is below the
 paper's 5% filter.
@@ -27,7 +28,9 @@ def register(commands) -> None:
     )
     parser.add_argument("--image", nargs="+", required=True, metavar="IMG", help="images to mask")
     parser.add_argument(
-        "--subject", required=True, help="the subject's name, CLIPSeg's prompt; several comma-separated ('sks dog, dog')"
+        "--subject", required=True, action="append",
+        help="the subject's name, CLIPSeg's prompt; several names of one subject comma-separated ('sks dog, dog'). "
+        "Repeat it for several subjects (--subject dog --subject cat): one mask per subject per image",
     )
     parser.add_argument(
         "--threshold", type=float, default=DEFAULT_MASK_THRESHOLD,
@@ -42,12 +45,21 @@ def register(commands) -> None:
     parser.set_defaults(run=run)
 
 
-def mask_paths(images: list[str], out_dir: str) -> list[str]:
-    """``<out_dir>/<stem>_mask.png`` per image; two images with one stem would overwrite each other, so refuse."""
+def subject_slug(label: str) -> str:
+    """A subject's first name as a file-name part: lower case, runs of other characters as one '_'."""
+    slug = "".join(c if c.isalnum() else "_" for c in label.lower())
+    return "_".join(part for part in slug.split("_") if part) or "subject"
+
+
+def mask_paths(images: list[str], out_dir: str, subject: str | None = None) -> list[str]:
+    """``<out_dir>/<stem>_mask.png`` (``<stem>_<subject>_mask.png`` for one of several subjects) per image;
+    two images with one stem would overwrite each other, so refuse."""
     seen: dict[str, str] = {}
     paths = []
     for image in images:
         stem = os.path.splitext(os.path.basename(image))[0]
+        if subject is not None:
+            stem = f"{stem}_{subject}"
         if stem in seen:
             raise MascInputError(
                 f"--image '{seen[stem]}' and '{image}' would both be written as {stem}_mask.png: "
@@ -84,15 +96,20 @@ def run(args: argparse.Namespace) -> int:
     # Everything that can be checked without the model is checked first.
     threshold = check_threshold(args.threshold, "--threshold")
     dilation = check_dilation(args.dilate, "--dilate")
-    subject = subject_prompts(args.subject, "--subject")
-    targets = mask_paths(args.image, args.out_dir)
+    subjects = [subject_prompts(given, "--subject") for given in args.subject]
+    slugs = [subject_slug(names[0]) for names in subjects] if len(subjects) > 1 else [None]
+    if len(set(slugs)) != len(slugs):
+        raise MascInputError(f"two --subject values would both be written as _{slugs[0]}_mask.png: give each subject its own first name")
+    targets = [mask_paths(args.image, args.out_dir, slug) for slug in slugs]
     images = [load_image_file(path, "--image") for path in args.image]
     _check_out_dir(args.out_dir)
 
     segmenter = ClipSegSegmenter.load(args.model, device=args.device, precision=args.precision, batch_size=args.batch_size)
-    masks = segmenter.masks(images, subject, threshold=threshold, dilation=dilation)
+    written = []
+    for names, paths in zip(subjects, targets):
+        written += zip(paths, segmenter.masks(images, names, threshold=threshold, dilation=dilation))
     _make_out_dir(args.out_dir)  # only once there is something to write
-    for target, mask in zip(targets, masks):
+    for target, mask in written:
         pixels = (mask.numpy() * 255).astype(np.uint8)
         try:
             Image.fromarray(pixels).save(target)
