@@ -1,0 +1,88 @@
+"""Benchmark: what a second subject costs. ``score_subjects`` with K = 2 against ``score_images`` (K = 1) on N outputs.
+
+``python -m benchmarks subjects`` uses a random-weight SigLIP2 of the real architecture (random weights cost what
+real ones cost). It scores N composite outputs (two photos side by side, a mask per half). Each call uses a fresh
+encoder, so no cached feature helps. It reports the forwards each call made and the median seconds over
+``--repeat`` runs:
+
+- single-subject: one reference, N outputs;
+- two subjects: two references, the same N outputs, per-subject CP, the region matrix, PF over the union.
+
+The floor: one vision forward per distinct reference view and per output, one text forward per distinct stripped
+prompt. Two subjects add one vision forward (the second reference) and a few patch-matching passes over cached
+tokens (no forward).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+
+import numpy as np
+
+from .bench import ensure_checkpoint
+from .blend_rule import SIDE, _box, _photo
+from .output import add_output_options, publish
+
+PROMPT = "a photo of sks dog and a cat on the sofa"
+
+
+def measure(args: argparse.Namespace) -> dict:
+    from masc_core import MascEncoder, Subject, score_images, score_subjects
+
+    folder = args.checkpoint or ensure_checkpoint(args.workdir or tempfile.mkdtemp(prefix="masc-subjects-"), args.size)
+    # N distinct outputs (the encoder's cache would serve repeated ones without a forward): each shifted by i pixels.
+    pair = np.concatenate([_photo("dog_01"), _photo("cat_01")], axis=1)
+    outputs = [np.roll(pair, 4 * i, axis=1) for i in range(args.n)]
+    left, right, box = _box(2 * SIDE, 0), _box(2 * SIDE, SIDE), _box(SIDE, 0)
+    dog, cat = Subject("sks dog, dog", _photo("dog_00"), box), Subject("cat", _photo("cat_00"), box)
+
+    def single(encoder):
+        return score_images(encoder, outputs, reference=dog.references, reference_mask=box, mask=np.maximum(left, right),
+                            prompt=PROMPT, subject="sks dog, dog")
+
+    def two(encoder):
+        return score_subjects(encoder, outputs, subjects=[dog, cat], output_masks=[[left], [right]], prompt=PROMPT)
+
+    results = {"checkpoint": os.path.basename(folder), "n": args.n, "repeat": args.repeat}
+    for name, call in (("single-subject", single), ("two subjects", two)):
+        times, forwards = [], None
+        for run in range(args.repeat + 1):  # the first run is untimed (weights read, allocator warm)
+            encoder = MascEncoder.load(folder, device=args.device)
+            started = time.perf_counter()
+            call(encoder)
+            if run:
+                times.append(time.perf_counter() - started)
+            forwards = dict(encoder.forward_counts)
+        results[name] = {"seconds": statistics.median(times), "forwards": forwards}
+    return results
+
+
+def table(results: dict) -> str:
+    lines = [f"{results['checkpoint']}, N = {results['n']} outputs, median of {results['repeat']}",
+             "case              seconds  image forwards  text forwards"]
+    for name in ("single-subject", "two subjects"):
+        entry = results[name]
+        lines.append(f"{name:<16}  {entry['seconds']:>7.2f}  {entry['forwards']['images']:>14}  {entry['forwards']['texts']:>13}")
+    return "\n".join(lines)
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("subjects", help="what a second subject costs: score_subjects (K = 2) vs score_images (K = 1)")
+    parser.add_argument("--size", default="base", choices=("base", "so400m"), help="SigLIP2 architecture (random weights)")
+    parser.add_argument("--n", type=int, default=8, help="outputs per call (default 8)")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs per case (median reported)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, ...")
+    parser.add_argument("--checkpoint", default=None, help="use this NaFlex checkpoint folder instead of building a random one")
+    parser.add_argument("--workdir", default=None, help="where the checkpoint is built and kept (default: a temp folder)")
+    add_output_options(parser)
+    parser.set_defaults(run=command)
+
+
+def command(args: argparse.Namespace) -> int:
+    results = measure(args)
+    publish(args, results, table(results))
+    return 0
