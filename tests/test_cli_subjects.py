@@ -121,3 +121,17 @@ def test_single_subject_flags_are_required_without_subjects_and_refused_beside_i
     code, _, err = run(capsys, "rank", "--model", naflex_dir, "--ref", scene["dog_ref"], "--ref-mask", scene["ref_mask"],
                        "--out", scene["out_dog_cat"], "--prompt", PROMPT, "--subject", "dog", "--reject-blends")
     assert code != 0 and "--reject-blends needs --subjects" in err
+
+
+def test_one_subject_in_a_file_gives_what_the_single_subject_flags_give(capsys, naflex_dir, scene, tmp_path):
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps({"subjects": [{"names": "sks dog, dog", "references": [scene["dog_ref"]],
+                                             "reference_masks": [scene["ref_mask"]], "output_masks": [scene["left"]] * 2}]}))
+    outs = [scene["out_dog_cat"], scene["out_dog_dog"]]
+    common = ["--model", naflex_dir, "--device", "cpu", "--out", *outs, "--prompt", PROMPT, "--json"]
+    _, by_file, _ = run(capsys, "score", "--subjects", str(one), *common)
+    _, by_flags, _ = run(capsys, "score", "--ref", scene["dog_ref"], "--ref-mask", scene["ref_mask"], "--subject", "sks dog, dog",
+                         "--out-mask", scene["left"], scene["left"], *common)
+    for multi, single in zip(json.loads(by_file)["results"], json.loads(by_flags)["results"]):
+        assert multi["cp_min"] == multi["cp_mean"] == single["cp"] and multi["pf"] == single["pf"]
+        assert multi["encoded_prompt"] == single["encoded_prompt"]
