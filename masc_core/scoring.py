@@ -15,6 +15,10 @@ steps, one function each:
 
 Undefined scores are explicit: ``None`` with a one-line reason, never NaN
 and never an exception.
+
+``masc_core.subject_scoring.score_subjects`` (several subjects per output)
+composes steps 2 and 3 with other search masks: they are this package's
+shared steps, private to it, not public API.
 """
 
 from __future__ import annotations
