@@ -26,7 +26,16 @@ from .masks import MIN_FOREGROUND_FRACTION, foreground_fraction, grid_weights, h
 from .metric import pad_tokens
 from .models.encoder import MascEncoder
 from .progress import ProgressCallback
-from .scoring import NO_BACKGROUND, NO_OUTPUT_MASK, _concept_preservation, _Inputs, _per_image, _prompt_following, _reference_reason
+from .scoring import (
+    NO_BACKGROUND,
+    NO_OUTPUT_MASK,
+    _concept_preservation,
+    _heatmaps,
+    _Inputs,
+    _per_image,
+    _prompt_following,
+    _reference_reason,
+)
 from .subjects import (
     OVERLAP_WARNING_SHARE,
     MultiSubjectScore,
@@ -95,6 +104,7 @@ def score_subjects(
     output_masks: Sequence[Any] | Mapping[str, Any] | None = None,
     prompt: str | Sequence[str] | None = None,
     min_foreground: float = MIN_FOREGROUND_FRACTION,
+    heatmaps: bool = False,
     progress: ProgressCallback | None = None,
     cache_outputs: bool = True,
 ) -> SubjectBatch:
@@ -106,6 +116,9 @@ def score_subjects(
         mapping keyed by one of the subject's names. Without them CP_k searches the whole output (no
         exclusivity, said in ``notes``), there is no region matrix, and PF is undefined.
     prompt: the generation prompt (one for all or one per output); every subject's names are stripped.
+    heatmaps: also return each subject's patch maps (``SubjectBatch.heatmaps[k]``): which parts of its
+        reference survived, and where it appears outside the other subjects' regions (grey inside them);
+        ``SubjectBatch.subject_view(k)`` hands them to ``render_heatmaps``.
     Returns per output: each subject's CP (and per view), ``cp_min``, ``cp_mean``, the region matrix, blend
     warnings, PF, the stripped prompt, each subject's mask share, and a reason for every undefined score.
     """
@@ -135,7 +148,7 @@ def score_subjects(
         if regions is not None and len(subjects) > 1:  # own region wins where regions overlap
             others = torch.stack([regions[l] for l in range(len(subjects)) if l != k]).any(dim=0)
             searchable = out_valid & ~(others & ~regions[k])
-        result = _concept_preservation(ref_tokens, view_masks[k], out_padded, searchable, heatmaps=False, min_foreground=min_foreground)
+        result = _concept_preservation(ref_tokens, view_masks[k], out_padded, searchable, heatmaps=heatmaps, min_foreground=min_foreground)
         matrix_row = None
         if regions is not None:
             matrix_row = [
@@ -150,9 +163,10 @@ def score_subjects(
     if prompt is not None:
         union = None if masks is None else [np.maximum.reduce([m[n] for m in masks]) for n in range(count)]
         inputs = _Inputs(outputs, [], [], union, prompts, [all_names(subjects)] * count, False, True)
-        pf = _prompt_following(encoder, out_tokens, out_padded, inputs, heatmaps=False)
+        pf = _prompt_following(encoder, out_tokens, out_padded, inputs, heatmaps=heatmaps)
     scores = [_output_score(n, subjects, concept, masks, regions, pf, prompts, grids[n], min_foreground) for n in range(count)]
-    return SubjectBatch(scores=scores, subjects=infos, min_foreground=min_foreground)
+    maps = [_heatmaps(out_tokens, ref_tokens, result, pf) for ref_tokens, result, _ in concept] if heatmaps else None
+    return SubjectBatch(scores=scores, subjects=infos, min_foreground=min_foreground, heatmaps=maps)
 
 
 def _output_score(n, subjects, concept, masks, regions, pf, prompts, grid, min_foreground) -> MultiSubjectScore:

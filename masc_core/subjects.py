@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
 from .errors import MascInputError
-from .scores import ImageScore, ReferenceInfo, defined_number
+from .scores import Heatmaps, ImageScore, ReferenceInfo, ScoreBatch, defined_number
 from .stripping import parse_subject_names
 
 MAX_SUBJECTS = 8
@@ -210,6 +210,8 @@ class SubjectBatch:
     scores: list[MultiSubjectScore]
     subjects: list[SubjectInfo]
     min_foreground: float
+    heatmaps: list[Heatmaps] | None = None
+    """[k]: subject k's patch maps (``score_subjects(heatmaps=True)``), else None."""
 
     @property
     def cp_min(self) -> list[float | None]:
@@ -222,6 +224,20 @@ class SubjectBatch:
     @property
     def pf(self) -> list[float | None]:
         return [s.pf for s in self.scores]
+
+    def subject_view(self, k: int) -> ScoreBatch:
+        """Subject k as a single-subject batch (its CP, the shared PF, its heatmaps): for ``render_heatmaps``."""
+        scores = []
+        for item in self.scores:
+            own = item.subjects[k]
+            scores.append(ImageScore(
+                index=item.index, cp=own.cp, pf=item.pf, cp_per_reference=list(own.cp_per_reference),
+                cp_undefined=own.cp_undefined, pf_undefined=item.pf_undefined, prompt=item.prompt,
+                encoded_prompt=item.encoded_prompt, foreground_fraction=own.foreground_fraction,
+                small_foreground=own.small_foreground, background_patches=item.background_patches, grid=item.grid,
+            ))
+        maps = self.heatmaps[k] if self.heatmaps is not None else None
+        return ScoreBatch(scores=scores, references=self.subjects[k].references, heatmaps=maps, min_foreground=self.min_foreground)
 
     def image_scores(self) -> list[ImageScore]:
         """Per output, the single-subject view (``MultiSubjectScore.as_image_score``) for ranking and thresholds."""

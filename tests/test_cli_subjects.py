@@ -80,6 +80,18 @@ def test_score_table_shows_both_summaries_each_subject_and_the_blend(capsys, naf
     assert out.splitlines()[-1] == "PF text: 'a photo of and on the sofa'"
 
 
+def test_score_heatmaps_writes_each_subjects_maps_and_the_attention_once(capsys, naflex_dir, scene, tmp_path):
+    folder = tmp_path / "maps"
+    code, out, err = run(capsys, *_args("score", naflex_dir, scene, "--heatmaps", str(folder)))
+    assert code == 0, err
+    expected = sorted(f"{stem}.{part}.png" for stem in ("out_dog_cat", "out_dog_dog") for part in (
+        "sks_dog.reference_match", "sks_dog.presence", "cat.reference_match", "cat.presence", "background_attention"))
+    assert sorted(p.name for p in folder.iterdir()) == expected
+    assert sum(line.startswith("heatmap: ") for line in out.splitlines()) == len(expected)
+    with Image.open(folder / "out_dog_cat.cat.presence.png") as picture:
+        assert picture.size == (448, 224)
+
+
 def test_rank_reject_blends_keeps_only_the_picture_with_both_subjects(capsys, naflex_dir, scene):
     code, out, err = run(capsys, *_args("rank", naflex_dir, scene, "--reject-blends", "--json"))
     assert code == 0, err

@@ -151,3 +151,31 @@ def test_bad_input_is_one_line_naming_what_is_wrong(naflex_encoder, subjects, ou
     with pytest.raises(MascInputError) as raised:
         score_subjects(naflex_encoder, [_pair("dog_01", "cat_01")] * 2, subjects=subjects, output_masks=output_masks)
     assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_one_subjects_heatmaps_are_single_subject_heatmaps(encoder):
+    outputs = [_photo("dog_01"), _photo("cat_01")]
+    masks = [box_mask(SIDE, SIDE, 0.2, 0.2, 0.8, 0.8)] * 2
+    single = score_images(encoder, outputs, reference=DOG.references, reference_mask=DOG.reference_masks, mask=masks,
+                          prompt=PROMPT, subject="sks dog, dog", heatmaps=True)
+    multi = score_subjects(encoder, outputs, subjects=[DOG], output_masks=[masks], prompt=PROMPT, heatmaps=True)
+    mine, theirs = multi.subject_view(0).heatmaps, single.heatmaps
+    for n in range(2):
+        assert np.array_equal(mine.output_presence[n], theirs.output_presence[n])
+        assert np.array_equal(mine.background_attention[n], theirs.background_attention[n])
+        assert all(np.array_equal(a, b) for a, b in zip(mine.reference_match[n], theirs.reference_match[n]))
+    assert multi.subject_view(0).cp == single.cp
+
+
+def test_each_subjects_presence_map_is_blank_inside_the_other_subjects_region(encoder):
+    from masc_core import render_heatmaps
+
+    picture = _pair("dog_01", "cat_01")
+    batch = score_subjects(encoder, [picture], subjects=[DOG, CAT], output_masks=[[_half("left")], [_half("right")]],
+                           prompt=PROMPT, heatmaps=True)
+    dog_map, cat_map = (batch.heatmaps[k].output_presence[0] for k in range(2))
+    rows, cols = dog_map.shape
+    assert np.isneginf(dog_map[:, int(cols * 0.7)]).any() and np.isfinite(dog_map[:, int(cols * 0.3)]).all()
+    assert np.isneginf(cat_map[:, int(cols * 0.3)]).any() and np.isfinite(cat_map[:, int(cols * 0.7)]).all()
+    pictures = render_heatmaps(batch.subject_view(1), CAT.references if isinstance(CAT.references, list) else [CAT.references], [picture])
+    assert pictures.presence[0].shape == picture.shape and len(pictures.reference) == 1

@@ -68,11 +68,12 @@ def resources_report(encoder, *, load_seconds: float, score_seconds: float) -> d
 
 def run_subjects(args: argparse.Namespace) -> int:
     """``score --subjects FILE``: each subject's CP, cp_min, cp_mean, the region matrix, blends and PF per output."""
-    from .subjects_file import score_subject_files, subjects_table
+    from .subjects_file import score_subject_files, subjects_table, write_subject_heatmaps
 
-    if args.heatmaps or args.ref or args.ref_mask or args.subject or args.out_mask:
-        raise MascInputError("--subjects replaces --ref, --ref-mask, --subject and --out-mask, and has no --heatmaps yet: drop them")
-    encoder, batch, load_seconds, score_seconds = score_subject_files(args)
+    if args.ref or args.ref_mask or args.subject or args.out_mask:
+        raise MascInputError("--subjects replaces --ref, --ref-mask, --subject and --out-mask: drop them")
+    encoder, batch, load_seconds, score_seconds, subjects, outs = score_subject_files(args, heatmaps=bool(args.heatmaps))
+    written = write_subject_heatmaps(args.heatmaps, batch, subjects, outs, args.out, encoder.device) if args.heatmaps else []
     if args.json:
         document = {
             "model": encoder.describe(),
@@ -80,12 +81,16 @@ def run_subjects(args: argparse.Namespace) -> int:
             "results": [dict(image=args.out[i], **item.to_dict()) for i, item in enumerate(batch.scores)],
             "resources": resources_report(encoder, load_seconds=load_seconds, score_seconds=score_seconds),
         }
+        if written:
+            document["heatmaps"] = written
         json.dump(document, sys.stdout, indent=2, allow_nan=False)
         sys.stdout.write("\n")
         return 0
     sys.stdout.write(subjects_table(batch, [os.path.basename(p) for p in args.out]) + "\n")
     if batch.scores and batch.scores[0].encoded_prompt is not None:
         sys.stdout.write(f"PF text: {batch.scores[0].encoded_prompt!r}\n")
+    for path in written:
+        sys.stdout.write(f"heatmap: {path}\n")
     return 0
 
 

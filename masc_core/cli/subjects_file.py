@@ -82,8 +82,9 @@ def read_subjects_file(path: str, outputs: int) -> tuple[list[Subject], list[lis
     return subjects, output_masks
 
 
-def score_subject_files(args: argparse.Namespace):
-    """Read --subjects and --out, load the encoder, score: (encoder, SubjectBatch, load seconds, score seconds)."""
+def score_subject_files(args: argparse.Namespace, *, heatmaps: bool = False):
+    """Read --subjects and --out, load the encoder, score: (encoder, SubjectBatch, load seconds, score seconds,
+    the subjects, the output images)."""
     from ..images import load_image_file, load_mask_file
     from ..subject_scoring import score_subjects
     from .options import load_encoder
@@ -94,8 +95,35 @@ def score_subject_files(args: argparse.Namespace):
     started = time.perf_counter()
     encoder = load_encoder(args)
     loaded = time.perf_counter()
-    batch = score_subjects(encoder, outs, subjects=subjects, output_masks=masks, prompt=args.prompt, min_foreground=args.min_foreground)
-    return encoder, batch, loaded - started, time.perf_counter() - loaded
+    batch = score_subjects(encoder, outs, subjects=subjects, output_masks=masks, prompt=args.prompt,
+                           min_foreground=args.min_foreground, heatmaps=heatmaps)
+    return encoder, batch, loaded - started, time.perf_counter() - loaded, subjects, outs
+
+
+def write_subject_heatmaps(directory: str, batch, subjects, outs, out_paths, device=None) -> list[str]:
+    """Per output: each subject's reference map(s) and presence map (``<stem>.<subject>.reference_match.png``,
+    ``<stem>.<subject>.presence.png``), and PF's attention once (``<stem>.background_attention.png``)."""
+    from PIL import Image
+
+    from ..heatmaps import render_heatmaps
+    from .mask import subject_slug
+
+    os.makedirs(directory, exist_ok=True)
+    written = []
+    for k, subject in enumerate(subjects):
+        refs = subject.references if isinstance(subject.references, list) else [subject.references]
+        pictures = render_heatmaps(batch.subject_view(k), refs, outs, captions=False, attention=k == 0, device=device)
+        slug, views = subject_slug(subject.label), pictures.views
+        for n, path in enumerate(out_paths):
+            stem = os.path.join(directory, os.path.splitext(os.path.basename(path))[0])
+            names = [f"{stem}.{slug}.reference_match.png"] if views == 1 else [f"{stem}.{slug}.reference_match.view{v}.png" for v in range(views)]
+            images = {**dict(zip(names, pictures.reference[n * views:(n + 1) * views])), f"{stem}.{slug}.presence.png": pictures.presence[n]}
+            if k == 0 and pictures.attention:
+                images[f"{stem}.background_attention.png"] = pictures.attention[n]
+            for target, pixels in images.items():
+                Image.fromarray(pixels).save(target)
+                written.append(target)
+    return written
 
 
 def subjects_table(batch, names) -> str:
