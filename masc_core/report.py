@@ -79,3 +79,20 @@ def caption(score: ImageScore) -> str:
     if score.pf is not None or score.pf_undefined:
         parts.append(f"PF {format_score(score.pf)}")
     return "  ".join(parts)
+
+
+def subjects_table(batch, names: Sequence[str] | None = None) -> str:
+    """A ``SubjectBatch``, one line per output: cp_min, cp_mean, PF, each subject's CP, then blends and notes."""
+    names = list(names) if names is not None else [f"#{s.index}" for s in batch.scores]
+    labels = [info.subject for info in batch.subjects]
+    width = max([5] + [len(n) for n in names])
+    columns = "".join(f"  {label[:10]:>10}" for label in labels)
+    lines = [f"{'image':<{width}}  {'cp_min':>7}  {'cp_mean':>7}  {'PF':>7}{columns}  notes"]
+    for name, item in zip(names, batch.scores):
+        per = "".join(f"  {format_score(s.cp):>10}" for s in item.subjects)
+        notes = ["BLEND: " + b for b in item.blends] + item.notes
+        notes += [f"{s.subject}: {s.cp_undefined}" for s in item.subjects if s.cp_undefined]
+        if item.pf_undefined:
+            notes.append(f"PF: {item.pf_undefined}")
+        lines.append(f"{name:<{width}}  {format_score(item.cp_min):>7}  {format_score(item.cp_mean):>7}  {format_score(item.pf):>7}{per}  {'; '.join(notes)}".rstrip())
+    return "\n".join(lines)

@@ -6,6 +6,7 @@ from .mask_nodes import MaSCAutoMask, MaSCLoadAutoMaskModel
 from .sampling_nodes import MaSCSampleUntil
 from .scoring_nodes import MaSCConceptPreservation, MaSCPromptFollowing, MaSCScore, MaSCStripSubject
 from .selection_nodes import MaSCGate, MaSCSelectBest
+from .subject_nodes import MaSCScoreSubjects, MaSCSubject
 
 NODE_CLASS_MAPPINGS = {
     "MaSCLoadEncoder": MaSCLoadEncoder,
@@ -19,6 +20,8 @@ NODE_CLASS_MAPPINGS = {
     "MaSCAutoMask": MaSCAutoMask,
     "MaSCSampleUntil": MaSCSampleUntil,
     "MaSCLogScores": MaSCLogScores,
+    "MaSCSubject": MaSCSubject,
+    "MaSCScoreSubjects": MaSCScoreSubjects,
 }
 
 NODE_DISPLAY_NAME_MAPPINGS = {
@@ -33,4 +36,6 @@ NODE_DISPLAY_NAME_MAPPINGS = {
     "MaSCAutoMask": "MaSC Auto Mask",
     "MaSCSampleUntil": "MaSC Sample Until",
     "MaSCLogScores": "MaSC Log Scores",
+    "MaSCSubject": "MaSC Subject",
+    "MaSCScoreSubjects": "MaSC Score Subjects",
 }

@@ -12,6 +12,8 @@ MASC_SEGMENTER = "MASC_SEGMENTER"
 """A loaded CLIPSeg model under ComfyUI's memory management (``host.ManagedModel``)."""
 MASC_SCORES = "MASC_SCORES"
 """Per-image scores of a batch (``masc_core.ScoreBatch``), for Select Best and Gate."""
+MASC_SUBJECTS = "MASC_SUBJECTS"
+"""The subjects of a multi-subject image, declared by chained MaSC Subject nodes."""
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,8 @@ def resources_report(encoder, *, load_seconds: float, score_seconds: float) -> d
 
 def run_subjects(args: argparse.Namespace) -> int:
     """``score --subjects FILE``: each subject's CP, cp_min, cp_mean, the region matrix, blends and PF per output."""
-    from .subjects_file import score_subject_files, subjects_table, write_subject_heatmaps
+    from ..report import subjects_table
+    from .subjects_file import score_subject_files, write_subject_heatmaps
 
     if args.ref or args.ref_mask or args.subject or args.out_mask:
         raise MascInputError("--subjects replaces --ref, --ref-mask, --subject and --out-mask: drop them")

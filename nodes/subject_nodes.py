@@ -1,0 +1,155 @@
+"""Several subjects in one image: MaSC Subject (declare one, chainable) and MaSC Score Subjects.
+
+MaSC Score Subjects converts ComfyUI's types and calls ``masc_core.score_subjects``. Its ``scores`` output holds
+one entry per image with CP = ``cp_min`` (the weakest subject), so MaSC Select Best, MaSC Gate and MaSC Log
+Scores take it as they take MaSC Score's. The metric itself lives in ``masc_core.subject_scoring``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..masc_core.errors import MascInputError
+from ..masc_core.report import subjects_table
+from ..masc_core.scores import ScoreBatch
+from ..masc_core.subject_scoring import score_subjects
+from ..masc_core.subjects import Subject, all_names
+from . import host
+from .convert import batch_value, check_candidate_mask, check_reference_mask, comfy_images, comfy_masks
+from .inputs import checked_inputs
+from .metadata import HIDDEN_INPUTS, image_digests, record, scoring_context
+from .scoring_nodes import ENCODER_INPUT, IMAGE_INPUT, PROMPT_INPUT, REFERENCE_INPUT, REFERENCE_MASK_INPUT
+from .types import CATEGORY, MASC_SCORES, MASC_SUBJECTS, Output, declare_outputs
+
+BLEND_CHOICES = ["report", "reject"]
+
+
+@dataclass(frozen=True)
+class DeclaredSubject:
+    """One MaSC Subject node's declaration: the subject, and its masks in the generated images (or None)."""
+
+    subject: Subject
+    mask: object = None
+
+
+@checked_inputs
+class MaSCSubject:
+    """Node: MaSC Subject (one subject of a multi-subject image)."""
+
+    SEARCH_ALIASES = ["multi subject", "two subjects", "multi concept", "subject"]
+    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
+
+    DESCRIPTION = (
+        "Declares one subject of a multi-subject image: its names, reference view(s) and mask, and optionally its "
+        "mask in the generated images. Chain several (subjects -> subjects) into MaSC Score Subjects."
+    )
+    CATEGORY = CATEGORY
+    FUNCTION = "declare"
+    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+        Output(MASC_SUBJECTS, "subjects", "The subjects declared so far (the chained ones, then this one), for MaSC Score Subjects."),
+    )
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "names": ("STRING", {"default": "", "tooltip": "The subject's name(s), comma-separated ('sks dog, dog'): stripped from the prompt; the first labels it in reports."}),
+                "reference_image": REFERENCE_INPUT,
+                "reference_mask": REFERENCE_MASK_INPUT,
+            },
+            "optional": {
+                "mask": ("MASK", {"tooltip": "This subject in each generated image (white = subject), e.g. MaSC Auto Mask prompted with its name. Give it for every subject or none: the other subjects' regions are what this subject's CP may not search."}),
+                "subjects": (MASC_SUBJECTS, {"tooltip": "Subjects declared before this one (another MaSC Subject's output)."}),
+            },
+        }
+
+    def declare(self, names, reference_image, reference_mask, mask=None, subjects=None):
+        references = comfy_images(reference_image, "reference_image")
+        reference_masks = comfy_masks(reference_mask)
+        check_reference_mask(reference_masks, references)
+        subject = Subject(names, references, list(reference_masks))
+        if not subject.name_list:
+            raise MascInputError("names is empty: give the subject's name, e.g. 'dog' (several: 'sks dog, dog')")
+        return (tuple(subjects or ()) + (DeclaredSubject(subject, mask),),)
+
+
+def _output_masks(declared, outputs) -> list | None:
+    """Every subject's masks in the generated images, or None; one line when only some subjects have them."""
+    given = [d.mask is not None for d in declared]
+    if not any(given):
+        return None
+    if not all(given):
+        missing = next(d.subject.label for d in declared if d.mask is None)
+        raise MascInputError(
+            f"the subject '{missing}' has no mask while others have one: give every MaSC Subject its mask in the "
+            "generated images (MaSC Auto Mask with its name), or none"
+        )
+    masks = []
+    for d in declared:
+        converted = comfy_masks(d.mask)
+        check_candidate_mask(converted, outputs, f"mask of '{d.subject.label}'")
+        masks.append(converted)
+    return masks
+
+
+@checked_inputs
+class MaSCScoreSubjects:
+    """Node: MaSC Score Subjects (MaSC for several subjects in each image)."""
+
+    SEARCH_ALIASES = ["multi subject score", "two subjects", "multi concept", "blend", "clip score", "identity"]
+    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
+
+    DESCRIPTION = (
+        "MaSC for several subjects in each generated image: each subject's CP searched outside the other subjects' "
+        "regions, cp_min (the weakest subject) and cp_mean, blend warnings, and PF over the background outside "
+        "every subject. Its scores carry CP = cp_min to Select Best, Gate and Log Scores."
+    )
+    CATEGORY = CATEGORY
+    OUTPUT_NODE = True
+    FUNCTION = "score"
+    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+        Output("FLOAT", "cp_min", "The weakest subject's CP (batch of one) or its batch mean; NaN when undefined."),
+        Output("FLOAT", "cp_mean", "The mean CP over the subjects (batch of one) or its batch mean; NaN when undefined."),
+        Output("FLOAT", "pf", "PF (batch of one) or the batch's mean PF; NaN when undefined."),
+        Output(MASC_SCORES, "scores", "Per-image scores with CP = cp_min, for MaSC Select Best, MaSC Gate and MaSC Log Scores."),
+        Output("STRING", "stripped_prompt", "The prompt without any subject's names: the text PF compares with."),
+        Output("STRING", "report", "Per image: cp_min, cp_mean, PF, each subject's CP, blend warnings and notes."),
+    )
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "encoder": ENCODER_INPUT,
+                "image": IMAGE_INPUT,
+                "subjects": (MASC_SUBJECTS, {"tooltip": "The subjects, from chained MaSC Subject nodes."}),
+                "prompt": PROMPT_INPUT,
+                "on_blend": (BLEND_CHOICES, {"default": "report", "tooltip": "report: blend warnings only in the report. reject: an image with a blend warning gets an undefined CP, so Select Best and Gate do not pass it."}),
+            },
+            "hidden": dict(HIDDEN_INPUTS),
+        }
+
+    def score(self, encoder, image, subjects, prompt, on_blend="report", extra_pnginfo=None, unique_id=None):
+        declared = list(subjects or ())
+        if not declared:
+            raise MascInputError("subjects is empty: connect a MaSC Subject node (chain one per subject)")
+        outputs = comfy_images(image, "image")
+        masc = encoder.ready()
+        batch = score_subjects(
+            masc, outputs, subjects=[d.subject for d in declared], output_masks=_output_masks(declared, outputs),
+            prompt=prompt, progress=host.progress_callback(len(outputs) + sum(len(d.subject.references) for d in declared)),
+        )
+        per_image = batch.image_scores()
+        if on_blend == "reject":
+            per_image = [replace(s, cp=None, cp_undefined="blend: " + item.blends[0]) if item.blends else s
+                         for s, item in zip(per_image, batch.scores)]
+        scores = ScoreBatch(scores=per_image, references=[r for info in batch.subjects for r in info.references],
+                            min_foreground=batch.min_foreground)
+        scores.context = scoring_context("MaSCScoreSubjects", encoder, ", ".join(all_names([d.subject for d in declared])))
+        record(extra_pnginfo, unique_id, scores, "MaSCScoreSubjects", pixels=image_digests(image))
+        report = subjects_table(batch)
+        if batch.scores[0].encoded_prompt is not None:
+            report += f"\nPF text: {batch.scores[0].encoded_prompt!r}"
+        result = (batch_value(batch.cp_min), batch_value(batch.cp_mean), batch_value(batch.pf), scores,
+                  batch.scores[0].encoded_prompt, report)
+        return {"ui": {"text": [report]}, "result": result}
