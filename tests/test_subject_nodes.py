@@ -81,3 +81,16 @@ def test_bad_subject_input_is_one_line(pack, comfy_dirs, scene):
         nodes["MaSCScoreSubjects"]().score(encoder, images, twice, PROMPT)
     with pytest.raises(MascInputError, match="subjects is empty"):
         nodes["MaSCScoreSubjects"]().score(encoder, images, (), PROMPT)
+
+
+def test_log_scores_appends_one_row_per_image_with_cp_min_as_cp(pack, comfy_dirs, scene):
+    import json
+    import os
+
+    images, subjects = scene
+    scores = pack.NODE_CLASS_MAPPINGS["MaSCScoreSubjects"]().score(load_encoder(pack), images, subjects, PROMPT)["result"][3]
+    pack.NODE_CLASS_MAPPINGS["MaSCLogScores"]().log(scores, "two_subjects.jsonl", "test")
+    with open(os.path.join(comfy_dirs["output"], "two_subjects.jsonl"), encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle]
+    assert [row["cp"] for row in rows[-2:]] == pytest.approx([s.cp for s in scores.scores], abs=1e-9)
+    assert rows[-1]["subject"] == "sks dog, dog, cat"
