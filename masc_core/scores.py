@@ -17,8 +17,11 @@ from .masks import MIN_FOREGROUND_FRACTION
 
 
 def defined_number(value: float | None) -> float | None:
-    """``value`` as a float, or None when it is None or NaN (JSON never sees NaN)."""
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+    """``value`` as a float, or None when it is None, NaN or infinite (JSON never sees either).
+
+    An infinite value is a max over nothing: e.g. a subject's CP when no output patch was left to search.
+    """
+    return None if value is None or (isinstance(value, float) and not math.isfinite(value)) else float(value)
 
 
 @dataclass

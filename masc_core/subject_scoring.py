@@ -14,7 +14,6 @@ PF (the union of one mask is that mask).
 
 from __future__ import annotations
 
-import math
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -26,6 +25,7 @@ from .masks import MIN_FOREGROUND_FRACTION, foreground_fraction, grid_weights, h
 from .metric import pad_tokens
 from .models.encoder import MascEncoder
 from .progress import ProgressCallback
+from .scores import defined_number
 from .scoring import (
     NO_BACKGROUND,
     NO_OUTPUT_MASK,
@@ -86,13 +86,8 @@ def _regions(masks: list[list[np.ndarray]], grids: Sequence[tuple[int, int]], le
     return regions
 
 
-def _defined(value: float) -> float | None:
-    """NaN (no reference patch kept) and -inf (no output patch searchable) are undefined."""
-    return float(value) if math.isfinite(value) else None
-
-
 def _mean_over_views(values: list[list[float]], n: int) -> float | None:
-    defined = [v for v in (_defined(row[n]) for row in values) if v is not None]
+    defined = [v for v in (defined_number(row[n]) for row in values) if v is not None]
     return float(sum(defined) / len(defined)) if defined else None
 
 
@@ -174,7 +169,7 @@ def _output_score(n, subjects, concept, masks, regions, pf, prompts, grid, min_f
     labels = [s.label for s in subjects]
     per_subject = []
     for k, (ref_tokens, result, _) in enumerate(concept):
-        entry = SubjectScore(subject=labels[k], cp_per_reference=[_defined(row[n]) for row in result.values])
+        entry = SubjectScore(subject=labels[k], cp_per_reference=[defined_number(row[n]) for row in result.values])
         entry.cp = _mean_over_views(result.values, n)
         if entry.cp is None:
             reasons = [_reference_reason(r, len(result.references)) for r in result.references]

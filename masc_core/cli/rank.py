@@ -43,8 +43,6 @@ def _scored(args: argparse.Namespace):
         return encoder, batch.scores, {}
     from .subjects_file import score_subject_files
 
-    if args.ref or args.ref_mask or args.subject or args.out_mask:
-        raise MascInputError("--subjects replaces --ref, --ref-mask, --subject and --out-mask: drop them")
     encoder, batch, _, _, _, _ = score_subject_files(args)
     reject = {item.index: "blend: " + item.blends[0] for item in batch.scores if item.blends} if args.reject_blends else {}
     return encoder, batch.image_scores(), reject

@@ -7,7 +7,6 @@ import json
 import os
 import sys
 
-from ..errors import MascInputError
 from ..report import score_table
 from .options import add_model_options, add_pair_options, score_pairs
 
@@ -71,8 +70,6 @@ def run_subjects(args: argparse.Namespace) -> int:
     from ..report import subjects_table
     from .subjects_file import score_subject_files, write_subject_heatmaps
 
-    if args.ref or args.ref_mask or args.subject or args.out_mask:
-        raise MascInputError("--subjects replaces --ref, --ref-mask, --subject and --out-mask: drop them")
     encoder, batch, load_seconds, score_seconds, subjects, outs = score_subject_files(args, heatmaps=bool(args.heatmaps))
     written = write_subject_heatmaps(args.heatmaps, batch, subjects, outs, args.out, encoder.device) if args.heatmaps else []
     if args.json:

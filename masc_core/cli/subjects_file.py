@@ -89,6 +89,8 @@ def score_subject_files(args: argparse.Namespace, *, heatmaps: bool = False):
     from ..subject_scoring import score_subjects
     from .options import load_encoder
 
+    if args.ref or args.ref_mask or args.subject or args.out_mask:
+        raise MascInputError("--subjects replaces --ref, --ref-mask, --subject and --out-mask: drop them")
     subjects, mask_files = read_subjects_file(args.subjects, len(args.out))
     outs = [load_image_file(p, "--out") for p in args.out]
     masks = None if mask_files is None else [[load_mask_file(p, "output mask") for p in files] for files in mask_files]
