@@ -46,6 +46,7 @@ from .subjects import (
     all_names,
     blend_warnings,
     check_subjects,
+    every_or_none,
     summarize,
 )
 
@@ -73,6 +74,9 @@ def _output_masks(output_masks, subjects: Sequence[Subject], count: int) -> list
         ordered = list(output_masks)
         if len(ordered) != len(subjects):
             raise MascInputError(f"output_masks has {len(ordered)} entries for {len(subjects)} subjects: give one per subject, in order")
+        ordered = every_or_none(subjects, ordered)
+        if ordered is None:
+            return None
     return [masks_for_batch(m, count, f"output_masks[{s.label}]") for m, s in zip(ordered, subjects)]
 
 
@@ -107,8 +111,8 @@ def score_subjects(
 
     images: the outputs (as ``score_images`` takes them).
     subjects: ``Subject(names, references, reference_masks)`` per subject, K of them.
-    output_masks: each subject's output masks (one per output, or one for all), a list in subject order or a
-        mapping keyed by one of the subject's names. Without them CP_k searches the whole output (no
+    output_masks: each subject's output masks (one per output, or one for all), a list in subject order (None
+        for every subject, or for none: ``every_or_none``) or a mapping keyed by one of the subject's names. Without them CP_k searches the whole output (no
         exclusivity, said in ``notes``), there is no region matrix, and PF is undefined.
     prompt: the generation prompt (one for all or one per output); every subject's names are stripped.
     heatmaps: also return each subject's patch maps (``SubjectBatch.heatmaps[k]``): which parts of its

@@ -81,6 +81,26 @@ def check_subjects(subjects: Sequence[Subject]) -> list[Subject]:
     return subjects
 
 
+def every_or_none(subjects: Sequence[Subject], output_masks: Sequence[Any]) -> list[Any] | None:
+    """The subjects' output masks (one entry per subject, in order) when every subject has them, None when none has.
+
+    Exclusivity needs every region: a subject without a mask would be searched everywhere, others' regions
+    included, while the others could not search its region. So some-but-not-all is refused, in one line
+    naming the first subject without a mask.
+    """
+    given = [m is not None for m in output_masks]
+    if not any(given):
+        return None
+    if not all(given):
+        missing = subjects[given.index(False)].label
+        having = subjects[given.index(True)].label
+        raise MascInputError(
+            f"the {missing} has no output mask while the {having} has one: give every subject its mask in the "
+            "generated images (MaSC Auto Mask prompted with its name), or none"
+        )
+    return list(output_masks)
+
+
 def all_names(subjects: Sequence[Subject]) -> list[str]:
     """Every subject's names, in subject order: what PF strips from the prompt."""
     return [name for subject in subjects for name in subject.name_list]

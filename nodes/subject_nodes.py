@@ -13,7 +13,7 @@ from ..masc_core.errors import MascInputError
 from ..masc_core.report import subjects_table
 from ..masc_core.scores import ScoreBatch
 from ..masc_core.subject_scoring import score_subjects
-from ..masc_core.subjects import Subject, all_names
+from ..masc_core.subjects import Subject, all_names, every_or_none
 from . import host
 from .convert import batch_value, check_candidate_mask, check_reference_mask, comfy_images, comfy_masks
 from .inputs import checked_inputs
@@ -74,16 +74,10 @@ class MaSCSubject:
 
 
 def _output_masks(declared, outputs) -> list | None:
-    """Every subject's masks in the generated images, or None; one line when only some subjects have them."""
-    given = [d.mask is not None for d in declared]
-    if not any(given):
+    """Every subject's masks in the generated images (checked against the images), or None when none has one."""
+    given = every_or_none([d.subject for d in declared], [d.mask for d in declared])
+    if given is None:
         return None
-    if not all(given):
-        missing = next(d.subject.label for d in declared if d.mask is None)
-        raise MascInputError(
-            f"the subject '{missing}' has no mask while others have one: give every MaSC Subject its mask in the "
-            "generated images (MaSC Auto Mask with its name), or none"
-        )
     masks = []
     for d in declared:
         converted = comfy_masks(d.mask)

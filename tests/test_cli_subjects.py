@@ -106,7 +106,7 @@ def test_rank_reject_blends_keeps_only_the_picture_with_both_subjects(capsys, na
 @pytest.mark.parametrize("change, message", [
     (lambda d: d.pop("subjects"), "has no 'subjects' list"),
     (lambda d: d["subjects"][0].update(colour="red"), "has the unknown key 'colour'"),
-    (lambda d: d["subjects"][1].pop("output_masks"), "output_masks given for some subjects only"),
+    (lambda d: d["subjects"][1].pop("output_masks"), "has no output mask while the"),
     (lambda d: d["subjects"][1].update(output_masks=["right.png"]), "subject 1 has 1 output_masks for 2 --out images"),
     (lambda d: d["subjects"][1].update(names="dog"), "the name 'dog' is given to subjects[0] and subjects[1]"),
     (lambda d: d["subjects"][0].update(references=[]), "'references' must be a file name or a non-empty list"),

@@ -72,7 +72,7 @@ def test_bad_subject_input_is_one_line(pack, comfy_dirs, scene):
     nodes = pack.NODE_CLASS_MAPPINGS
     encoder = load_encoder(pack)
     unmasked = _declare(pack, CAT, None, _declare(pack, DOG, torch.cat([_tensor(_half("left"))] * 2)))
-    with pytest.raises(MascInputError, match="the subject 'cat' has no mask while others have one"):
+    with pytest.raises(MascInputError, match="the cat has no output mask while the sks dog has one"):
         nodes["MaSCScoreSubjects"]().score(encoder, images, unmasked, PROMPT)
     with pytest.raises(MascInputError, match="names is empty"):
         _declare(pack, type(DOG)("  ", DOG.references, DOG.reference_masks))

@@ -143,6 +143,7 @@ def test_overlapping_masks_are_noted_and_own_region_stays_searchable(encoder):
     ([DOG, CAT], [[_half("left")]], "output_masks has 1 entries for 2 subjects"),
     ([DOG, CAT], {"dog": _half("left"), "horse": _half("right")}, "output_masks names 'horse'"),
     ([DOG, CAT], {"dog": _half("left")}, "output_masks has 0 entries for the cat"),
+    ([DOG, CAT], [None, [_half("right")]], "the sks dog has no output mask while the cat has one"),
     ([DOG, CAT], [[_half("left")] * 3, [_half("right")]], "output_masks[sks dog] has 3 masks for 2 images"),
     ([Subject("", _photo("dog_00"), box_mask(SIDE, SIDE))], None, "subjects[0] has no name"),
     ([Subject(f"s{i}", _photo("dog_00"), box_mask(SIDE, SIDE)) for i in range(MAX_SUBJECTS + 1)], None, f"at most {MAX_SUBJECTS}"),

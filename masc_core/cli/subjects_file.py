@@ -21,7 +21,7 @@ import os
 import time
 
 from ..errors import MascInputError
-from ..subjects import Subject
+from ..subjects import Subject, every_or_none
 
 KEYS = {"names", "references", "reference_masks", "output_masks"}
 MAX_FILE_BYTES = 1 << 20
@@ -71,10 +71,11 @@ def read_subjects_file(path: str, outputs: int) -> tuple[list[Subject], list[lis
         subjects.append(Subject(names, [load_image_file(p, f"{where} reference") for p in refs],
                                 [load_mask_file(p, f"{where} reference mask") for p in masks]))
         output_masks.append(_paths(entry, "output_masks", where, folder, required=False))
-    given = [m is not None for m in output_masks]
-    if any(given) and not all(given):
-        raise MascInputError(f"--subjects '{path}': output_masks given for some subjects only: give them for every subject or none")
-    if not any(given):
+    try:
+        output_masks = every_or_none(subjects, output_masks)
+    except MascInputError as exc:
+        raise MascInputError(f"--subjects '{path}': {exc}") from None
+    if output_masks is None:
         return subjects, None
     for k, masks in enumerate(output_masks):
         if len(masks) != outputs:
