@@ -81,6 +81,12 @@ def caption(score: ImageScore) -> str:
     return "  ".join(parts)
 
 
+def subject_line(figures: Sequence[dict], blends: Sequence[str] = ()) -> str:
+    """Each subject's CP and mask share on one line (``ImageScore.subjects`` or a saved record's), then one line per blend."""
+    line = "  ".join(f"{f['subject']} CP {format_score(f.get('cp'))} mask {format_share(f.get('mask')).strip()}" for f in figures)
+    return "\n".join([line] + [f"blend: {b}" for b in blends])
+
+
 def subjects_table(batch, names: Sequence[str] | None = None) -> str:
     """A ``SubjectBatch``, one line per output: cp_min, cp_mean, PF, each subject's CP, then blends and notes."""
     names = list(names) if names is not None else [f"#{s.index}" for s in batch.scores]

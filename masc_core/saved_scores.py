@@ -12,6 +12,11 @@ the key ``masc``::
                              "images": [{"index", "seed", "cp", "pf", "mask", "verdict",
                                          "output", "pixels", "cp_undefined", "pf_undefined"}, ...]}}}
 
+With several subjects in an image (MaSC Score Subjects, MaSC Sample Until with ``subjects``), ``cp`` is
+their cp_min and the image record adds ``"subjects": [{"subject", "cp", "mask"}, ...]`` (each subject's
+CP and output mask share, in the declared order) and ``"blends"`` (the blend warnings). Single-subject
+records are as before.
+
 Several MaSC nodes in one graph each write their own entry under their node
 id (a node run again replaces its own entry; the others stay), so a PNG
 holds, e.g., MaSC Score's view of all candidates and MaSC Select Best's
@@ -37,9 +42,9 @@ from PIL import Image
 from .errors import MascInputError, first_line
 from .images import open_quietly, too_many_pixels
 from .png_text import PngTextError, find_text, image_only, is_png
-from .report import format_score, format_share
+from .report import format_score, format_share, subject_line
 from .safe_text import printable
-from .scores import ImageScore, ScoreBatch, defined_number
+from .scores import ImageScore, ScoreBatch, defined_number, subject_figures
 from .version import __version__
 
 ENTRY_KEY = "masc"
@@ -69,11 +74,15 @@ def image_record(
     score: ImageScore, *, verdict: str, seed: int | None = None, output: int | None = None, pixels: str | None = None
 ) -> dict[str, Any]:
     """One image's line of a node entry (JSON-ready; undefined scores are null)."""
-    return {
+    record = {
         "index": score.index, "seed": seed, "cp": defined_number(score.cp), "pf": defined_number(score.pf),
         "mask": defined_number(score.foreground_fraction), "verdict": verdict, "output": output, "pixels": pixels,
         "cp_undefined": score.cp_undefined, "pf_undefined": score.pf_undefined,
     }
+    if score.subjects is not None:
+        record["subjects"] = subject_figures(score.subjects)
+        record["blends"] = list(score.blends)
+    return record
 
 
 def node_entry(
@@ -196,6 +205,23 @@ def _shape_problem(entry: Any) -> str | None:
                 return f"node {printable(node_id)!r}: an image's cp, pf or mask is not a number"
             if not all(isinstance(image.get(k), _OPTIONAL_TEXT) for k in ("verdict", "pixels", "cp_undefined", "pf_undefined")):
                 return f"node {printable(node_id)!r}: an image's verdict, pixels or reasons are not text"
+            problem = _subjects_problem(image)
+            if problem:
+                return f"node {printable(node_id)!r}: an image's {problem}"
+    return None
+
+
+def _subjects_problem(image: dict) -> str | None:
+    """What is wrong with an image record's optional several-subject fields, or None."""
+    subjects, blends = image.get("subjects"), image.get("blends", [])
+    if subjects is not None:
+        if not isinstance(subjects, list) or not all(isinstance(s, dict) for s in subjects):
+            return "'subjects' is not a list of objects"
+        for entry in subjects:
+            if not isinstance(entry.get("subject"), str) or not all(_is_number(entry.get(k)) for k in ("cp", "mask")):
+                return "'subjects' has an entry without a subject name, or with a cp or mask that is not a number"
+    if not isinstance(blends, list) or not all(isinstance(b, str) for b in blends):
+        return "'blends' is not a list of texts"
     return None
 
 
@@ -302,10 +328,16 @@ def matches(entry: dict[str, Any], digest: str) -> list[tuple[str, dict, dict]]:
 
 def _image_line(image: dict) -> str:
     seed = f"seed {image['seed']}" if image.get("seed") is not None else "seed unknown"
-    return (
-        f"#{image.get('index')}  {seed}  CP {format_score(image.get('cp'))}  PF {format_score(image.get('pf'))}  "
+    cp = "CP" if image.get("subjects") is None else "cp_min"
+    line = (
+        f"#{image.get('index')}  {seed}  {cp} {format_score(image.get('cp'))}  PF {format_score(image.get('pf'))}  "
         f"mask {format_share(image.get('mask')).strip()}  {printable(image.get('verdict') or '')}"
     )
+    if image.get("subjects") is not None:
+        figures = [dict(s, subject=printable(s["subject"])) for s in image["subjects"]]
+        text = subject_line(figures, [printable(b) for b in image.get("blends", [])])
+        line += "".join("\n      " + part for part in text.split("\n"))
+    return line
 
 
 def _node_header(node_id: str, node: dict) -> str:

@@ -64,6 +64,11 @@ class ImageScore:
     background_patches: int | None = None
     """Output patches the PF pool attends to (patch weight < 0.5)."""
     grid: tuple[int, int] = (0, 0)
+    subjects: list[dict[str, Any]] | None = None
+    """Several subjects in the image (``score_subjects``; ``cp`` is then their cp_min): per subject, in order,
+    ``{"subject": label, "cp": CP_k or None, "mask": its output mask share or None}``. None for one subject."""
+    blends: list[str] = field(default_factory=list)
+    """Several subjects: the blend warnings (``masc_core.subjects.blend_warnings``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (NaN never appears; undefined is null)."""
@@ -72,7 +77,15 @@ class ImageScore:
         data["cp"] = defined_number(self.cp)
         data["pf"] = defined_number(self.pf)
         data["cp_per_reference"] = [defined_number(v) for v in self.cp_per_reference]
+        data["subjects"] = subject_figures(self.subjects)
         return data
+
+
+def subject_figures(subjects: Sequence[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """``ImageScore.subjects`` JSON-ready: each subject's label, CP and mask share (undefined is null)."""
+    if subjects is None:
+        return None
+    return [{"subject": s["subject"], "cp": defined_number(s.get("cp")), "mask": defined_number(s.get("mask"))} for s in subjects]
 
 
 @dataclass

@@ -152,3 +152,46 @@ def test_an_edited_chunk_is_refused_with_a_reason(tmp_path):
     Image.new("RGB", (4, 4)).save(path, pnginfo=info)
     with pytest.raises(MascInputError, match="not JSON"):
         read_png(path)
+
+
+def two_subjects_scored():
+    score = ImageScore(index=0, cp=0.41, pf=0.1, foreground_fraction=0.2, prompt="sks dog and a cat", encoded_prompt="and a",
+                       subjects=[{"subject": "sks dog", "cp": 0.41, "mask": 0.2}, {"subject": "cat\x1b[2J", "cp": None, "mask": 0.3}],
+                       blends=["the cat's region looks as much like the sks dog as the sks dog's own region does"])
+    return ScoreBatch(scores=[score], references=[], context=ScoreContext(node="MaSCScoreSubjects", subject="sks dog, cat"))
+
+
+def test_several_subjects_travel_in_the_entry_and_read_shows_each(tmp_path, capsys):
+    image = candidates(1)
+    batch = two_subjects_scored()
+    extra = {}
+    assert add_node_entry(extra, "5", node_entry(batch, node="MaSCScoreSubjects", pixels=[pixel_digest(image[0].numpy())]))
+    record = extra[ENTRY_KEY]["nodes"]["5"]["images"][0]
+    assert record["subjects"][0] == {"subject": "sks dog", "cp": 0.41, "mask": 0.2} and record["subjects"][1]["cp"] is None
+    assert "subjects" not in node_entry(scored(), node="MaSCScore")["images"][0]  # single-subject records as before
+    path = save_like_comfyui(image, tmp_path, "two", extra)[0]
+    entry, _ = read_png(path)
+    assert entry["nodes"]["5"]["images"][0]["blends"] == batch.scores[0].blends
+    assert main(["read", path]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("  this image: #0  seed unknown  cp_min +0.4100  PF +0.1000")
+    assert lines[2] == "      sks dog CP +0.4100 mask 20.0%  cat\\x1b[2J CP n/a mask 30.0%"  # a crafted name cannot drive the terminal
+    assert lines[3].startswith("      blend: the cat's region looks as much like the sks dog")
+
+
+@pytest.mark.parametrize("subjects, blends, problem", [
+    ("dog", [], "'subjects' is not a list of objects"),
+    ([{"cp": 0.4, "mask": 0.2}], [], "'subjects' has an entry without a subject name"),
+    ([{"subject": "dog", "cp": "high", "mask": 0.2}], [], "with a cp or mask that is not a number"),
+    ([{"subject": "dog", "cp": 0.4, "mask": 0.2}], [3], "'blends' is not a list of texts"),
+])
+def test_crafted_subject_fields_are_refused_with_a_reason(tmp_path, subjects, blends, problem):
+    entry = {"format": 1, "nodes": {"5": {"node": "MaSCScoreSubjects", "images": [
+        {"index": 0, "cp": 0.4, "pf": None, "mask": 0.2, "subjects": subjects, "blends": blends}]}}}
+    path = tmp_path / "crafted.png"
+    info = PngInfo()
+    info.add_text(ENTRY_KEY, json.dumps(entry))
+    Image.new("RGB", (4, 4)).save(path, pnginfo=info)
+    with pytest.raises(MascInputError, match=problem) as raised:
+        read_png(path)
+    assert "\n" not in str(raised.value)

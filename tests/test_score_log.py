@@ -78,3 +78,42 @@ def test_a_csv_with_other_columns_is_never_mixed(tmp_path):
 def test_names_that_cannot_work_are_refused(tmp_path, name, message):
     with pytest.raises(MascInputError, match=message):
         log_path(str(tmp_path), name)
+
+
+def two_subject_batch():
+    """One image scored for two subjects: CP is their cp_min; per-subject figures and a blend warning ride along."""
+    score = ImageScore(index=0, cp=0.41, pf=0.1, foreground_fraction=0.2,
+                       subjects=[{"subject": "sks dog", "cp": 0.41, "mask": 0.2}, {"subject": "cat", "cp": 0.66, "mask": 0.3}],
+                       blends=["the cat's region looks as much like the sks dog as the sks dog's own region does"])
+    return ScoreBatch(scores=[score], references=[], context=ScoreContext(node="MaSCScoreSubjects", subject="sks dog, cat"))
+
+
+def test_several_subject_rows_carry_each_subjects_figures_in_jsonl_and_csv(tmp_path):
+    jsonl, table = log_path(str(tmp_path), "two.jsonl"), log_path(str(tmp_path), "two.csv")
+    for path in (jsonl, table):
+        append_rows(path, log_rows(batch(), time="t1", run="r1"))
+        append_rows(path, log_rows(two_subject_batch(), time="t2", run="r2"))
+    rows = [json.loads(line) for line in open(jsonl)]
+    assert rows[0]["subjects"] is None and rows[0]["blends"] is None  # single-subject rows: empty
+    assert rows[-1]["subjects"] == [{"subject": "sks dog", "cp": 0.41, "mask": 0.2}, {"subject": "cat", "cp": 0.66, "mask": 0.3}]
+    assert rows[-1]["blends"][0].startswith("the cat's region") and rows[-1]["cp"] == 0.41
+    with open(table, newline="") as handle:
+        cells = list(csv.DictReader(handle))
+    assert cells[0]["subjects"] == "" and cells[-1]["subjects"] == "subject: sks dog; cp: 0.41; mask: 0.2|subject: cat; cp: 0.66; mask: 0.3"
+    assert cells[-1]["blends"].startswith("the cat's region")
+
+
+def test_a_csv_log_from_before_the_subject_columns_keeps_taking_single_subject_rows_only(tmp_path):
+    from masc_core.evaluation.score_log import SINGLE_SUBJECT_COLUMNS
+    from masc_core.evaluation.records import csv_lines
+
+    path = tmp_path / "old_night.csv"
+    path.write_text(csv_lines([list(SINGLE_SUBJECT_COLUMNS)]))  # what MaSC 0.2.0 wrote
+    append_rows(str(path), log_rows(batch(), time="t1", run="r1"))
+    with open(path, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert list(rows[0]) == list(SINGLE_SUBJECT_COLUMNS) and len(rows) == 3 and rows[1]["cp"] == repr(0.6)
+    before = path.read_bytes()
+    with pytest.raises(MascInputError, match="filename 'old_night.csv' is a score log without the per-subject columns .* new filename"):
+        append_rows(str(path), log_rows(two_subject_batch(), time="t2", run="r2"))
+    assert path.read_bytes() == before  # nothing dropped, nothing mixed

@@ -15,7 +15,10 @@ images the node passed on, or empty), ``encoder``, ``encoder_digest``,
 
 Formats by the file's suffix: ``.jsonl`` (one JSON object per line) or ``.csv``
 (the header written once; a file with other columns is refused, never
-mixed). Appends go through ``AppendLog``: each one locked against other
+mixed). A CSV log started before the ``subjects`` and ``blends`` columns
+existed keeps taking single-subject rows in its own columns (they would be
+empty); several-subject rows are refused for it, with the hint to start a
+new file, so no per-subject figure is dropped. Appends go through ``AppendLog``: each one locked against other
 writers (two ComfyUI instances on one output folder, a script beside a
 node), a record a crash cut short dropped first (for CSV, a whole record,
 line breaks in a prompt included), flushed and synced; a file that is not
@@ -31,18 +34,20 @@ import os
 from typing import Any
 
 from ..errors import MascInputError
-from ..scores import ScoreBatch, defined_number
+from ..scores import ScoreBatch, defined_number, subject_figures
 from ..version import __version__
 from ..safe_text import shown
 from .append_log import AppendLog, LogFormat, csv_record_end, jsonl_format
 from .records import csv_cell, csv_lines, record_line
 
-LOG_COLUMNS = (
+SINGLE_SUBJECT_COLUMNS = (
     "time", "run", "node", "node_id", "index", "id", "method", "seed", "subject", "prompt", "encoded_prompt",
     "subject_found", "cp", "pf", "cp_per_reference", "cp_undefined", "pf_undefined", "out_foreground",
     "ref_foreground", "small_out_mask", "small_ref_mask", "filtered", "verdict", "output", "encoder",
     "encoder_digest", "metric_version",
 )
+"""The columns of CSV logs written before several subjects per image (MaSC 0.2.0 and earlier)."""
+LOG_COLUMNS = SINGLE_SUBJECT_COLUMNS + ("subjects", "blends")
 LOG_SUFFIXES = (".jsonl", ".csv")
 
 
@@ -68,6 +73,7 @@ def log_rows(batch: ScoreBatch, *, time: str, run: str, node_id: Any = None, met
             "small_out_mask": small_out, "small_ref_mask": small_ref, "filtered": small_out or small_ref,
             "verdict": verdicts[position], "output": outputs[position], "encoder": encoder.get("model"),
             "encoder_digest": encoder.get("digest"), "metric_version": __version__,
+            "subjects": subject_figures(score.subjects), "blends": list(score.blends) if score.subjects is not None else None,
         })
     return rows
 
@@ -88,6 +94,14 @@ def log_path(folder: str, filename: str) -> str:
 
 
 _CSV_HEADER = csv_lines([list(LOG_COLUMNS)]).encode("utf-8")  # written by the same CSV writer as the rows
+_SINGLE_SUBJECT_HEADER = csv_lines([list(SINGLE_SUBJECT_COLUMNS)]).encode("utf-8")
+
+
+def _csv_recognise(first: bytes | None, head: bytes) -> bool:
+    """A log with this version's header or the single-subject one; a header cut short by a crash is a prefix of ours."""
+    if first is not None:
+        return first + b"\n" in (_CSV_HEADER, _SINGLE_SUBJECT_HEADER)
+    return _CSV_HEADER.startswith(head)
 
 JSONL_LOG = jsonl_format(
     "MaSC score log (its first line is not a row MaSC Log Scores writes)",
@@ -97,17 +111,33 @@ JSONL_LOG = jsonl_format(
 CSV_LOG = LogFormat(
     what="MaSC score log with this version's columns (its first line is not this log's header)",
     record_end=csv_record_end,
-    # A header cut short by a crash is a prefix of the header; a whole one is the first record.
-    recognise=lambda first, head: first + b"\n" == _CSV_HEADER if first is not None else _CSV_HEADER.startswith(head),
+    recognise=_csv_recognise,
     header=_CSV_HEADER,
 )
 
 
-def log_text(path: str, rows: list[dict[str, Any]]) -> str:
-    """``rows`` as the log at ``path`` holds them: JSON lines, or CSV records (text cells spreadsheet-safe)."""
+def log_text(path: str, rows: list[dict[str, Any]], columns: tuple[str, ...] = LOG_COLUMNS) -> str:
+    """``rows`` as the log at ``path`` holds them: JSON lines, or CSV records in ``columns`` (text cells spreadsheet-safe)."""
     if path.endswith(".jsonl"):
         return "".join(record_line(row) for row in rows)
-    return csv_lines([csv_cell(row[column]) for column in LOG_COLUMNS] for row in rows)
+    return csv_lines([csv_cell(row[column]) for column in columns] for row in rows)
+
+
+def _csv_columns(path: str, rows: list[dict[str, Any]], label: str) -> tuple[str, ...]:
+    """The columns the CSV log at ``path`` has (a header, once written, never changes); refuses rows it cannot hold."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(len(_SINGLE_SUBJECT_HEADER))
+    except FileNotFoundError:
+        return LOG_COLUMNS
+    if head != _SINGLE_SUBJECT_HEADER:
+        return LOG_COLUMNS
+    if any(row["subjects"] is not None for row in rows):
+        raise MascInputError(
+            f"{label} is a score log without the per-subject columns (started before MaSC scored several subjects): "
+            "give several-subject scores a new filename; the file was left as it was"
+        )
+    return SINGLE_SUBJECT_COLUMNS
 
 
 def append_rows(path: str, rows: list[dict[str, Any]]) -> None:
@@ -118,5 +148,6 @@ def append_rows(path: str, rows: list[dict[str, Any]]) -> None:
     """
     log_format = JSONL_LOG if path.endswith(".jsonl") else CSV_LOG
     label = f"filename {shown(os.path.basename(path))}"
+    columns = LOG_COLUMNS if path.endswith(".jsonl") else _csv_columns(path, rows, label)
     with AppendLog(path, log_format, label=label, hint="choose another filename, or move that file away") as log:
-        log.write(log_text(path, rows))
+        log.write(log_text(path, rows, columns))
