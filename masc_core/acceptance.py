@@ -34,7 +34,7 @@ from .errors import MascInputError
 from .limits import ACCEPT, BATCH_SIZE, MAX_CANDIDATES
 from .masks import MIN_FOREGROUND_FRACTION
 from .ranking import RANK_KEYS, key_label, rank
-from .report import key_columns, key_columns_header
+from .report import key_columns, key_columns_header, subject_line
 from .scores import ImageScore
 
 RETURN_BEST = "return best"
@@ -258,6 +258,8 @@ def outcome_report(outcome: Outcome, rules: AcceptanceRules, pf_text: str | None
     lines.append(f"cand  {'seed':>{width}}  {key_columns_header(rules.key_label)}  verdict")
     for c in outcome.candidates:
         lines.append(f"{c.index:>4}  {c.seed:>{width}}  {key_columns(c.score.cp, c.score.pf, c.key, c.score.foreground_fraction)}  {c.verdict}")
+        if c.score.subjects is not None:  # several subjects: CP above is their cp_min
+            lines += ["      " + part for part in subject_line(c.score.subjects, c.score.blends).split("\n")]
     if outcome.kept:
         lines.append("kept, best first: " + ", ".join(f"#{c.index} (seed {c.seed})" for c, _ in outcome.kept))
     if pf_text is not None:

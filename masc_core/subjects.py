@@ -168,21 +168,31 @@ class MultiSubjectScore:
             data["region_matrix"] = [[defined_number(v) for v in row] for row in data["region_matrix"]]
         return data
 
-    def as_image_score(self) -> ImageScore:
+    def as_image_score(self, reject_blends: bool = False) -> ImageScore:
         """The output as single-subject code sees it: CP = cp_min, so ranking, thresholds and reports apply as they are.
 
-        The mask share is the union's (the smallest subject's share decides ``small_foreground``).
+        ``reject_blends``: an output with a blend warning gets an undefined CP ("blend: ..."), so no
+        threshold or ranking passes it.
+
+        The mask share is the smallest subject's (it decides ``small_foreground``); each subject's CP and share
+        ride along in ``ImageScore.subjects`` for the PNG entry, the score log and reports.
         """
         shares = [s.foreground_fraction for s in self.subjects if s.foreground_fraction is not None]
         undefined = [f"{s.subject}: {s.cp_undefined}" for s in self.subjects if s.cp is None and s.cp_undefined]
+        cp, cp_undefined = self.cp_min, ("; ".join(undefined) or None) if self.cp_min is None else None
+        if reject_blends and self.blends:
+            cp, cp_undefined = None, "blend: " + self.blends[0]
         return ImageScore(
-            index=self.index, cp=self.cp_min, pf=self.pf,
-            cp_undefined=("; ".join(undefined) or None) if self.cp_min is None else None,
+            index=self.index, cp=cp, pf=self.pf, cp_undefined=cp_undefined,
+            cp_per_reference=list(self.subjects[0].cp_per_reference) if len(self.subjects) == 1 else [],
             pf_undefined=self.pf_undefined, prompt=self.prompt, encoded_prompt=self.encoded_prompt,
             subject_found=None if self.prompt is None else self.prompt != self.encoded_prompt,
             foreground_fraction=min(shares) if shares else None,
             small_foreground=any(s.small_foreground for s in self.subjects),
             background_patches=self.background_patches, grid=self.grid,
+            subjects=[{"subject": s.subject, "cp": s.cp, "mask": s.foreground_fraction} for s in self.subjects]
+            if len(self.subjects) > 1 else None,  # one subject is single-subject MaSC, field for field
+            blends=list(self.blends),
         )
 
 
@@ -259,9 +269,15 @@ class SubjectBatch:
         maps = self.heatmaps[k] if self.heatmaps is not None else None
         return ScoreBatch(scores=scores, references=self.subjects[k].references, heatmaps=maps, min_foreground=self.min_foreground)
 
-    def image_scores(self) -> list[ImageScore]:
+    def image_scores(self, reject_blends: bool = False) -> list[ImageScore]:
         """Per output, the single-subject view (``MultiSubjectScore.as_image_score``) for ranking and thresholds."""
-        return [s.as_image_score() for s in self.scores]
+        return [s.as_image_score(reject_blends) for s in self.scores]
+
+    def as_score_batch(self, reject_blends: bool = False) -> ScoreBatch:
+        """The batch as single-subject code takes it (MaSC Select Best, Gate, Log Scores, Sample Until's loop):
+        ``image_scores`` and every subject's reference views, in subject order."""
+        return ScoreBatch(scores=self.image_scores(reject_blends), min_foreground=self.min_foreground,
+                          references=[r for info in self.subjects for r in info.references])
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -2,8 +2,9 @@
 
 The node samples with ComfyUI's own sampler (``host.sampling()``: core's
 noise, sampler, latent previews and VAE decode), masks the candidates with
-the optional segmenter, scores them with ``masc_core.score_images`` and
-leaves every decision (seeds, acceptance, budget, what to keep, order,
+the optional segmenter, scores them with ``masc_core.score_images`` (one
+subject) or ``masc_core.score_subjects`` (several, from chained MaSC Subject
+nodes: a candidate's CP is then their cp_min) and leaves every decision (seeds, acceptance, budget, what to keep, order,
 shortfall) to ``masc_core.acceptance``. It converts types and formats
 results; nothing else.
 """
@@ -21,13 +22,16 @@ from ..masc_core.masks import DEFAULT_MASK_THRESHOLD, masks_for_batch
 from ..masc_core.ranking import RANK_KEYS
 from ..masc_core.scores import ScoreBatch, ScoreContext
 from ..masc_core.scoring import score_images
+from ..masc_core.subject_scoring import score_subjects
+from ..masc_core.subjects import SubjectBatch
 from . import host
 from .convert import check_reference_mask, check_single_latent, comfy_images, comfy_masks
 from .metadata import HIDDEN_INPUTS, encoder_identity, image_digests, record
 from .scoring_nodes import ENCODER_INPUT, PROMPT_INPUT, REFERENCE_INPUT, REFERENCE_MASK_INPUT, SUBJECT_INPUT
 from .selection_nodes import OFF, THRESHOLD_INPUTS, blocked, threshold_value
 from .inputs import checked_inputs
-from .types import CATEGORY, MASC_SCORES, MASC_SEGMENTER, Output, declare_outputs
+from .subject_nodes import BLEND_CHOICES
+from .types import CATEGORY, MASC_SCORES, MASC_SEGMENTER, MASC_SUBJECTS, Output, declare_outputs
 
 NODE = "MaSCSampleUntil"
 
@@ -71,7 +75,7 @@ def acceptance_inputs() -> dict:
         **THRESHOLD_INPUTS,
         "min_cp": ("FLOAT", dict(THRESHOLD_INPUTS["min_cp"][1], default=0.5)),  # as MaSC Gate: a starting point, tune it
         "on_shortfall": (list(SHORTFALL_CHOICES), {"default": SHORTFALL_CHOICES[0], "tooltip": "When the budget runs out with fewer than accept passing: return the best so far (marked below threshold in the report), or block the nodes downstream."}),
-        "mask_subject": ("STRING", {"default": "", "tooltip": "What the segmenter masks in each candidate (e.g. 'dog'); empty = the subject names."}),
+        "mask_subject": ("STRING", {"default": "", "tooltip": "What the segmenter masks in each candidate (e.g. 'dog'); empty = the subject names. Leave it empty with subjects."}),
         "mask_threshold": ("FLOAT", {"default": DEFAULT_MASK_THRESHOLD, "min": 0.0, "max": 1.0, "step": 0.01, "tooltip": "The segmenter's threshold, as in MaSC Auto Mask."}),
     }
 
@@ -94,7 +98,7 @@ class MaSCSampleUntil:
     RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
         Output("IMAGE", "images", "The kept candidates, best first (skipped downstream when blocked)."),
         Output("LATENT", "latent", "Their latents, best first; batch_index = candidate number."),
-        Output("MASK", "mask", "Their masks from the segmenter, best first (skipped downstream without a segmenter)."),
+        Output("MASK", "mask", "Their masks from the segmenter, best first (with several subjects: every subject's mask together); skipped downstream without a segmenter."),
         Output(MASC_SCORES, "scores", "Every candidate's scores, seeds and verdicts (MaSC Log Scores; Select Best/Gate with 'images')."),
         Output("INT", "candidates_used", "How many candidates were sampled."),
         Output("STRING", "seeds", "The kept candidates' seeds, best first, comma-separated."),
@@ -106,20 +110,26 @@ class MaSCSampleUntil:
         required = sampler_inputs()
         required.update({
             "encoder": ENCODER_INPUT,
-            "reference_image": REFERENCE_INPUT,
-            "reference_mask": REFERENCE_MASK_INPUT,
             "prompt": PROMPT_INPUT,
             "subject": SUBJECT_INPUT,
         })
         required.update(acceptance_inputs())
-        optional = {"segmenter": (MASC_SEGMENTER, {"tooltip": "Optional: masks each candidate (Load MaSC Auto Mask Model). Without it: CP only, PF undefined."})}
+        # reference_image and reference_mask are optional only so that 'subjects' can replace them; the node
+        # refuses a run with neither (images are links, not widgets: saved workflows keep their values).
+        optional = {
+            "reference_image": (REFERENCE_INPUT[0], dict(REFERENCE_INPUT[1], tooltip=REFERENCE_INPUT[1]["tooltip"] + " Needed unless subjects is connected.")),
+            "reference_mask": REFERENCE_MASK_INPUT,
+            "segmenter": (MASC_SEGMENTER, {"tooltip": "Optional: masks each candidate (Load MaSC Auto Mask Model). Without it: CP only, PF undefined."}),
+            "subjects": (MASC_SUBJECTS, {"tooltip": "Several subjects in each candidate (chained MaSC Subject nodes) instead of reference_image, reference_mask and subject. A candidate passes only when every subject does (CP = cp_min, the weakest subject); the segmenter masks each subject by its own names."}),
+            "on_blend": (BLEND_CHOICES, {"default": "report", "tooltip": "With subjects: report = blend warnings in the report only; reject = a candidate with a blend warning does not pass (needs a segmenter)."}),
+        }
         return {"required": required, "optional": optional, "hidden": dict(HIDDEN_INPUTS)}
 
     def sample(
         self, model, positive, negative, latent_image, vae, seed, steps, cfg, sampler_name, scheduler, denoise,
-        encoder, reference_image, reference_mask, prompt, subject, accept, max_candidates, batch_size, rank_by,
-        cp_weight, pf_weight, min_cp, min_pf, reject_small_masks, min_foreground, on_shortfall, mask_subject,
-        mask_threshold, segmenter=None, extra_pnginfo=None, unique_id=None,
+        encoder, prompt, subject, accept, max_candidates, batch_size, rank_by, cp_weight, pf_weight, min_cp, min_pf,
+        reject_small_masks, min_foreground, on_shortfall, mask_subject, mask_threshold, reference_image=None,
+        reference_mask=None, segmenter=None, subjects=None, on_blend=None, extra_pnginfo=None, unique_id=None,
     ):
         loop = AcceptanceLoop(AcceptanceRules(  # checks the rules: their errors come before any other
             seed=int(seed), accept=int(accept), max_candidates=int(max_candidates), batch_size=int(batch_size), by=rank_by,
@@ -129,21 +139,19 @@ class MaSCSampleUntil:
         rules = loop.rules
         check_pf_needs_masks(rules, segmenter)
         check_single_latent(latent_image)
-        references, reference_masks = reference_inputs(reference_image, reference_mask)
+        score_round = round_scorer(encoder, reference_image, reference_mask, subjects, subject, mask_subject, prompt,
+                                   rules, segmenter, mask_threshold, on_blend or "report")  # absent in older graphs
         sampling = host.sampling()
         progress = host.CandidateProgress(rules.max_candidates, steps)
         settings = dict(positive=positive, negative=negative, steps=int(steps), cfg=float(cfg), sampler_name=sampler_name,
                         scheduler=scheduler, denoise=float(denoise))
-        scoring = dict(reference=references, reference_mask=reference_masks, prompt=prompt, subject=subject, cp=True, pf=True,
-                       min_foreground=rules.min_foreground, cache_outputs=False, progress=host.interrupt_callback())
         first_batch = None
         while seeds := loop.next_seeds():
             host.check_interrupt()
             samples = sampling.sample(model, seeds, latent_image, progress=progress, done=loop.used, **settings)
             images = sampling.decode(vae, samples)
             arrays = comfy_images(images, "decoded candidates")
-            masks = mask_candidates(segmenter, arrays, mask_subject or subject, mask_threshold)
-            batch = score_images(encoder.ready(), arrays, mask=masks, **scoring)
+            batch, masks = score_round(arrays)
             if first_batch is None:
                 first_batch = batch
             loop.add_round(batch.scores, lambda j: Kept(images[j : j + 1].clone(), samples[j : j + 1].clone(),
@@ -151,7 +159,7 @@ class MaSCSampleUntil:
             del samples, images, arrays, masks, batch
         progress.update(progress.total)
         outcome = loop.outcome()
-        scores = all_scores(outcome, first_batch, encoder, subject)
+        scores = all_scores(outcome, first_batch, encoder, subject if subjects is None else first_batch.context.subject)
         report = run_report(outcome, rules, scores, segmenter, sampler_name, extra_pnginfo)
         return node_result(outcome, scores, latent_image, report, extra_pnginfo, unique_id)
 
@@ -175,10 +183,76 @@ def check_pf_needs_masks(rules: AcceptanceRules, segmenter) -> None:
 
 def reference_inputs(reference_image, reference_mask):
     """The reference views and one mask per view, checked before the first candidate is sampled."""
+    if reference_image is None or reference_mask is None:
+        missing = "reference_image" if reference_image is None else "reference_mask"
+        raise MascInputError(
+            f"{missing} is not connected: connect the subject's reference image and its mask, or chain MaSC Subject "
+            "nodes into 'subjects' (several subjects)"
+        )
     references = comfy_images(reference_image, "reference_image")
     masks = comfy_masks(reference_mask)
     check_reference_mask(masks, references)
     return references, masks_for_batch(masks, len(references), "reference_mask")
+
+
+def round_scorer(encoder, reference_image, reference_mask, subjects, subject, mask_subject, prompt, rules, segmenter,
+                 mask_threshold, on_blend):
+    """A function scoring one round's decoded candidates: (ScoreBatch, masks [B,H,W] or None). Every input is
+    checked here, before the first candidate is sampled."""
+    progress = host.interrupt_callback()
+    if subjects is None:
+        references, reference_masks = reference_inputs(reference_image, reference_mask)
+        if on_blend != "report":
+            raise MascInputError(f"on_blend is '{on_blend}' but 'subjects' is not connected: blends exist between several subjects; set it to report")
+
+        def score_one(arrays):
+            masks = mask_candidates(segmenter, arrays, mask_subject or subject, mask_threshold)
+            batch = score_images(encoder.ready(), arrays, reference=references, reference_mask=reference_masks, mask=masks,
+                                 prompt=prompt, subject=subject, cp=True, pf=True, min_foreground=rules.min_foreground,
+                                 cache_outputs=False, progress=progress)
+            return batch, masks
+        return score_one
+
+    declared = check_subjects_input(subjects, reference_image, reference_mask, subject, mask_subject, segmenter, on_blend)
+    names = ", ".join(name for d in declared for name in d.subject.name_list)
+
+    def score_several(arrays):
+        per_subject = [mask_candidates(segmenter, arrays, d.subject.names, mask_threshold) for d in declared]
+        multi: SubjectBatch = score_subjects(
+            encoder.ready(), arrays, subjects=[d.subject for d in declared],
+            output_masks=None if segmenter is None else per_subject, prompt=prompt,
+            min_foreground=rules.min_foreground, cache_outputs=False, progress=progress,
+        )
+        batch = multi.as_score_batch(reject_blends=on_blend == "reject")
+        batch.context = ScoreContext(subject=names)
+        union = None if segmenter is None else torch.stack(per_subject).amax(dim=0)
+        return batch, union
+    return score_several
+
+
+def check_subjects_input(subjects, reference_image, reference_mask, subject, mask_subject, segmenter, on_blend) -> list:
+    """The declared subjects, refusing inputs that 'subjects' replaces or that cannot apply to sampled candidates."""
+    declared = list(subjects)
+    if not declared:
+        raise MascInputError("subjects is empty: connect a MaSC Subject node (chain one per subject)")
+    for name, value in (("reference_image", reference_image), ("reference_mask", reference_mask)):
+        if value is not None:
+            raise MascInputError(f"{name} and subjects are both connected: with several subjects each MaSC Subject holds its reference; disconnect {name}")
+    for name, value in (("subject", subject), ("mask_subject", mask_subject)):
+        if str(value or "").strip():
+            raise MascInputError(
+                f"{name} is {str(value).strip()[:40]!r} while subjects is connected: each MaSC Subject's names are stripped "
+                f"from the prompt and prompt its mask; clear {name}"
+            )
+    with_mask = next((d.subject.label for d in declared if d.mask is not None), None)
+    if with_mask is not None:
+        raise MascInputError(
+            f"the MaSC Subject '{with_mask}' has a mask for generated images, but Sample Until makes its own candidates: "
+            "disconnect that mask; connect a segmenter to mask every subject in each candidate"
+        )
+    if on_blend == "reject" and segmenter is None:
+        raise MascInputError("on_blend 'reject' needs each subject's region in the candidates: connect a segmenter, or set on_blend to report")
+    return declared
 
 
 def mask_candidates(segmenter, arrays, subject: str, threshold: float):
@@ -189,7 +263,7 @@ def mask_candidates(segmenter, arrays, subject: str, threshold: float):
     return torch.stack(masks)
 
 
-def all_scores(outcome: Outcome, first_batch: ScoreBatch, encoder, subject: str) -> ScoreBatch:
+def all_scores(outcome: Outcome, first_batch: ScoreBatch, encoder, subject: str | None) -> ScoreBatch:
     """Every candidate's scores in sampling order, with seeds, verdicts and which were kept."""
     return ScoreBatch(
         scores=[c.score for c in outcome.candidates],
@@ -207,6 +281,9 @@ def run_report(outcome: Outcome, rules: AcceptanceRules, scores: ScoreBatch, seg
     notes = []
     if segmenter is None:
         notes.append("no segmenter connected: PF undefined, CP only")
+    if scores.scores[0].subjects is not None:
+        labels = ", ".join(figure["subject"] for figure in scores.scores[0].subjects)
+        notes.append(f"several subjects ({labels}): CP is cp_min, the weakest subject's; each candidate's subjects are under its line")
     if rules.batch_size > 1 and host.samples_one_by_one(sampler_name):
         notes.append(
             f"{sampler_name} draws noise while sampling: each candidate of a round was sampled in its own call, "

@@ -7,11 +7,10 @@ Scores take it as they take MaSC Score's. The metric itself lives in ``masc_core
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ..masc_core.errors import MascInputError
 from ..masc_core.report import subjects_table
-from ..masc_core.scores import ScoreBatch
 from ..masc_core.subject_scoring import score_subjects
 from ..masc_core.subjects import Subject, all_names, every_or_none
 from . import host
@@ -133,12 +132,7 @@ class MaSCScoreSubjects:
             masc, outputs, subjects=[d.subject for d in declared], output_masks=_output_masks(declared, outputs),
             prompt=prompt, progress=host.progress_callback(len(outputs) + sum(len(d.subject.references) for d in declared)),
         )
-        per_image = batch.image_scores()
-        if on_blend == "reject":
-            per_image = [replace(s, cp=None, cp_undefined="blend: " + item.blends[0]) if item.blends else s
-                         for s, item in zip(per_image, batch.scores)]
-        scores = ScoreBatch(scores=per_image, references=[r for info in batch.subjects for r in info.references],
-                            min_foreground=batch.min_foreground)
+        scores = batch.as_score_batch(reject_blends=on_blend == "reject")
         scores.context = scoring_context("MaSCScoreSubjects", encoder, ", ".join(all_names([d.subject for d in declared])))
         record(extra_pnginfo, unique_id, scores, "MaSCScoreSubjects", pixels=image_digests(image))
         report = subjects_table(batch)

@@ -5,7 +5,9 @@
 - a plain KSampler at a kept candidate's seed (``seed + i``, batch 1) gives the same pixels;
 - an unreachable threshold blocks the nodes downstream without failing the prompt, or returns the best
   candidates marked below threshold (``on_shortfall``);
-- an API prompt without ``extra_data``: the report says the scores are not saved, and the PNG has none.
+- an API prompt without ``extra_data``: the report says the scores are not saved, and the PNG has none;
+- two subjects (two chained MaSC Subject nodes in place of the reference inputs): the run stops at the first
+  candidate whose weakest subject passes, each subject's CP in the log and in the saved PNG.
 (Workflow 3's PNG holding MaSC Score's and Select Best's entries, and workflow 4 queued from the page with
 one press, are checked for every workflow in test_workflows.py and test_frontend.py.)
 """
@@ -39,9 +41,11 @@ def _output(name: str) -> int:
 class Run:
     """Workflow 4 with some of Sample Until's inputs changed, run once; what it showed and saved."""
 
-    def __init__(self, server, sd15, output_dir, extra_data=hostapi.FROM_FRONT_END, **settings):
+    def __init__(self, server, sd15, output_dir, extra_data=hostapi.FROM_FRONT_END, edit=None, **settings):
         graph = for_cpu(load(WORKFLOW), sd15=sd15)
         (self.node,) = of_type(graph, NODE)
+        if edit is not None:
+            edit(graph, self.node)
         graph[self.node]["inputs"].update(seed=SEED, **settings)
         (self.save,) = [i for i in of_type(graph, "SaveImage") if self.node in ancestors(graph, i)]
         (self.log,) = of_type(graph, "MaSCLogScores")
@@ -173,3 +177,54 @@ def test_an_api_prompt_without_extra_data_says_scores_are_not_saved(server, sd15
     (path,) = run.pngs
     read = read_scores(path)
     assert read.returncode == 2 and "has no MaSC scores (no 'masc' text chunk)" in read.stderr, (read.stdout, read.stderr)
+
+
+def _two_subjects(graph: dict, sample_until: str) -> None:
+    """Workflow 4's dog as one MaSC Subject and the shipped cat photo as a second, chained into 'subjects'."""
+    inputs = graph[sample_until]["inputs"]
+    (segmenter,) = of_type(graph, "MaSCLoadAutoMaskModel")
+    top = max(int(i) for i in graph)
+    cat, cat_mask, dog_subject, cat_subject = (str(top + k) for k in (1, 2, 3, 4))
+    graph[cat] = node("LoadImage", image="masc_example_cat_00.jpg")
+    graph[cat_mask] = node("MaSCAutoMask", subject="cat", threshold=0.4, dilation=0, segmenter=[segmenter, 0], images=[cat, 0])
+    graph[dog_subject] = node("MaSCSubject", names="sks dog, dog", reference_image=inputs.pop("reference_image"),
+                              reference_mask=inputs.pop("reference_mask"))
+    graph[cat_subject] = node("MaSCSubject", names="cat", reference_image=[cat, 0], reference_mask=[cat_mask, 0],
+                              subjects=[dog_subject, 0])
+    inputs.update(subjects=[cat_subject, 0], subject="", mask_subject="", rank_by="cp", reject_small_masks=False)
+    graph[of_type(graph, "PrimitiveStringMultiline")[0]]["inputs"]["value"] = "a photo of sks dog and a cat in the snow"
+
+
+@pytest.fixture(scope="module")
+def two_subjects_budget(server, sd15, installed, out_dir) -> Run:
+    """Two subjects, nothing passes: every candidate of a budget of 4 is scored for both."""
+    run = Run(server, sd15, installed["output"], edit=_two_subjects, min_cp=0.999, accept=1, max_candidates=4)
+    write_json(os.path.join(out_dir, "history-sample-until-two-subjects.json"), run.entry)
+    return run
+
+
+def test_two_subjects_stop_at_the_first_candidate_where_both_pass(two_subjects_budget, server, sd15, installed):
+    budget = two_subjects_budget
+    budget.check_succeeded()
+    rows = _log_rows(installed, budget)
+    assert [row["seed"] for row in rows] == [SEED + i for i in range(4)]
+    for row in rows:
+        assert [s["subject"] for s in row["subjects"]] == ["sks dog", "cat"], row
+        assert row["cp"] == min(s["cp"] for s in row["subjects"]), row  # a candidate's CP is its weakest subject's
+    cp_min = [row["cp"] for row in rows]
+    # the latest candidate to beat every one before it: with min_cp between, the run must stop exactly there
+    stop = max(j for j in range(4) if all(cp_min[j] > earlier for earlier in cp_min[:j]))
+    threshold = cp_min[0] - 0.01 if stop == 0 else (max(cp_min[:stop]) + cp_min[stop]) / 2
+    run = Run(server, sd15, installed["output"], edit=_two_subjects, min_cp=threshold, accept=1, max_candidates=4)
+    run.check_succeeded()
+    assert run.used == stop + 1 and run.seeds == [SEED + stop], (run.report, cp_min)
+    assert run.report.splitlines()[0].startswith(f"1 of 1 accepted after {stop + 1} of 4 candidates"), run.report
+    assert "several subjects (sks dog, cat): CP is cp_min" in run.report, run.report
+    again = _log_rows(installed, run)
+    for first, second in zip(rows, again):  # the same candidates, the same per-subject figures
+        assert [s["cp"] for s in second["subjects"]] == pytest.approx([s["cp"] for s in first["subjects"]], abs=1e-5)
+    (path,) = run.pngs
+    read = read_scores(path)
+    assert read.returncode == 0, read.stderr
+    assert re.search(r"this image: #\d+  seed \d+  cp_min [+-]\d\.\d{4} .* accepted\n +sks dog CP [+-]\d\.\d{4} mask .*  cat CP ",
+                     read.stdout), read.stdout
