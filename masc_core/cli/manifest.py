@@ -2,7 +2,8 @@
 
 Sub-commands, one builder each (``masc_core.evaluation.builders``):
 ``dreambench`` (the DreamBench dataset + a folder of generated images),
-``dreambench-plus`` (DreamBench++'s data, samples and human ratings) and
+``dreambench-multi`` (the benchmark card's subject pairs and triplets: DreamBench + a combinations file +
+generated images), ``dreambench-plus`` (DreamBench++'s data, samples and human ratings) and
 ``pairs`` (identity pairs from photos grouped by subject). Everything is
 checked before anything is written; masks are made (``--auto-masks``) or
 found in ``--masks-dir``; the manifest is written last, in one step.
@@ -35,6 +36,11 @@ def _build(args: argparse.Namespace, masks_dir: str):
         from ..evaluation.builders import dreambench
 
         return dreambench.build(args.dataset, args.outputs, masks_dir, token=args.token, first_view_only=args.first_view_only)
+    if args.benchmark == "dreambench-multi":
+        from ..evaluation.builders import dreambench_multi
+
+        return dreambench_multi.build(args.dataset, args.combinations, args.outputs, masks_dir, token=args.token,
+                                      first_view_only=args.first_view_only)
     if args.benchmark == "dreambench-plus":
         from ..evaluation.builders import dreambench_plus
 
@@ -95,6 +101,14 @@ def register(commands) -> None:
     dreambench.add_argument("--token", default="sks", help="the identifier in the prompts ('a sks dog ...'; default sks; '' for none)")
     dreambench.add_argument("--first-view-only", action="store_true", help="use each subject's first view as the reference (default: all views)")
     _add_mask_options(dreambench)
+
+    multi = kinds.add_parser("dreambench-multi", help="subject pairs and triplets: DreamBench + a combinations file + <method>/<a>+<b>/<prompt index>_<seed>.png")
+    multi.add_argument("dataset", metavar="DATASET_DIR", help="DreamBench: one folder per subject (00.jpg, ...) and prompts_and_classes.txt")
+    multi.add_argument("combinations", metavar="COMBINATIONS", help='JSON: {"combinations": [{"subjects": ["dog", "cat"], "prompts": ["a {0} and a {1} ..."]}, ...]}')
+    multi.add_argument("outputs", metavar="OUTPUTS_DIR", help="generated images: <method>/<subject>+<subject>[+...]/<prompt index>_<seed>.png")
+    multi.add_argument("--token", default="", help="an identifier before each class in the prompts ('a sks dog and a sks cat'; default none)")
+    multi.add_argument("--first-view-only", action="store_true", help="use each subject's first view as its reference (default: all views)")
+    _add_mask_options(multi)
 
     plus = kinds.add_parser("dreambench-plus", help="DreamBench++'s data, samples and human ratings")
     plus.add_argument("data", metavar="DATA_DIR", help="DreamBench++'s data folder (images/, captions/)")

@@ -52,6 +52,7 @@ from ..errors import MascInputError
 from ..masks import MIN_FOREGROUND_FRACTION
 from ..resources import peak_memory
 from .manifest import ManifestRow, parse_records
+from .metrics import MASC_COLUMNS as MASC_METRIC_COLUMNS
 from .options import DEFAULT_CHUNK_SIZE, EvalOptions, scoring_identity
 from .plan import Chunk, digest, plan_rows
 from .records import EvalRecord, csv_cells, csv_columns, record_line
@@ -173,6 +174,8 @@ class BatchScorer:
 
 def result_columns(records: list[EvalRecord], metric_names: Sequence[str]) -> dict[str, np.ndarray]:
     """results.csv's columns for ``records``, typed (see the module), plus ``record``: each row's results.jsonl line."""
+    several = [c.name for c in MASC_METRIC_COLUMNS if c.name not in metric_names and any(c.name in r.metrics for r in records)]
+    metric_names = list(metric_names) + several  # cp_mean and blend: batches holding several-subject rows
     numbers = set(NUMBER_COLUMNS) | set(metric_names)
     columns = [c for c in csv_columns(records, metric_names) if not (c.startswith("human_") and "." in c)]
     cells = [csv_cells(record, columns, spreadsheet=False) for record in records]  # typed data, not a file

@@ -3,6 +3,8 @@
 Columns (CSV header, or JSONL object keys):
 
 - required: ``ref``, ``ref_mask``, ``out``, ``out_mask``, ``prompt``, ``subject``;
+- several subjects in one image: ``subject_2``, ``ref_2``, ``ref_mask_2``, ``out_mask_2`` and so on up to 8
+  (``subject_columns``); the single-subject columns are then the first subject;
 - optional: ``method``, ``seed``, ``id``, ``same_subject``, and human ratings, either one column
   per aspect (``human_cp``, ``human_pf``: one rating, or one pooled over raters) or one column per
   rater or rater group (``human_cp.<rater>``, ``human_pf.<rater>``; an empty cell = not rated by
@@ -35,6 +37,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import MascInputError
+from .subject_columns import RowSubject, further_subjects
+from .manifest_cells import (  # noqa: F401  (LISTED_PROBLEMS, PATH_SEPARATOR, missing_files_error: re-exported)
+    LISTED_PROBLEMS,
+    PATH_SEPARATOR,
+    _check_file,
+    _fail,
+    _paths,
+    _rating,
+    _resolve,
+    _seed,
+    _text,
+    missing_files_error,
+)
 
 REQUIRED_COLUMNS = ("ref", "ref_mask", "out", "out_mask", "prompt", "subject")
 LABEL_COLUMNS = ("method", "seed", "id")
@@ -42,11 +57,8 @@ IDENTITY_COLUMN = "same_subject"
 """1/0: does ``out`` show the reference's subject (identity pairs, the paper's ORIDa regime)."""
 ASPECTS = ("cp", "pf")
 RATING_PREFIX = "human_"
-PATH_SEPARATOR = "|"
 DEFAULT_METHOD = "default"
 """Method name of rows whose ``method`` is missing or empty."""
-LISTED_PROBLEMS = 3
-"""How many missing files a message names (after their count)."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +88,9 @@ class ManifestRow:
     ref_mask_paths: tuple[str, ...] = ()
     out_path: str = ""
     out_mask_path: str | None = None
+    extra_subjects: tuple[RowSubject, ...] = ()
+    """Subjects 2..K of a several-subject image (columns ``subject_2``, ``ref_2``, ...; ``subject_columns``);
+    empty for a single-subject row, whose only subject is the fields above."""
 
     def human(self, aspect: str) -> float | None:
         """The pooled human rating for ``aspect``: the mean over the raters who rated this row."""
@@ -104,10 +119,6 @@ class Manifest:
     def has_identity_labels(self) -> bool:
         """Every row says whether its output shows the reference's subject (``same_subject``)."""
         return bool(self.rows) and all(row.same_subject is not None for row in self.rows)
-
-
-def _fail(path: str, where: str, problem: str) -> MascInputError:
-    return MascInputError(f"manifest '{path}' {where}: {problem}")
 
 
 def _detect_format(path: str) -> str:
@@ -167,52 +178,6 @@ def _read_jsonl(path: str) -> tuple[list[str], list[tuple[int, dict[str, Any]]]]
     return columns, rows
 
 
-def _text(path: str, line: int, column: str, value: Any, *, required: bool) -> str | None:
-    if value is None or (isinstance(value, str) and not value.strip()):
-        if required:
-            raise _fail(path, f"line {line}, column '{column}'", "is empty")
-        return None
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise _fail(path, f"line {line}, column '{column}'", f"expected text, got {type(value).__name__}")
-    return str(value)
-
-
-def _paths(path: str, line: int, column: str, value: Any) -> tuple[str, ...]:
-    items = value if isinstance(value, list) else str(value or "").split(PATH_SEPARATOR)
-    names = tuple(str(item).strip() for item in items if item is not None and str(item).strip())
-    if not names:
-        raise _fail(path, f"line {line}, column '{column}'", "is empty: give an image path")
-    return names
-
-
-def _seed(path: str, line: int, value: Any) -> int | str | None:
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    if isinstance(value, bool):
-        raise _fail(path, f"line {line}, column 'seed'", "expected a number or a name, got true/false")
-    if isinstance(value, int):
-        return value
-    text = str(value).strip()
-    try:
-        return int(text)
-    except ValueError:
-        return text
-
-
-def _rating(path: str, line: int, column: str, value: Any) -> float | None:
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    if isinstance(value, bool):
-        raise _fail(path, f"line {line}, column '{column}'", "expected a number, got true/false")
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise _fail(path, f"line {line}, column '{column}'", f"expected a number, got {value!r}") from None
-    if not math.isfinite(number):
-        raise _fail(path, f"line {line}, column '{column}'", f"expected a finite number, got {value!r}")
-    return number
-
-
 def _same_subject(path: str, line: int, value: Any) -> bool | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
@@ -243,32 +208,6 @@ def _named_raters(path: str, columns: list[str]) -> dict[str, list[str]]:
                     raise _fail(path, "line 1", f"column '{column}' names no rater: use {base}.<rater>")
                 raters[aspect].append(name)
     return raters
-
-
-def _resolve(folder: str, name: str) -> str:
-    return os.path.normpath(name if os.path.isabs(name) else os.path.join(folder, name))
-
-
-def _shown(name: str, resolved: str) -> str:
-    return f"'{name}'" if os.path.abspath(name) == resolved else f"'{name}' (resolved to '{resolved}')"
-
-
-def _check_file(path: str, line: int, column: str, name: str, resolved: str, missing: dict[str, str]) -> None:
-    """A folder is refused at once; a missing file is noted in ``missing`` (where it first occurs), to be listed with the others."""
-    if not os.path.exists(resolved):
-        missing.setdefault(resolved, f"line {line}, column '{column}': file {_shown(name, resolved)}")
-    elif os.path.isdir(resolved):
-        raise _fail(path, f"line {line}, column '{column}'", f"{_shown(name, resolved)} is a folder, not an image file")
-
-
-def missing_files_error(what: str, missing: list[str], hint: str) -> MascInputError:
-    """One line for many missing files: their count, the first few (``missing``: one description each), what to do."""
-    missing = list(missing)
-    count = len(missing)
-    listed = "; ".join(missing[:LISTED_PROBLEMS])
-    more = f"; and {count - LISTED_PROBLEMS} more" if count > LISTED_PROBLEMS else ""
-    verb = "file does" if count == 1 else "files do"
-    return MascInputError(f"{what}: {count} {verb} not exist: {listed}{more}: {hint}")
 
 
 def _row_ratings(path: str, line: int, record: dict, raters: dict[str, list[str]], pooled_form: dict[str, bool]) -> dict:
@@ -328,10 +267,12 @@ def _row(path: str, folder: str, index: int, line: int, record: dict, ratings: d
     ):
         for name, full in zip(names, resolved):
             _check_file(path, line, column, name, full, missing)
+    subject = _text(path, line, "subject", record["subject"], required=False) or ""
+    extra = further_subjects(path, folder, line, record, missing, subject, out_mask)
     return ManifestRow(
         index=index, line=line, ref=refs, ref_mask=ref_masks, out=out, out_mask=out_mask,
         prompt=_text(path, line, "prompt", record["prompt"], required=False) or "",
-        subject=_text(path, line, "subject", record["subject"], required=False) or "",
+        subject=subject, extra_subjects=extra,
         method=_text(path, line, "method", record.get("method"), required=False) or DEFAULT_METHOD,
         seed=_seed(path, line, record.get("seed")), id=_text(path, line, "id", record.get("id"), required=False),
         ratings=ratings, same_subject=_same_subject(path, line, record.get(IDENTITY_COLUMN)),

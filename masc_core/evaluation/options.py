@@ -41,7 +41,9 @@ class EvalOptions:
 
     @property
     def metric_names(self) -> list[str]:
-        names = [c.name for c in metrics.MASC_COLUMNS]
+        # cp_mean and blend exist for several-subject rows only: results add them when rows have them
+        # (``metrics_present``), so a single-subject run's identity and files are what they always were.
+        names = [c.name for c in metrics.MASC_COLUMNS if c.aspect in metrics.ASPECTS]
         for key in self.baselines:
             names += [c.name for c in metrics.get_spec(key).columns]
         return names

@@ -2,6 +2,8 @@
 
 - Rows that share their reference view(s) and masks form a *group*; groups
   are ordered by their first row. The reference is encoded once per group.
+  With several subjects per image a group is the rows sharing every
+  subject's views.
 - A group's rows, in manifest order, are cut into *chunks* of
   ``chunk_size`` rows. A chunk is the unit of work, of resume and of
   determinism: its outputs and prompts are encoded in batches made of that
@@ -58,12 +60,17 @@ def row_content(row: ManifestRow) -> list:
     """What a row's scores depend on: paths as written (so a moved manifest still resumes), texts, file sizes."""
     sizes = [os.path.getsize(p) for p in (*row.ref_paths, *row.ref_mask_paths, row.out_path)]
     sizes.append(os.path.getsize(row.out_mask_path) if row.out_mask_path else None)
-    return [list(row.ref), list(row.ref_mask), row.out, row.out_mask, row.prompt, row.subject, sizes]
+    content = [list(row.ref), list(row.ref_mask), row.out, row.out_mask, row.prompt, row.subject, sizes]
+    if row.extra_subjects:  # only then: a single-subject row's fingerprint is what it always was
+        more = [os.path.getsize(p) for s in row.extra_subjects for p in (*s.ref_paths, *s.ref_mask_paths)]
+        more += [os.path.getsize(s.out_mask_path) if s.out_mask_path else None for s in row.extra_subjects]
+        content.append([s.content() for s in row.extra_subjects] + [more])
+    return content
 
 
 def group_key(row: ManifestRow) -> tuple:
-    """Rows with the same key share their reference: it is encoded once for them."""
-    return (row.ref_paths, row.ref_mask_paths)
+    """Rows with the same key share their reference(s): every subject's views, encoded once for them."""
+    return (row.ref_paths, row.ref_mask_paths) + tuple((s.ref_paths, s.ref_mask_paths) for s in row.extra_subjects)
 
 
 def make_chunk(rows: list[ManifestRow], identity_digest: str, key: Any = None) -> Chunk:

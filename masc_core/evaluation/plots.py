@@ -7,7 +7,8 @@
   panel's title (pooled rating) and per rater group in its legend.
 - ``plot_methods.png``: per method, the mean of each CP and PF metric over
   the kept rows, with error bars of one standard deviation over seeds and a
-  dot per seed mean.
+  dot per seed mean; with several subjects per image a third panel of
+  cp (their cp_min), cp_mean and the blend rate.
 - ``plot_identity_roc.png`` (manifests with ``same_subject`` labels): the
   ROC curve of each concept metric, its AUC and 95% CI in the legend.
 
@@ -93,11 +94,17 @@ def _agreement_plot(path: str, records: list[EvalRecord], aspect: str, block: di
     return _save(figure, path)
 
 
+SEVERAL_SUBJECT_PANEL = ("cp", "cp_mean", "blend")
+"""With several subjects per image a third panel: cp (their cp_min), cp_mean and the blend rate (mean of blend)."""
+
+
 def _methods_plot(path: str, summary: dict) -> str:
     methods = summary["methods"]
-    figure, axes = _figure(2, width=max(5.0, 1.6 * len(methods) + 2.5))
-    for axis, aspect in zip(axes, ASPECTS):
-        names = [m for m in ASPECT_METRICS[aspect] if m in summary["metrics"]]
+    panels = [(aspect.upper(), [m for m in ASPECT_METRICS[aspect] if m in summary["metrics"]]) for aspect in ASPECTS]
+    if "cp_mean" in summary["metrics"] or "blend" in summary["metrics"]:
+        panels.append(("several subjects (cp = cp_min; blend = blend rate)", [m for m in SEVERAL_SUBJECT_PANEL if m in summary["metrics"]]))
+    figure, axes = _figure(len(panels), width=max(5.0, 1.6 * len(methods) + 2.5))
+    for axis, (title, names) in zip(axes, panels):
         width = 0.8 / max(1, len(names))
         for k, name in enumerate(names):
             centres = np.arange(len(methods)) + (k - (len(names) - 1) / 2) * width
@@ -109,7 +116,7 @@ def _methods_plot(path: str, summary: dict) -> str:
                 seed_means = list(block["seed_means"].values())
                 axis.scatter([centre] * len(seed_means), seed_means, s=9, color="black", zorder=3)
         axis.set_xticks(np.arange(len(methods)), list(methods), rotation=20, ha="right", fontsize=8)
-        axis.set_title(f"{aspect.upper()} per method: mean ± std over seeds (dots: seed means)", fontsize=10)
+        axis.set_title(f"{title} per method: mean ± std over seeds (dots: seed means)", fontsize=10)
         axis.axhline(0.0, color="grey", linewidth=0.5)
         if names:
             axis.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=min(3, len(names)))

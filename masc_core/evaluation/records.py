@@ -82,6 +82,11 @@ class EvalRecord:
     """Identity pairs: does the output show the reference's subject (the manifest's label; None unlabelled)."""
     fingerprint: str = ""
     """Hash of what the scores depend on (see ``plan``): the resume key."""
+    subjects: list[dict[str, Any]] | None = None
+    """Several subjects per image: each subject's ``{"subject", "cp", "mask"}`` (``cp`` above is their cp_min);
+    None for a single-subject row (and then absent from results.jsonl)."""
+    blends: list[str] | None = None
+    """Several subjects per image: the blend warnings."""
 
     def value(self, column: str) -> float | None:
         return self.metrics.get(column)
@@ -120,6 +125,8 @@ class EvalRecord:
             filtered=self.filtered, human_cp=self.human_cp, human_pf=self.human_pf, ratings=self.ratings,
             same_subject=self.same_subject, fingerprint=self.fingerprint,
         )
+        if self.subjects is not None:  # only then: single-subject results keep their bytes
+            data.update(subjects=self.subjects, blends=list(self.blends or []))
         return data
 
     @classmethod
@@ -138,10 +145,11 @@ _FIELDS = (
     "row", "id", "method", "seed", "subject", "prompt", "encoded_prompt", "subject_found", "ref", "ref_mask", "out",
     "out_mask", "cp_per_reference", "cp_undefined", "pf_undefined", "out_foreground", "ref_foreground",
     "small_out_mask", "small_ref_mask", "filtered", "human_cp", "human_pf", "ratings", "same_subject", "fingerprint",
+    "subjects", "blends",
 )
 _NULLABLE = {
     "id", "seed", "encoded_prompt", "subject_found", "out_mask", "cp_undefined", "pf_undefined", "out_foreground",
-    "human_cp", "human_pf", "same_subject",
+    "human_cp", "human_pf", "same_subject", "subjects", "blends",
 }
 
 
@@ -258,6 +266,8 @@ def csv_columns(records: list[EvalRecord], metrics: Iterable[str]) -> list[str]:
         columns += [f"human_{aspect}.{rater}" for rater in raters.get(aspect, [])]
     if any(record.same_subject is not None for record in records):
         columns.append("same_subject")
+    if any(record.subjects is not None for record in records):
+        columns += ["subjects", "blends"]
     return columns + ["cp_undefined", "pf_undefined", "notes", "fingerprint"]
 
 

@@ -10,15 +10,19 @@ which is encoded alone.
 
 from __future__ import annotations
 
+import numpy as np
+
+from ..errors import MascInputError
 from ..images import load_image_file, load_mask_file
 from ..models.encoder import MascEncoder
-from ..scores import ImageScore
+from ..scores import ImageScore, subject_figures
 from ..stripping import strip_subject
 from . import metrics
 from .manifest import ManifestRow
 from .metrics import masc
 from .plan import Chunk, Group
 from .records import EvalRecord
+from .subject_columns import all_names_of, column
 from .timing import Stopwatch
 
 
@@ -54,8 +58,13 @@ class RowScorer:
     def start_group(self, group: Group) -> None:
         first = group.first
         with self.clock.phase("loading_files"):
-            refs = [load_image_file(p, f"manifest line {first.line}, column 'ref'") for p in first.ref_paths]
-            ref_masks = [load_mask_file(p, f"manifest line {first.line}, column 'ref_mask'") for p in first.ref_mask_paths]
+            refs, ref_masks, views = [], [], []
+            for k, (ref_paths, mask_paths) in enumerate(
+                [(first.ref_paths, first.ref_mask_paths)] + [(s.ref_paths, s.ref_mask_paths) for s in first.extra_subjects], start=1
+            ):  # every subject's views, in subject order
+                refs += [load_image_file(p, f"manifest line {first.line}, column '{column('ref', k)}'") for p in ref_paths]
+                ref_masks += [load_mask_file(p, f"manifest line {first.line}, column '{column('ref_mask', k)}'") for p in mask_paths]
+                views.append(len(ref_paths))
         with self.clock.phase("encoding"):
             encoder = self.encoder
             encoder.clear_cache()
@@ -63,7 +72,7 @@ class RowScorer:
             ref_tokens = encoder.encode_images(refs)
             keys = [encoder.image_key(img) for img in refs]
             self.pinned = [(k, encoder.image_cache.get(k)) for k in dict.fromkeys(keys)]
-            self.group = metrics.GroupInputs(refs, ref_masks, ref_tokens)
+            self.group = metrics.GroupInputs(refs, ref_masks, ref_tokens, views if len(views) > 1 else None)
             for _, metric in self.baselines:
                 metric.start_group(self.group)
 
@@ -85,7 +94,15 @@ class RowScorer:
             ]
         prompts = [r.prompt for r in rows]
         subjects = [r.subject for r in rows]
-        return metrics.ChunkInputs(outs, masks, prompts, subjects, [strip_subject(p, s) for p, s in zip(prompts, subjects)])
+        if not self.group.views_per_subject:
+            return metrics.ChunkInputs(outs, masks, prompts, subjects, [strip_subject(p, s) for p, s in zip(prompts, subjects)])
+        with self.clock.phase("loading_files"):
+            subject_masks = [_subject_masks(r, mask) for r, mask in zip(rows, masks)]
+        return metrics.ChunkInputs(
+            outs, [None if m is None else np.maximum.reduce(m) for m in subject_masks], prompts, subjects,
+            [strip_subject(p, all_names_of(r)) for p, r in zip(prompts, rows)],
+            subject_names=[[r.subject] + [s.subject for s in r.extra_subjects] for r in rows], subject_masks=subject_masks,
+        )
 
     def score_chunk(self, chunk: Chunk) -> list[EvalRecord]:
         """The records of one chunk's rows (``start_group`` for its group first)."""
@@ -115,6 +132,22 @@ class RowScorer:
             return records
 
 
+def _subject_masks(row: ManifestRow, first: np.ndarray | None) -> list[np.ndarray] | None:
+    """Every subject's output mask of a several-subject row (the manifest gives all or none), checked to share a size."""
+    if first is None:
+        return None
+    masks = [first]
+    for k, subject in enumerate(row.extra_subjects, start=2):
+        mask = load_mask_file(subject.out_mask_path, f"manifest line {row.line}, column '{column('out_mask', k)}'")
+        if mask.shape != first.shape:
+            raise MascInputError(
+                f"manifest line {row.line}, column '{column('out_mask', k)}': the mask is {mask.shape[1]}x{mask.shape[0]} but "
+                f"out_mask is {first.shape[1]}x{first.shape[0]}: give every subject's mask at the output's size"
+            )
+        masks.append(mask)
+    return masks
+
+
 def _record(row: ManifestRow, fingerprint: str, score: ImageScore, ref_fractions: list[float], min_foreground: float) -> EvalRecord:
     record = EvalRecord(
         row=row.index, id=row.id, method=row.method, seed=row.seed, subject=row.subject, prompt=row.prompt,
@@ -123,4 +156,9 @@ def _record(row: ManifestRow, fingerprint: str, score: ImageScore, ref_fractions
         cp_per_reference=list(score.cp_per_reference), cp_undefined=score.cp_undefined, pf_undefined=score.pf_undefined,
         out_foreground=score.foreground_fraction, ref_foreground=list(ref_fractions), fingerprint=fingerprint,
     )
+    if score.subjects is not None:  # several subjects: cp above is their cp_min
+        defined = [s["cp"] for s in score.subjects if s["cp"] is not None]
+        record.metrics["cp_mean"] = sum(defined) / len(defined) if defined else None
+        record.metrics["blend"] = None if score.foreground_fraction is None else float(bool(score.blends))
+        record.subjects, record.blends = subject_figures(score.subjects), list(score.blends)
     return record.relabel(row, min_foreground)

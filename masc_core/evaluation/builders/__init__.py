@@ -2,6 +2,8 @@
 
 - ``dreambench``: the DreamBench (DreamBooth) dataset and a folder of
   generated images (``<method>/<subject>/<prompt index>_<seed>.png``);
+- ``dreambench_multi``: the benchmark card's subject combinations (pairs, triplets) of DreamBench
+  subjects and a folder of generated images, as several-subject rows;
 - ``dreambench_plus``: DreamBench++'s released data, samples and human
   ratings (``ratings``: its rating files, one rater per group);
 - ``pairs``: identity pairs from photos grouped by subject, labelled

@@ -117,10 +117,12 @@ def _written_path(path: str, folder: str) -> str:
 
 def _written_row(row: dict[str, Any], folder: str) -> dict[str, Any]:
     written = dict(row)
-    for column in ("ref", "ref_mask"):
-        written[column] = [_written_path(p, folder) for p in row[column]]
-    written["out"] = _written_path(row["out"], folder)
-    written["out_mask"] = _written_path(row["out_mask"], folder) if row.get("out_mask") else None
+    for column, value in row.items():  # every subject's paths: ref, ref_mask, out_mask and their _2, _3, ... columns
+        stem = column.rsplit("_", 1)[0] if column.rsplit("_", 1)[-1].isdigit() else column
+        if stem in ("ref", "ref_mask"):
+            written[column] = [_written_path(p, folder) for p in value]
+        elif stem in ("out", "out_mask"):
+            written[column] = _written_path(value, folder) if value else None
     return written
 
 

@@ -25,8 +25,8 @@ REGISTRY: tuple[MetricSpec, ...] = (global_pool.SPEC, pf_ablations.SPEC, clip.SP
 COLUMNS: tuple[Column, ...] = MASC_COLUMNS + tuple(column for spec in REGISTRY for column in spec.columns)
 ASPECT_METRICS: dict[str, tuple[str, ...]] = {a: tuple(c.name for c in COLUMNS if c.aspect == a) for a in ASPECTS}
 """Per aspect, the columns compared with that human rating, MaSC's first."""
-METRIC_ORDER: tuple[str, ...] = ASPECT_METRICS["cp"] + ASPECT_METRICS["pf"]
-"""The canonical order of metric columns (concept metrics, then prompt metrics)."""
+METRIC_ORDER: tuple[str, ...] = ASPECT_METRICS["cp"] + ASPECT_METRICS["pf"] + tuple(c.name for c in COLUMNS if c.aspect not in ASPECTS)
+"""The canonical order of metric columns (concept metrics, then prompt metrics, then the several-subject ones)."""
 
 BASELINE_CHOICES: tuple[str, ...] = tuple(spec.key for spec in REGISTRY if spec.folder_option is None)
 """The ``--baselines`` choices: metrics on MaSC's own backbone, which need no folder."""

@@ -47,6 +47,10 @@ class GroupInputs:
     ref_masks: list[np.ndarray]
     ref_tokens: list[ImageTokens]
     """SigLIP2 patch tokens of the reference views (encoded alone)."""
+    views_per_subject: list[int] | None = None
+    """Several subjects per image: how many of ``refs`` (in order) are each subject's views. None for one
+    subject. ``refs`` then holds every subject's views, so a baseline averaging over ``refs`` averages over
+    all reference images of all subjects (the multi-subject DreamBench recipe)."""
 
 
 @dataclass
@@ -61,6 +65,12 @@ class ChunkInputs:
     """The prompts with the subject removed (what MaSC's PF encodes)."""
     out_tokens: list[ImageTokens] = field(default_factory=list)
     """SigLIP2 patch tokens of the outputs."""
+    subject_names: list[list[str]] | None = None
+    """Several subjects per image: per row, each subject's names text (``subjects[i]`` is the first). ``masks``
+    then holds the union of the subjects' output masks (what a background pool must avoid), ``stripped`` the
+    prompt with every name removed."""
+    subject_masks: list[list[np.ndarray] | None] | None = None
+    """Several subjects per image: per row, each subject's output mask (None for a row without masks)."""
     shared: dict = field(default_factory=dict)
     """Results metrics share within the chunk (computed once, e.g. the global pool)."""
 

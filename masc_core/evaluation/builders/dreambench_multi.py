@@ -1,0 +1,176 @@
+"""DreamBench subject combinations (pairs, triplets) and a folder of generated images -> several-subject manifest rows.
+
+The benchmark card in ``../shared/seeds/`` (MUSAR, Guo et al. 2025) evaluates customization "individually
+and in combination": besides DreamBench's 750 single-subject samples, 60 pairs and 20 triplets of
+DreamBench subjects, each generated with 4 seeds, scored with CLIP-I and DINO averaged over every
+reference image of every subject and CLIP-T on the prompt. The card publishes neither the combinations
+nor their prompts, so they come in a file (JSON)::
+
+    {"combinations": [
+      {"subjects": ["dog", "cat"], "prompts": ["a {0} and a {1} on the beach", "a {0} next to a {1} in the snow"]},
+      {"subjects": ["dog", "cat", "teapot"], "prompts": ["a {0}, a {1} and a {2} on a table"]}
+    ]}
+
+``{0}``, ``{1}``, ... become each subject's ``<token> <class>`` (``--token``; default none: methods that
+take reference images are prompted with the class word, ``a dog and a cat on the beach``). Each
+subject's names (``sks dog, dog`` with a token, else ``dog``) are stripped for PF.
+
+The generated images::
+
+    OUTPUTS_DIR/<method>/<subject>+<subject>[+<subject>]/<prompt index>_<seed>.png (or .jpg, .jpeg, .webp, .bmp)
+
+with the folder naming the combination's subjects in its file's order and the prompt index into its list.
+(Multi-subject repositories we looked at publish no common layout: ImagenHub's multi-subject results are
+``<model>/sample_<i>.jpg`` keyed by its own dataset index, which names neither subjects nor seeds. This
+layout follows the single-subject builder's.) Masks live in the masks folder as
+``references/<subject>/<view>.png`` (shared with the single-subject builder) and
+``outputs/<method>/<combination>/<name>.<subject>.png`` (one per subject, CLIPSeg prompted with its class).
+
+Rows: the first subject in the single-subject columns, the others in ``subject_2``, ``ref_2``, ... (see
+``masc_core.evaluation.subject_columns``), ``id`` = ``<combination>-<prompt index>``, ``method`` and ``seed``
+from the path. Two subjects of one class cannot be told apart by their names or by CLIPSeg's prompt, so
+such a combination is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+from ...errors import MascInputError
+from ...subjects import MAX_SUBJECTS
+from ..subject_columns import column
+from .common import BuiltManifest, MaskJob, count_text, images_in, is_image, plan_mask, problems_error, require_folder, subfolders
+from ...stripping import collapse_whitespace
+from .dreambench import read_dataset, subject_names
+
+JOINER = "+"
+OUTPUTS_LAYOUT = (
+    "<method>/<subject>+<subject>[+...]/<prompt index>_<seed>.png (or .jpg, .jpeg, .webp, .bmp), e.g. musar/dog+cat/0_0.png"
+)
+COMBINATIONS_LAYOUT = '{"combinations": [{"subjects": ["dog", "cat"], "prompts": ["a {0} and a {1} on the beach"]}, ...]}'
+_OUTPUT_NAME = re.compile(r"^(\d+)_(\d+)\.[A-Za-z]+$")
+
+
+def read_combinations(path: str, classes: dict[str, str], views: dict[str, list[str]]) -> dict[str, tuple[list[str], list[str]]]:
+    """Folder name (``dog+cat``) -> (its subjects, its prompt templates), checked against the dataset; one line otherwise."""
+    where = f"combinations file '{path}'"
+    if not os.path.isfile(path):
+        raise MascInputError(f"{where} does not exist: give a JSON file {COMBINATIONS_LAYOUT}")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MascInputError(f"{where} is not JSON ({str(exc).splitlines()[0]}): expected {COMBINATIONS_LAYOUT}") from None
+    entries = data.get("combinations") if isinstance(data, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise MascInputError(f"{where} has no 'combinations' list: expected {COMBINATIONS_LAYOUT}")
+    found: dict[str, tuple[list[str], list[str]]] = {}
+    for n, entry in enumerate(entries):
+        at = f"{where}, combination {n}"
+        subjects = entry.get("subjects") if isinstance(entry, dict) else None
+        prompts = entry.get("prompts") if isinstance(entry, dict) else None
+        if not (isinstance(subjects, list) and all(isinstance(s, str) and s for s in subjects) and 2 <= len(subjects) <= MAX_SUBJECTS):
+            raise MascInputError(f"{at}: 'subjects' must list 2 to {MAX_SUBJECTS} DreamBench subject folders, e.g. [\"dog\", \"cat\"]")
+        if not (isinstance(prompts, list) and prompts and all(isinstance(p, str) for p in prompts)):
+            raise MascInputError(f"{at}: 'prompts' must be a list of templates with {{0}}, {{1}}, ... for the subjects")
+        unknown = [s for s in subjects if s not in views]
+        if unknown:
+            raise MascInputError(f"{at}: '{unknown[0]}' has no reference images in the DreamBench folder: name the dataset's subject folders")
+        nouns = [classes[s] for s in subjects]
+        shared = next((s for s in nouns if nouns.count(s) > 1), None)
+        if shared is not None:
+            twins = [s for s in subjects if classes[s] == shared]
+            raise MascInputError(
+                f"{at}: '{twins[0]}' and '{twins[1]}' are both a {shared}: their names and CLIPSeg's prompt cannot tell them "
+                "apart; combine subjects of different classes"
+            )
+        for t, template in enumerate(prompts):
+            try:
+                template.format(*nouns)
+            except (IndexError, KeyError, ValueError):
+                raise MascInputError(f"{at}, prompt {t} {template!r}: use {{0}} .. {{{len(subjects) - 1}}} for the subjects, nothing else in braces") from None
+            missing = [k for k in range(len(subjects)) if f"{{{k}}}" not in template]
+            if missing:
+                raise MascInputError(f"{at}, prompt {t} {template!r} never names subject {missing[0]} ('{subjects[missing[0]]}'): give it {{{missing[0]}}}")
+        name = JOINER.join(subjects)
+        if name in found:
+            raise MascInputError(f"{at}: '{name}' is listed twice: merge its prompts into one entry")
+        found[name] = (list(subjects), list(prompts))
+    return found
+
+
+def scan_outputs(outputs_dir: str, combinations: dict[str, tuple[list[str], list[str]]]) -> list[tuple[str, str, int, int, str]]:
+    """(method, combination, prompt index, seed, path) of every generated image, sorted; one line for what does not fit."""
+    outputs_dir = require_folder(outputs_dir, "outputs folder", OUTPUTS_LAYOUT)
+    found, misplaced, unknown, out_of_range = [], list(images_in(outputs_dir)), set(), []
+    for method in subfolders(outputs_dir):
+        method_dir = os.path.join(outputs_dir, method)
+        misplaced += [f"{method}/{n}" for n in images_in(method_dir)]
+        for combination in subfolders(method_dir):
+            folder = os.path.join(method_dir, combination)
+            for name in sorted(n for n in os.listdir(folder) if is_image(n)):
+                match = _OUTPUT_NAME.match(name)
+                if not match:
+                    misplaced.append(f"{method}/{combination}/{name}")
+                elif combination not in combinations:
+                    unknown.add(combination)
+                elif int(match.group(1)) >= len(combinations[combination][1]):
+                    out_of_range.append(f"{method}/{combination}/{name}")
+                else:
+                    found.append((method, combination, int(match.group(1)), int(match.group(2)), os.path.join(folder, name)))
+    where = f"outputs folder '{outputs_dir}'"
+    if misplaced:
+        raise problems_error(where, "images do not follow the layout", misplaced, f"expected {OUTPUTS_LAYOUT}")
+    if unknown:
+        raise problems_error(where, "combination folders are not in the combinations file", sorted(unknown),
+                             f"name each folder as its subjects joined with '{JOINER}', in the file's order")
+    if out_of_range:
+        raise problems_error(where, "images have a prompt index past their combination's prompts", out_of_range,
+                             "number the prompts from 0 in the combinations file's order")
+    if not found:
+        raise MascInputError(f"{where} holds no generated images: expected {OUTPUTS_LAYOUT}")
+    found.sort(key=lambda item: item[:4])
+    twice = [f"{a[0]}/{a[1]}/{a[2]}_{a[3]}" for a, b in zip(found, found[1:]) if a[:4] == b[:4]]
+    if twice:
+        raise problems_error(where, "images are there twice (other extensions)", twice, "keep one file per prompt and seed")
+    return found
+
+
+def build(dataset_dir: str, combinations_file: str, outputs_dir: str, masks_dir: str, *, token: str = "",
+          first_view_only: bool = False) -> BuiltManifest:
+    """Several-subject manifest rows for every generated image under ``outputs_dir``."""
+    table, views, notes = read_dataset(dataset_dir)
+    combinations = read_combinations(combinations_file, table.classes, views)
+    images = scan_outputs(outputs_dir, combinations)
+    token = token.strip()
+    jobs: dict[str, MaskJob] = {}
+
+    def mask_for(image: str, subject: str, *folders: str, suffix: str = "") -> str:
+        mask = os.path.join(masks_dir, *folders, os.path.splitext(os.path.basename(image))[0] + suffix + ".png")
+        return plan_mask(jobs, image, mask, table.classes[subject])  # CLIPSeg looks for the class word
+
+    rows = []
+    for method, combination, index, seed, path in images:
+        subjects, prompts = combinations[combination]
+        nouns = [table.classes[s] for s in subjects]
+        row = {"out": path, "prompt": _prompt(prompts[index], token, nouns), "method": method, "seed": seed,
+               "id": f"{combination}-{index}"}
+        for k, (subject, noun) in enumerate(zip(subjects, nouns), start=1):
+            refs = views[subject][:1] if first_view_only else views[subject]
+            row[column("ref", k)] = refs
+            row[column("ref_mask", k)] = [mask_for(ref, subject, "references", subject) for ref in refs]
+            row[column("out_mask", k)] = mask_for(path, subject, "outputs", method, combination, suffix=f".{subject}")
+            row[column("subject", k)] = subject_names(token, noun)
+        rows.append(row)
+    description = (
+        f"{count_text(len(rows), 'row')}: {count_text(len({r['method'] for r in rows}), 'method')}, "
+        f"{count_text(len({r['id'].rsplit('-', 1)[0] for r in rows}), 'combination')}, {count_text(len({r['seed'] for r in rows}), 'seed')}"
+    )
+    return BuiltManifest(rows, list(jobs.values()), notes, description)
+
+
+def _prompt(template: str, token: str, nouns: list[str]) -> str:
+    """``'a {0} and a {1} on the beach'`` -> ``a dog and a cat on the beach`` (``a sks dog and a sks cat ...`` with a token)."""
+    return collapse_whitespace(template.format(*[f"{token} {noun}" for noun in nouns]))
