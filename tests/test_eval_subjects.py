@@ -294,3 +294,19 @@ def test_a_single_subject_row_beside_several_subject_rows_is_scored_as_always(mu
     assert {k: v for k, v in mixed.items() if k != "fingerprint"} == {k: v for k, v in alone.items() if k != "fingerprint"}
     assert results["mixed"][1]["cp"] == pytest.approx(scored["rows"][0]["cp"], abs=1e-6)
 
+
+
+@pytest.mark.parametrize("image, message", [
+    ("good/cat+dog/0_0.png", "1 combination folders are not in the combinations file: 'cat+dog': name each folder as its subjects joined with '+'"),
+    ("good/dog+cat/2_0.png", "images have a prompt index past their combination's prompts: 'good/dog+cat/2_0.png'"),
+    ("good/dog+cat/first.png", "images do not follow the layout: 'good/dog+cat/first.png': expected <method>/<subject>+<subject>"),
+])
+def test_generated_images_outside_the_layout_are_one_line(multi, tmp_path, image, message):
+    from masc_core.errors import MascInputError
+
+    outputs = tmp_path / "outputs"
+    os.makedirs(outputs / os.path.dirname(image))
+    _side_by_side(["dog_01", "cat_01"]).save(outputs / image)
+    with pytest.raises(MascInputError) as raised:
+        dreambench_multi.build(multi["dataset"], str(multi["combinations"]), str(outputs), str(tmp_path / "masks"))
+    assert message in str(raised.value) and "\n" not in str(raised.value)

@@ -128,9 +128,30 @@ def read_dataset(dataset_dir: str) -> tuple[PromptsAndClasses, dict[str, list[st
     return table, views, notes
 
 
-def scan_outputs(outputs_dir: str, subjects: set[str]) -> list[tuple[str, str, int, int, str]]:
-    """(method, subject, prompt index, seed, path) of every generated image, sorted; one line for what does not fit."""
-    outputs_dir = require_folder(outputs_dir, "outputs folder", OUTPUTS_LAYOUT)
+@dataclass(frozen=True)
+class OutputsLayout:
+    """How a builder's generated images are laid out, for ``scan_outputs``' messages."""
+
+    text: str
+    """The layout, as the messages show it."""
+    unknown: tuple[str, str]
+    """(problem, hint) for image folders the benchmark does not know."""
+    out_of_range: tuple[str, str]
+    """(problem, hint) for a prompt index past the folder's prompts."""
+
+
+SUBJECT_OUTPUTS = OutputsLayout(
+    OUTPUTS_LAYOUT,
+    ("subject folders have no reference images in the DreamBench folder", "name the subject folders as the dataset's"),
+    ("images have a prompt index above 24", f"DreamBench has {PROMPTS_PER_SUBJECT} prompts (0-24)"),
+)
+
+
+def scan_outputs(outputs_dir: str, prompt_counts: dict[str, int], layout: OutputsLayout = SUBJECT_OUTPUTS) -> list[tuple[str, str, int, int, str]]:
+    """(method, folder, prompt index, seed, path) of every generated image under ``<method>/<folder>/<prompt>_<seed>``,
+    sorted; one line for what does not fit. ``prompt_counts``: each known folder (a subject, or a combination of
+    subjects) and how many prompts it has."""
+    outputs_dir = require_folder(outputs_dir, "outputs folder", layout.text)
     found, misplaced, unknown, out_of_range = [], [], set(), []
     misplaced += images_in(outputs_dir)
     for method in subfolders(outputs_dir):
@@ -142,22 +163,21 @@ def scan_outputs(outputs_dir: str, subjects: set[str]) -> list[tuple[str, str, i
                 match = _OUTPUT_NAME.match(name)
                 if not match:
                     misplaced.append(f"{method}/{subject}/{name}")
-                elif subject not in subjects:
+                elif subject not in prompt_counts:
                     unknown.add(subject)
-                elif int(match.group(1)) >= PROMPTS_PER_SUBJECT:
+                elif int(match.group(1)) >= prompt_counts[subject]:
                     out_of_range.append(f"{method}/{subject}/{name}")
                 else:
                     found.append((method, subject, int(match.group(1)), int(match.group(2)), os.path.join(folder, name)))
     where = f"outputs folder '{outputs_dir}'"
     if misplaced:
-        raise problems_error(where, "images do not follow the layout", misplaced, f"expected {OUTPUTS_LAYOUT}")
+        raise problems_error(where, "images do not follow the layout", misplaced, f"expected {layout.text}")
     if out_of_range:
-        raise problems_error(where, "images have a prompt index above 24", out_of_range, f"DreamBench has {PROMPTS_PER_SUBJECT} prompts (0-24)")
+        raise problems_error(where, layout.out_of_range[0], out_of_range, layout.out_of_range[1])
     if unknown:
-        raise problems_error(where, "subject folders have no reference images in the DreamBench folder", sorted(unknown),
-                             "name the subject folders as the dataset's")
+        raise problems_error(where, layout.unknown[0], sorted(unknown), layout.unknown[1])
     if not found:
-        raise MascInputError(f"{where} holds no generated images: expected {OUTPUTS_LAYOUT}")
+        raise MascInputError(f"{where} holds no generated images: expected {layout.text}")
     found.sort(key=lambda item: item[:4])
     twice = [f"{a[0]}/{a[1]}/{a[2]}_{a[3]}" for a, b in zip(found, found[1:]) if a[:4] == b[:4]]
     if twice:
@@ -168,7 +188,7 @@ def scan_outputs(outputs_dir: str, subjects: set[str]) -> list[tuple[str, str, i
 def build(dataset_dir: str, outputs_dir: str, masks_dir: str, *, token: str = DEFAULT_TOKEN, first_view_only: bool = False) -> BuiltManifest:
     """Manifest rows for every generated image under ``outputs_dir``, against ``dataset_dir``'s references."""
     table, views, notes = read_dataset(dataset_dir)
-    images = scan_outputs(outputs_dir, set(views))
+    images = scan_outputs(outputs_dir, {subject: PROMPTS_PER_SUBJECT for subject in views})
     token = token.strip()
     jobs: dict[str, MaskJob] = {}
 

@@ -36,21 +36,19 @@ from __future__ import annotations
 
 import json
 import os
-import re
 
 from ...errors import MascInputError
 from ...subjects import MAX_SUBJECTS
 from ..subject_columns import column
-from .common import BuiltManifest, MaskJob, count_text, images_in, is_image, plan_mask, problems_error, require_folder, subfolders
+from .common import BuiltManifest, MaskJob, count_text, plan_mask
 from ...stripping import collapse_whitespace
-from .dreambench import read_dataset, subject_names
+from .dreambench import OutputsLayout, read_dataset, scan_outputs, subject_names
 
 JOINER = "+"
 OUTPUTS_LAYOUT = (
     "<method>/<subject>+<subject>[+...]/<prompt index>_<seed>.png (or .jpg, .jpeg, .webp, .bmp), e.g. musar/dog+cat/0_0.png"
 )
 COMBINATIONS_LAYOUT = '{"combinations": [{"subjects": ["dog", "cat"], "prompts": ["a {0} and a {1} on the beach"]}, ...]}'
-_OUTPUT_NAME = re.compile(r"^(\d+)_(\d+)\.[A-Za-z]+$")
 
 
 def read_combinations(path: str, classes: dict[str, str], views: dict[str, list[str]]) -> dict[str, tuple[list[str], list[str]]]:
@@ -101,41 +99,11 @@ def read_combinations(path: str, classes: dict[str, str], views: dict[str, list[
     return found
 
 
-def scan_outputs(outputs_dir: str, combinations: dict[str, tuple[list[str], list[str]]]) -> list[tuple[str, str, int, int, str]]:
-    """(method, combination, prompt index, seed, path) of every generated image, sorted; one line for what does not fit."""
-    outputs_dir = require_folder(outputs_dir, "outputs folder", OUTPUTS_LAYOUT)
-    found, misplaced, unknown, out_of_range = [], list(images_in(outputs_dir)), set(), []
-    for method in subfolders(outputs_dir):
-        method_dir = os.path.join(outputs_dir, method)
-        misplaced += [f"{method}/{n}" for n in images_in(method_dir)]
-        for combination in subfolders(method_dir):
-            folder = os.path.join(method_dir, combination)
-            for name in sorted(n for n in os.listdir(folder) if is_image(n)):
-                match = _OUTPUT_NAME.match(name)
-                if not match:
-                    misplaced.append(f"{method}/{combination}/{name}")
-                elif combination not in combinations:
-                    unknown.add(combination)
-                elif int(match.group(1)) >= len(combinations[combination][1]):
-                    out_of_range.append(f"{method}/{combination}/{name}")
-                else:
-                    found.append((method, combination, int(match.group(1)), int(match.group(2)), os.path.join(folder, name)))
-    where = f"outputs folder '{outputs_dir}'"
-    if misplaced:
-        raise problems_error(where, "images do not follow the layout", misplaced, f"expected {OUTPUTS_LAYOUT}")
-    if unknown:
-        raise problems_error(where, "combination folders are not in the combinations file", sorted(unknown),
-                             f"name each folder as its subjects joined with '{JOINER}', in the file's order")
-    if out_of_range:
-        raise problems_error(where, "images have a prompt index past their combination's prompts", out_of_range,
-                             "number the prompts from 0 in the combinations file's order")
-    if not found:
-        raise MascInputError(f"{where} holds no generated images: expected {OUTPUTS_LAYOUT}")
-    found.sort(key=lambda item: item[:4])
-    twice = [f"{a[0]}/{a[1]}/{a[2]}_{a[3]}" for a, b in zip(found, found[1:]) if a[:4] == b[:4]]
-    if twice:
-        raise problems_error(where, "images are there twice (other extensions)", twice, "keep one file per prompt and seed")
-    return found
+MULTI_OUTPUTS = OutputsLayout(
+    OUTPUTS_LAYOUT,
+    ("combination folders are not in the combinations file", f"name each folder as its subjects joined with '{JOINER}', in the file's order"),
+    ("images have a prompt index past their combination's prompts", "number the prompts from 0 in the combinations file's order"),
+)
 
 
 def build(dataset_dir: str, combinations_file: str, outputs_dir: str, masks_dir: str, *, token: str = "",
@@ -143,7 +111,7 @@ def build(dataset_dir: str, combinations_file: str, outputs_dir: str, masks_dir:
     """Several-subject manifest rows for every generated image under ``outputs_dir``."""
     table, views, notes = read_dataset(dataset_dir)
     combinations = read_combinations(combinations_file, table.classes, views)
-    images = scan_outputs(outputs_dir, combinations)
+    images = scan_outputs(outputs_dir, {name: len(prompts) for name, (_, prompts) in combinations.items()}, MULTI_OUTPUTS)
     token = token.strip()
     jobs: dict[str, MaskJob] = {}
 
