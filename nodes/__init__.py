@@ -3,6 +3,7 @@
 from .encoder_node import MaSCLoadEncoder
 from .log_nodes import MaSCLogScores
 from .mask_nodes import MaSCAutoMask, MaSCLoadAutoMaskModel
+from .review_nodes import MaSCContactSheet
 from .sampling_nodes import MaSCSampleUntil
 from .scoring_nodes import MaSCConceptPreservation, MaSCPromptFollowing, MaSCScore, MaSCStripSubject
 from .selection_nodes import MaSCGate, MaSCSelectBest
@@ -22,6 +23,7 @@ NODE_CLASS_MAPPINGS = {
     "MaSCLogScores": MaSCLogScores,
     "MaSCSubject": MaSCSubject,
     "MaSCScoreSubjects": MaSCScoreSubjects,
+    "MaSCContactSheet": MaSCContactSheet,
 }
 
 NODE_DISPLAY_NAME_MAPPINGS = {
@@ -38,4 +40,5 @@ NODE_DISPLAY_NAME_MAPPINGS = {
     "MaSCLogScores": "MaSC Log Scores",
     "MaSCSubject": "MaSC Subject",
     "MaSCScoreSubjects": "MaSC Score Subjects",
+    "MaSCContactSheet": "MaSC Contact Sheet",
 }

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..masc_core.contact_sheet import THUMBNAIL, thumbnail
 from ..masc_core.acceptance import SHORTFALL_CHOICES, AcceptanceLoop, AcceptanceRules, Outcome, outcome_report
 from ..masc_core.errors import MascInputError
 from ..masc_core.limits import ACCEPT, BATCH_SIZE, MAX_CANDIDATES
@@ -25,7 +26,7 @@ from ..masc_core.scoring import score_images
 from ..masc_core.subject_scoring import score_subjects
 from ..masc_core.subjects import SubjectBatch
 from . import host
-from .convert import check_reference_mask, check_single_latent, comfy_images, comfy_masks
+from .convert import check_reference_mask, check_single_latent, comfy_images, comfy_masks, to_comfy_image_batch
 from .metadata import HIDDEN_INPUTS, encoder_identity, image_digests, record
 from .scoring_nodes import ENCODER_INPUT, PROMPT_INPUT, REFERENCE_INPUT, REFERENCE_MASK_INPUT, SUBJECT_INPUT
 from .selection_nodes import OFF, THRESHOLD_INPUTS, blocked, threshold_value
@@ -103,6 +104,7 @@ class MaSCSampleUntil:
         Output("INT", "candidates_used", "How many candidates were sampled."),
         Output("STRING", "seeds", "The kept candidates' seeds, best first, comma-separated."),
         Output("STRING", "report", "Every candidate: seed, CP, PF and verdict."),
+        Output("IMAGE", "candidates", f"Every candidate, rejected ones too, shrunk to {THUMBNAIL} px at most (in sampling order): for MaSC Contact Sheet with 'scores'."),
     )
 
     @classmethod
@@ -145,13 +147,14 @@ class MaSCSampleUntil:
         progress = host.CandidateProgress(rules.max_candidates, steps)
         settings = dict(positive=positive, negative=negative, steps=int(steps), cfg=float(cfg), sampler_name=sampler_name,
                         scheduler=scheduler, denoise=float(denoise))
-        first_batch = None
+        first_batch, thumbnails = None, []
         while seeds := loop.next_seeds():
             host.check_interrupt()
             samples = sampling.sample(model, seeds, latent_image, progress=progress, done=loop.used, **settings)
             images = sampling.decode(vae, samples)
             arrays = comfy_images(images, "decoded candidates")
             batch, masks = score_round(arrays)
+            thumbnails += [thumbnail(a) for a in arrays]  # every candidate, small: memory stays bounded
             if first_batch is None:
                 first_batch = batch
             loop.add_round(batch.scores, lambda j: Kept(images[j : j + 1].clone(), samples[j : j + 1].clone(),
@@ -161,7 +164,7 @@ class MaSCSampleUntil:
         outcome = loop.outcome()
         scores = all_scores(outcome, first_batch, encoder, subject if subjects is None else first_batch.context.subject)
         report = run_report(outcome, rules, scores, segmenter, sampler_name, extra_pnginfo)
-        return node_result(outcome, scores, latent_image, report, extra_pnginfo, unique_id)
+        return node_result(outcome, scores, latent_image, report, extra_pnginfo, unique_id, to_comfy_image_batch(thumbnails))
 
 
 def check_pf_needs_masks(rules: AcceptanceRules, segmenter) -> None:
@@ -305,16 +308,16 @@ def kept_latent(latent_image: dict, outcome: Outcome) -> dict:
     return latent
 
 
-def node_result(outcome: Outcome, scores: ScoreBatch, latent_image: dict, report: str, extra_pnginfo, unique_id) -> dict:
+def node_result(outcome: Outcome, scores: ScoreBatch, latent_image: dict, report: str, extra_pnginfo, unique_id, candidates) -> dict:
     """The outputs (blocked ones skip their consumers), the PNG metadata entry, the report on the node."""
     seeds = ", ".join(str(s) for s in outcome.seeds)
     if outcome.blocked:
         record(extra_pnginfo, unique_id, scores, NODE)
-        return {"ui": {"text": [report]}, "result": blocked(3) + (scores, outcome.used, seeds, report)}
+        return {"ui": {"text": [report]}, "result": blocked(3) + (scores, outcome.used, seeds, report, candidates)}
     images = torch.cat([kept.image for _, kept in outcome.kept])
     masks = [kept.mask for _, kept in outcome.kept]
     digests = image_digests(images)
     record(extra_pnginfo, unique_id, scores, NODE, pixels=[None if c.output is None else digests[c.output] for c in outcome.candidates])
     mask = blocked(1)[0] if masks[0] is None else torch.cat(masks)
-    result = (images, kept_latent(latent_image, outcome), mask, scores, outcome.used, seeds, report)
+    result = (images, kept_latent(latent_image, outcome), mask, scores, outcome.used, seeds, report, candidates)
     return {"ui": {"text": [report]}, "result": result}

@@ -99,7 +99,7 @@ def test_stops_early_and_returns_the_kept_candidates_best_first_equal_to_plain_k
     stop = max(first_two_passing)
     min_cp = threshold_passing(cps, set(first_two_passing))
     out, backend = run(pack, models, min_cp=min_cp)
-    kept_images, latent, mask, scores, used, seeds, report = out["result"]
+    kept_images, latent, mask, scores, used, seeds, report = out["result"][:7]
     assert used == stop + 1 and backend.calls == [[1000 + i] for i in range(used)]  # stopped at the second pass
     best_first = sorted(first_two_passing, key=lambda i: -cps[i])
     assert seeds == ", ".join(str(1000 + i) for i in best_first)
@@ -116,7 +116,7 @@ def test_stops_early_and_returns_the_kept_candidates_best_first_equal_to_plain_k
 def test_rounds_of_several_candidates_equal_separate_runs(pack, models, plain_cps):
     images, cps = plain_cps
     out, backend = run(pack, models, batch_size=3, accept=2, max_candidates=7, min_cp=1.0)  # unreachable: the whole budget
-    kept_images, _, _, scores, used, seeds, _ = out["result"]
+    kept_images, _, _, scores, used, seeds, _ = out["result"][:7]
     assert backend.calls == [[1000, 1001, 1002], [1003, 1004, 1005], [1006]]  # the budget cuts the last round
     assert used == 7 and [s.cp for s in scores.scores] == pytest.approx(cps[:7], abs=1e-6)
     best = sorted(range(7), key=lambda i: -cps[i])[:2]
@@ -126,7 +126,7 @@ def test_rounds_of_several_candidates_equal_separate_runs(pack, models, plain_cp
 def test_shortfall_returns_the_best_marked_below_threshold(pack, models, plain_cps):
     _, cps = plain_cps
     out, _ = run(pack, models, min_cp=1.0, max_candidates=4)
-    _, _, _, scores, used, seeds, report = out["result"]
+    _, _, _, scores, used, seeds, report = out["result"][:7]
     best = sorted(range(4), key=lambda i: -cps[i])[:2]
     assert used == 4 and seeds == ", ".join(str(1000 + i) for i in best)
     assert "shortfall: returning the best so far (below threshold)" in report.splitlines()[0]
@@ -136,7 +136,7 @@ def test_shortfall_returns_the_best_marked_below_threshold(pack, models, plain_c
 def test_shortfall_can_block_downstream_and_still_reports(pack, models, plain_cps):
     blocker = module(pack, "nodes.host").ExecutionBlocker
     out, _ = run(pack, models, min_cp=1.0, max_candidates=4, on_shortfall="block")
-    kept_images, latent, mask, scores, used, seeds, report = out["result"]
+    kept_images, latent, mask, scores, used, seeds, report = out["result"][:7]
     assert all(isinstance(v, blocker) and v.message is None for v in (kept_images, latent, mask))
     assert used == 4 and seeds == "" and len(scores.scores) == 4
     assert "shortfall: downstream nodes blocked" in report
@@ -217,7 +217,7 @@ def test_scores_travel_in_the_png_and_feed_select_best_and_the_log(pack, models,
 
     extra = {"workflow": {}}
     out, _ = run(pack, models, min_cp=1.0, max_candidates=4, extra_pnginfo=extra, unique_id="13")
-    kept_images, _, _, scores, _, seeds, _ = out["result"]
+    kept_images, _, _, scores, _, seeds, _ = out["result"][:7]
     entry = extra["masc"]["nodes"]["13"]
     assert entry["node"] == "MaSCSampleUntil" and [i["seed"] for i in entry["images"]] == [1000, 1001, 1002, 1003]
     assert entry["encoder"]["model"] == "google/siglip2-so400m-patch16-naflex" and len(entry["encoder"]["digest"]) == 12

@@ -73,7 +73,7 @@ def test_stops_when_every_subject_passes_not_when_one_does(pack, models, dog_and
     teapot = [item.subjects[1].cp for item in direct.scores]
     assert teapot[1] >= t  # the teapot alone passes at the first candidate: a one-subject rule would stop there
     out, backend = run(pack, several(models, dog_and_teapot, seed=1001, min_cp=t))
-    images, latent, mask, scores, used, seeds, report = out["result"]
+    images, latent, mask, scores, used, seeds, report = out["result"][:7]
     assert used == 4 and backend.calls == [[1001], [1002], [1003], [1004]] and seeds == "1004"
     assert [s.cp for s in scores.scores] == pytest.approx(cp_min[1:5], abs=1e-6)
     for score, item in zip(scores.scores, direct.scores[1:5]):
@@ -97,7 +97,7 @@ def test_stops_when_every_subject_passes_not_when_one_does(pack, models, dog_and
 def test_on_blend_reject_passes_no_blended_candidate(pack, models, dog_and_teapot, direct):
     assert all(item.blends for item in direct.scores[:4])  # the stand-in pictures are literally blends of both photos
     out, _ = run(pack, several(models, dog_and_teapot, seed=1000, max_candidates=4, min_cp=-1.0, on_blend="reject"))
-    _, _, _, scores, used, _, report = out["result"]
+    _, _, _, scores, used, _, report = out["result"][:7]
     assert used == 4 and "shortfall" in report.splitlines()[0]
     assert all(s.cp is None and s.cp_undefined.startswith("blend: ") for s in scores.scores)
     assert all(v.startswith(("rejected: ", "kept below threshold: ")) for v in scores.context.verdicts)
@@ -111,7 +111,7 @@ def test_several_subject_figures_reach_the_png_read_and_the_log(pack, models, do
 
     extra = {"workflow": {}}
     out, _ = run(pack, several(models, dog_and_teapot, seed=1001, max_candidates=2, min_cp=1.0, extra_pnginfo=extra, unique_id="21"))
-    images, _, _, scores, _, seeds, _ = out["result"]
+    images, _, _, scores, _, seeds, _ = out["result"][:7]
     entry = extra["masc"]["nodes"]["21"]
     record = entry["images"][0]
     assert [s["subject"] for s in record["subjects"]] == ["sks dog", "teapot"] and record["blends"] == direct.scores[1].blends

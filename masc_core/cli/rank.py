@@ -31,6 +31,11 @@ def register(commands) -> None:
         help="with --subjects: outputs with a blend warning (a subject drawn twice, or two blended) do not pass",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+    parser.add_argument(
+        "--contact-sheet", default=None, metavar="PNG",
+        help="also write every output side by side, captioned with its scores and verdict, in rank order (selected ones framed)",
+    )
+    parser.add_argument("--tile-size", type=positive_int, default=256, help="contact sheet tile width in pixels (64-1024; default 256)")
     parser.set_defaults(run=run)
 
 
@@ -48,12 +53,40 @@ def _scored(args: argparse.Namespace):
     return encoder, batch.image_scores(), reject
 
 
+def _write_contact_sheet(args: argparse.Namespace, scores, ranking) -> None:
+    """Every output as a captioned tile, in rank order, the selected ones framed (``masc_core.contact_sheet``)."""
+    from PIL import Image
+
+    from ..contact_sheet import Tile, check_tile, contact_sheet, thumbnail
+    from ..files import replace_atomically
+    from ..images import load_image_file
+
+    check_tile(args.tile_size, len(scores), 0)  # before any image is read
+    selected = set(ranking.selected)
+    tiles = [
+        Tile(index=item.index, cp=item.cp, pf=item.pf, mask=item.foreground_fraction, key=item.key,
+             verdict="selected" if item.index in selected else "passed" if item.passed else "rejected: " + "; ".join(item.reasons),
+             kept=item.index in selected, label=os.path.basename(args.out[item.index]))
+        for item in sorted(ranking.items, key=lambda i: i.index)
+    ]
+    images = [thumbnail(load_image_file(path, "--out"), args.tile_size) for path in args.out]
+    sheet = contact_sheet(images, tiles, tile=args.tile_size, order="rank")
+    folder = os.path.dirname(os.path.abspath(args.contact_sheet))
+    if not os.path.isdir(folder):
+        raise MascInputError(f"--contact-sheet '{args.contact_sheet}': the folder '{folder}' does not exist")
+    replace_atomically(args.contact_sheet, lambda temporary: Image.fromarray(sheet).save(temporary, format="PNG"))
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.contact_sheet is not None and not args.contact_sheet.lower().endswith(".png"):
+        raise MascInputError(f"--contact-sheet '{args.contact_sheet}': give the sheet a .png name")
     encoder, scores, reject = _scored(args)
     ranking = rank(
         scores, by=args.by, cp_weight=args.cp_weight, pf_weight=args.pf_weight, top_k=args.top,
         min_cp=args.min_cp, min_pf=args.min_pf, reject_small_masks=args.reject_small_masks, reject=reject,
     )
+    if args.contact_sheet is not None:
+        _write_contact_sheet(args, scores, ranking)
     if args.json:
         entries = [
             {
