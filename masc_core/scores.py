@@ -69,6 +69,12 @@ class ImageScore:
     ``{"subject": label, "cp": CP_k or None, "mask": its output mask share or None}``. None for one subject."""
     blends: list[str] = field(default_factory=list)
     """Several subjects: the blend warnings (``masc_core.subjects.blend_warnings``)."""
+    cp_band: list[float] | None = None
+    """[low, high]: CP with the reference mask eroded and dilated by one patch, and CP itself (``score_images(bands=True)``)."""
+    pf_band: list[float] | None = None
+    """[low, high]: PF with the output mask eroded and dilated by one patch, and PF itself."""
+    band_notes: list[str] = field(default_factory=list)
+    """Why a band lacks a side (a mask too small to erode, or dilated over the whole image)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (NaN never appears; undefined is null)."""

@@ -43,6 +43,7 @@ from .metric import best_matches, concept_preservation, pad_tokens, prompt_follo
 from .models.encoder import ImageTokens, MascEncoder
 from .progress import ProgressCallback
 from .scores import Heatmaps, ImageScore, ReferenceInfo, ScoreBatch, defined_number
+from .mask_bands import VARIANTS, band, cp_variants, pf_variants
 from .stripping import strip_subject, subject_found
 
 NO_OUTPUT_MASK = "no output mask given: PF pools the background, which needs the output's foreground mask"
@@ -87,6 +88,10 @@ class _PromptResult:
     """Background patches per output; None without output masks."""
     hidden_rows: list[torch.Tensor] | None = None
     attention: dict[int, np.ndarray] = field(default_factory=dict)
+    pooled_rows: list[int] = field(default_factory=list)
+    """The outputs the pooler ran on (those with a background), in order."""
+    texts: torch.Tensor | None = None
+    """Their stripped prompts' embeddings, in ``pooled_rows`` order."""
 
 
 def _per_image(value: str | Sequence[str] | None, count: int, name: str) -> list[str | None]:
@@ -128,9 +133,12 @@ def _read_inputs(images, reference, reference_mask, mask, prompt, subject, cp, p
 
 
 def _concept_preservation(
-    ref_tokens: Sequence[ImageTokens], reference_masks, out_padded, out_valid, *, heatmaps: bool, min_foreground: float
+    ref_tokens: Sequence[ImageTokens], reference_masks, out_padded, out_valid, *, heatmaps: bool, min_foreground: float,
+    keep_matches: bool = False,
 ) -> _ConceptResult:
-    """Eq. 1, one pass per reference view, batched over the outputs; one host copy for all values."""
+    """Eq. 1, one pass per reference view, batched over the outputs; one host copy for all values.
+
+    ``keep_matches``: keep each view's best matches per reference patch (as heatmaps do), for the mask bands."""
     result = _ConceptResult()
     rows = []
     for k, (tokens, mask) in enumerate(zip(ref_tokens, reference_masks)):
@@ -140,8 +148,9 @@ def _concept_preservation(
         result.keep.append(keep)
         per_ref, per_out = best_matches(tokens.tokens, out_padded, out_valid, keep if heatmaps else None)
         rows.append(concept_preservation(per_ref, keep))
-        if heatmaps:
+        if heatmaps or keep_matches:
             result.per_reference_maps.append(per_ref)
+        if heatmaps:
             result.presence = per_out if result.presence is None else torch.maximum(result.presence, per_out)
     result.values = torch.stack(rows).cpu().tolist() if rows else []
     return result
@@ -168,6 +177,7 @@ def _prompt_following(
     pooled, weights = encoder.pool(out_padded.index_select(0, index), hide[rows], need_weights=heatmaps)
     texts = encoder.encode_texts([result.encoded_prompts[i] for i in rows])
     result.values = dict(zip(rows, prompt_following(pooled, texts).cpu().tolist()))
+    result.pooled_rows, result.texts = rows, texts
     if weights is not None:
         host = weights.cpu().numpy()
         result.attention = {row: host[j] for j, row in enumerate(rows)}
@@ -235,6 +245,7 @@ def score_images(
     min_foreground: float = MIN_FOREGROUND_FRACTION,
     progress: ProgressCallback | None = None,
     cache_outputs: bool = True,
+    bands: bool = False,
 ) -> ScoreBatch:
     """MaSC CP and PF for N output images in one call.
 
@@ -259,6 +270,9 @@ def score_images(
     cache_outputs: keep the outputs' features in the encoder's cache (the
         references always are); False for images scored once, such as a
         sampling loop's candidates, so the cache keeps the reference.
+    bands: also give each score its mask-sensitivity band (``ImageScore.cp_band`` / ``pf_band``): the
+        score again with the masks eroded and dilated by one patch (``masc_core.mask_bands``), from the
+        cached tokens: no extra vision or text forward.
     """
     inputs = _read_inputs(images, reference, reference_mask, mask, prompt, subject, cp, pf, min_foreground)
     remember = [True] * len(inputs.references) + [bool(cache_outputs)] * len(inputs.outputs)
@@ -266,12 +280,32 @@ def score_images(
     ref_tokens, out_tokens = encoded[: len(inputs.references)], encoded[len(inputs.references) :]
     out_padded, out_valid = pad_tokens([t.tokens for t in out_tokens])
     concept = _concept_preservation(
-        ref_tokens, inputs.reference_masks, out_padded, out_valid, heatmaps=heatmaps, min_foreground=min_foreground
+        ref_tokens, inputs.reference_masks, out_padded, out_valid, heatmaps=heatmaps, min_foreground=min_foreground,
+        keep_matches=bands,
     )
     prompt_result = _prompt_following(encoder, out_tokens, out_padded, inputs, heatmaps=heatmaps) if inputs.want_pf else None
     scores = _image_scores(inputs, out_tokens, concept, prompt_result, min_foreground)
+    if bands:
+        _add_bands(encoder, scores, ref_tokens, out_tokens, out_padded, concept, prompt_result)
     maps = _heatmaps(out_tokens, ref_tokens, concept, prompt_result) if heatmaps else None
     return ScoreBatch(scores=scores, references=concept.references, heatmaps=maps, min_foreground=min_foreground)
+
+
+def _add_bands(encoder, scores, ref_tokens, out_tokens, out_padded, concept: _ConceptResult, prompt: _PromptResult | None) -> None:
+    """Each score's band over itself and its eroded- and dilated-mask variants (``mask_bands``), with notes."""
+    if concept.per_reference_maps:
+        cp = cp_variants(concept.per_reference_maps, concept.keep, [t.grid for t in ref_tokens])
+        for n, item in enumerate(scores):
+            item.cp_band = band(item.cp, [cp[v][n] for v in VARIANTS])
+            if item.cp is not None and cp["eroded"][n] is None:
+                item.band_notes.append("CP: the reference mask eroded by one patch keeps no patch; the band is its dilated side")
+    if prompt is not None and prompt.hidden_rows is not None and prompt.pooled_rows:
+        grids = [t.grid for t in out_tokens]
+        pf = pf_variants(encoder, out_padded, prompt.hidden_rows, grids, prompt.texts, prompt.pooled_rows)
+        for n, item in enumerate(scores):
+            item.pf_band = band(item.pf, [pf[v].get(n) for v in VARIANTS])
+            if item.pf is not None and n not in pf["dilated"]:
+                item.band_notes.append("PF: the output mask dilated by one patch hides every patch; the band is its eroded side")
 
 
 def _heatmaps(out_tokens, ref_tokens, concept: _ConceptResult, prompt: _PromptResult | None) -> Heatmaps:

@@ -36,3 +36,11 @@ def test_blend_study_counts_both_rules_on_both_cases(naflex_dir, fixed_dir, tmp_
     count = lambda case, rule: sum(r[rule] for r in every if r["case"] == case)  # noqa: E731
     assert (count("different", "own_region"), count("duplicate", "own_region"), count("different", "in_region")) == (1, 7, 7)
     assert "own-region fired" in completed.stdout
+
+
+def test_the_bands_benchmark_adds_no_forward(naflex_dir, tmp_path):
+    out = tmp_path / "bands.json"
+    completed = _run("bands", "--checkpoint", naflex_dir, "--n", "3", "--repeat", "1", "--json", str(out))
+    report = json.loads(out.read_text())
+    assert report["without bands"]["forwards"] == report["with bands"]["forwards"] == {"images": 3 + 1, "texts": 1}
+    assert report["with bands"]["seconds"] > 0 and "the bands add" in completed.stdout

@@ -29,7 +29,7 @@ PURE = {
 LAYERS = [
     ("pure", lambda m: m in PURE),
     ("models", lambda m: m.startswith("masc_core.models")),
-    ("scoring", lambda m: m in ("masc_core.scoring", "masc_core.subject_scoring")),
+    ("scoring", lambda m: m in ("masc_core.scoring", "masc_core.subject_scoring", "masc_core.mask_bands")),
     ("evaluation", lambda m: m.startswith("masc_core.evaluation")),
     ("cli", lambda m: m.startswith("masc_core.cli") or m == "masc_core.__main__"),
 ]

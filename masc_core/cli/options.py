@@ -91,7 +91,7 @@ def read_pairs(args: argparse.Namespace):
     return refs, ref_masks, outs, out_masks
 
 
-def score_pairs(args: argparse.Namespace, *, heatmaps: bool = False):
+def score_pairs(args: argparse.Namespace, *, heatmaps: bool = False, bands: bool = False):
     """Read the pair files, load the encoder and score: (encoder, batch, refs, outs, load seconds, score seconds)."""
     import time
 
@@ -103,6 +103,6 @@ def score_pairs(args: argparse.Namespace, *, heatmaps: bool = False):
     loaded = time.perf_counter()
     batch = score_images(
         encoder, outs, reference=refs, reference_mask=ref_masks, mask=out_masks, prompt=args.prompt,
-        subject=args.subject, heatmaps=heatmaps, min_foreground=args.min_foreground,
+        subject=args.subject, heatmaps=heatmaps, min_foreground=args.min_foreground, bands=bands,
     )
     return encoder, batch, refs, outs, loaded - started, time.perf_counter() - loaded

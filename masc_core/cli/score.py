@@ -7,6 +7,7 @@ import json
 import os
 import sys
 
+from ..errors import MascInputError
 from ..report import score_table
 from .options import add_model_options, add_pair_options, score_pairs
 
@@ -17,6 +18,11 @@ def register(commands) -> None:
     add_pair_options(parser, out_mask_required=False)
     parser.add_argument("--heatmaps", metavar="DIR", default=None, help="also write heatmap PNGs into DIR")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+    parser.add_argument(
+        "--bands", action="store_true",
+        help="also give each CP and PF its mask-sensitivity band: the score again with the masks eroded and dilated by "
+        "one patch (no extra forward pass)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -94,8 +100,10 @@ def run_subjects(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     if args.subjects:
+        if args.bands:
+            raise MascInputError("--bands is for one subject: with --subjects each CP also depends on the other subjects' masks, not yet banded")
         return run_subjects(args)
-    encoder, batch, refs, outs, load_seconds, score_seconds = score_pairs(args, heatmaps=bool(args.heatmaps))
+    encoder, batch, refs, outs, load_seconds, score_seconds = score_pairs(args, heatmaps=bool(args.heatmaps), bands=args.bands)
     rows = []
     for i, item in enumerate(batch.scores):
         row = {"image": args.out[i], "mask": args.out_mask[i] if args.out_mask else None}
