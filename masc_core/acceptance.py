@@ -33,7 +33,7 @@ from typing import Any, Callable, Sequence
 from .errors import MascInputError
 from .limits import ACCEPT, BATCH_SIZE, MAX_CANDIDATES
 from .masks import MIN_FOREGROUND_FRACTION
-from .ranking import RANK_KEYS, key_label, rank
+from .ranking import KEEP_BUT_MARK, RANK_KEYS, UNCERTAIN_CHOICES, key_label, rank
 from .report import key_columns, key_columns_header, subject_line
 from .scores import ImageScore
 
@@ -61,6 +61,8 @@ class AcceptanceRules:
     reject_small_masks: bool = False
     min_foreground: float = MIN_FOREGROUND_FRACTION
     on_shortfall: str = RETURN_BEST
+    on_uncertain: str = KEEP_BUT_MARK
+    """What a candidate whose mask-sensitivity band straddles a threshold becomes (``masc_core.ranking``)."""
 
     def check(self) -> "AcceptanceRules":
         """These rules, or a one-line error naming the input that cannot work."""
@@ -74,6 +76,8 @@ class AcceptanceRules:
         BATCH_SIZE.check(self.batch_size)
         if self.by not in RANK_KEYS:
             raise MascInputError(f"rank_by '{self.by}' is unknown: use cp, pf or both")
+        if self.on_uncertain not in UNCERTAIN_CHOICES:
+            raise MascInputError(f"on_uncertain '{self.on_uncertain}' is unknown: use {', '.join(UNCERTAIN_CHOICES)}")
         if self.on_shortfall not in SHORTFALL_CHOICES:
             raise MascInputError(f"on_shortfall '{self.on_shortfall}' is unknown: use '{RETURN_BEST}' or '{BLOCK}'")
         if not 0 <= self.seed <= SEED_LIMIT - (self.max_candidates - 1):
@@ -97,6 +101,7 @@ class AcceptanceRules:
         return (
             f"rank by {self.key_label}; pass: {passes}; accept {self.accept} of at most {self.max_candidates}, "
             f"{self.batch_size} per round; on shortfall: {self.on_shortfall}"
+            + ("" if self.on_uncertain == KEEP_BUT_MARK else f"; uncertain: {self.on_uncertain}")
         )
 
 
@@ -113,6 +118,8 @@ class Candidate:
     passed: bool
     reasons: list[str] = field(default_factory=list)
     """Why it did not pass (empty when it did)."""
+    uncertain: list[str] = field(default_factory=list)
+    """The thresholds its mask-sensitivity bands straddle (the verdict says so)."""
     verdict: str = ""
     """Final word on it, set by ``AcceptanceLoop.outcome``."""
     output: int | None = None
@@ -201,12 +208,13 @@ class AcceptanceLoop:
         ranking = rank(
             numbered, by=rules.by, cp_weight=rules.cp_weight, pf_weight=rules.pf_weight, min_cp=rules.min_cp,
             min_pf=rules.min_pf, reject_small_masks=rules.reject_small_masks, min_foreground=rules.min_foreground,
+            on_uncertain=rules.on_uncertain,
         )
         judged = {item.index: item for item in ranking.items}
         new = []
         for seed, score in zip(self._pending, numbered):
             item = judged[score.index]
-            new.append(Candidate(score.index, seed, score, item.key, item.passed, list(item.reasons)))
+            new.append(Candidate(score.index, seed, score, item.key, item.passed, list(item.reasons), list(item.uncertain)))
         self.candidates.extend(new)
         self._pending = []
         eligible = [(c, _NOT_TAKEN) for c in new if c.passed or rules.on_shortfall == RETURN_BEST]
@@ -226,11 +234,16 @@ class AcceptanceLoop:
         returned = {c.index: position for position, (c, _) in enumerate(kept)}
         for candidate in self.candidates:
             candidate.output = returned.get(candidate.index)
-            candidate.verdict = _verdict(candidate, blocked, passed, rules.accept)
+            candidate.verdict = _verdict(candidate, blocked, passed, rules.accept) + uncertain_mark(candidate.uncertain)
         return Outcome(
             kept=kept, candidates=list(self.candidates), accept=rules.accept, max_candidates=rules.max_candidates,
             stopped_early=not shortfall and self.used < rules.max_candidates, shortfall=shortfall, blocked=blocked,
         )
+
+
+def uncertain_mark(uncertain: list[str]) -> str:
+    """What a verdict adds for a decision its masks could flip: `` (uncertain: CP band [...] straddles 0.6)``."""
+    return f" (uncertain: {'; '.join(uncertain)})" if uncertain else ""
 
 
 def _verdict(candidate: Candidate, blocked: bool, passed: int, accept: int) -> str:

@@ -8,6 +8,11 @@ An output *passes* when its key is defined, it clears the thresholds given
 (``min_cp``, ``min_pf``), and, with ``reject_small_masks``, its mask is not
 below the paper's filter (a near-empty mask usually means the subject was
 not rendered). ``select`` keeps the best ``top_k`` of the passing outputs.
+
+An output is *uncertain* when a score's mask-sensitivity band (``ImageScore.cp_band`` / ``pf_band``,
+``masc_core.mask_bands``) straddles its threshold: the score with the mask one patch smaller or larger
+would decide the other way. ``on_uncertain`` says what then: ``keep but mark`` (the score decides, the
+verdict says uncertain), ``accept`` (that threshold counts as cleared) or ``reject`` (it counts as failed).
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ from .report import ranking_table
 from .scores import ImageScore
 
 RANK_KEYS = ("cp", "pf", "both")
+KEEP_BUT_MARK = "keep but mark"
+UNCERTAIN_CHOICES = (KEEP_BUT_MARK, "accept", "reject")
+"""What an uncertain output becomes (see the module); the first is the default and changes no decision."""
 
 
 @dataclass
@@ -37,6 +45,8 @@ class RankedItem:
     reasons: list[str] = field(default_factory=list)
     """Why the output did not pass (empty when it did)."""
     foreground_fraction: float | None = None
+    uncertain: list[str] = field(default_factory=list)
+    """One line per threshold its mask-sensitivity band straddles (empty when none does)."""
     """Share of the output under its mask; None without a mask."""
 
 
@@ -96,15 +106,19 @@ def rank(
     reject_small_masks: bool = False,
     min_foreground: float | None = None,
     reject: Mapping[int, str] | None = None,
+    on_uncertain: str = KEEP_BUT_MARK,
 ) -> Ranking:
     """Rank scored outputs and select the best ``top_k`` that pass (all passing ones if ``top_k`` is None).
 
     ``min_foreground`` re-decides the mask-size flag from each output's
     ``foreground_fraction`` (default: the flag computed at scoring time).
     ``reject``: output index -> why it does not pass whatever its scores (e.g. a multi-subject blend).
+    ``on_uncertain``: what an output whose band straddles a threshold becomes (``UNCERTAIN_CHOICES``).
     """
     if by not in RANK_KEYS:
         raise MascInputError(f"rank by '{by}' is unknown: use cp, pf or both")
+    if on_uncertain not in UNCERTAIN_CHOICES:
+        raise MascInputError(f"on_uncertain '{on_uncertain}' is unknown: use {', '.join(UNCERTAIN_CHOICES)}")
     if top_k is not None:
         TOP_K.check(top_k)
     items = []
@@ -115,10 +129,19 @@ def rank(
             missing = [name for name, value in (("CP", score.cp), ("PF", score.pf)) if value is None and (by in (name.lower(), "both"))]
             details = [r for r in (score.cp_undefined if "CP" in missing else None, score.pf_undefined if "PF" in missing else None) if r]
             reasons.append(f"{' and '.join(missing)} undefined" + (f" ({'; '.join(details)})" if details else ""))
-        if min_cp is not None and (score.cp is None or score.cp < min_cp):
-            reasons.append(f"CP below {min_cp:g}" if score.cp is not None else "CP undefined")
-        if min_pf is not None and (score.pf is None or score.pf < min_pf):
-            reasons.append(f"PF below {min_pf:g}" if score.pf is not None else "PF undefined")
+        uncertain = []
+        for name, value, band, threshold in (("CP", score.cp, score.cp_band, min_cp), ("PF", score.pf, score.pf_band, min_pf)):
+            if threshold is None or value is None:
+                if threshold is not None:
+                    reasons.append(f"{name} undefined")
+                continue
+            straddles = band is not None and band[0] < threshold <= band[1]
+            if straddles:
+                uncertain.append(f"{name} band [{band[0]:+.4f}, {band[1]:+.4f}] straddles {threshold:g}")
+            if value < threshold and not (straddles and on_uncertain == "accept"):
+                reasons.append(f"{name} below {threshold:g}")
+            elif straddles and on_uncertain == "reject":
+                reasons.append(f"uncertain: {name} band straddles {threshold:g}")
         small = score.small_foreground
         if min_foreground is not None and score.foreground_fraction is not None:
             small = score.foreground_fraction < min_foreground
@@ -127,7 +150,7 @@ def rank(
         if reject and score.index in reject:
             reasons.append(reject[score.index])
         unique = list(dict.fromkeys(reasons))
-        items.append(RankedItem(score.index, score.cp, score.pf, key, not unique, unique, score.foreground_fraction))
+        items.append(RankedItem(score.index, score.cp, score.pf, key, not unique, unique, score.foreground_fraction, uncertain))
     items.sort(key=lambda item: (item.key is None, -(item.key if item.key is not None else 0.0), item.index))
     passing = [item.index for item in items if item.passed]
     selected = passing if top_k is None else passing[:top_k]

@@ -15,7 +15,8 @@ the key ``masc``::
 With several subjects in an image (MaSC Score Subjects, MaSC Sample Until with ``subjects``), ``cp`` is
 their cp_min and the image record adds ``"subjects": [{"subject", "cp", "mask"}, ...]`` (each subject's
 CP and output mask share, in the declared order) and ``"blends"`` (the blend warnings). Single-subject
-records are as before.
+records are as before. Scores with mask-sensitivity bands add ``"cp_band"`` and ``"pf_band"`` ([low, high]
+or null).
 
 Several MaSC nodes in one graph each write their own entry under their node
 id (a node run again replaces its own entry; the others stay), so a PNG
@@ -42,7 +43,7 @@ from PIL import Image
 from .errors import MascInputError, first_line
 from .images import open_quietly, too_many_pixels
 from .png_text import PngTextError, find_text, image_only, is_png
-from .report import format_score, format_share, subject_line
+from .report import format_band, format_score, format_share, subject_line
 from .safe_text import printable
 from .scores import ImageScore, ScoreBatch, defined_number, subject_figures
 from .version import __version__
@@ -82,6 +83,8 @@ def image_record(
     if score.subjects is not None:
         record["subjects"] = subject_figures(score.subjects)
         record["blends"] = list(score.blends)
+    if score.cp_band is not None or score.pf_band is not None:  # mask-sensitivity bands, when they were computed
+        record["cp_band"], record["pf_band"] = score.cp_band, score.pf_band
     return record
 
 
@@ -205,9 +208,18 @@ def _shape_problem(entry: Any) -> str | None:
                 return f"node {printable(node_id)!r}: an image's cp, pf or mask is not a number"
             if not all(isinstance(image.get(k), _OPTIONAL_TEXT) for k in ("verdict", "pixels", "cp_undefined", "pf_undefined")):
                 return f"node {printable(node_id)!r}: an image's verdict, pixels or reasons are not text"
-            problem = _subjects_problem(image)
+            problem = _subjects_problem(image) or _bands_problem(image)
             if problem:
                 return f"node {printable(node_id)!r}: an image's {problem}"
+    return None
+
+
+def _bands_problem(image: dict) -> str | None:
+    """What is wrong with an image record's optional mask-sensitivity bands, or None."""
+    for key in ("cp_band", "pf_band"):
+        band = image.get(key)
+        if band is not None and not (isinstance(band, list) and len(band) == 2 and all(v is not None and _is_number(v) for v in band)):
+            return f"'{key}' is not a [low, high] pair of numbers"
     return None
 
 
@@ -329,8 +341,10 @@ def matches(entry: dict[str, Any], digest: str) -> list[tuple[str, dict, dict]]:
 def _image_line(image: dict) -> str:
     seed = f"seed {image['seed']}" if image.get("seed") is not None else "seed unknown"
     cp = "CP" if image.get("subjects") is None else "cp_min"
+    cp_band = f" {format_band(image['cp_band'])}" if image.get("cp_band") else ""
+    pf_band = f" {format_band(image['pf_band'])}" if image.get("pf_band") else ""
     line = (
-        f"#{image.get('index')}  {seed}  {cp} {format_score(image.get('cp'))}  PF {format_score(image.get('pf'))}  "
+        f"#{image.get('index')}  {seed}  {cp} {format_score(image.get('cp'))}{cp_band}  PF {format_score(image.get('pf'))}{pf_band}  "
         f"mask {format_share(image.get('mask')).strip()}  {printable(image.get('verdict') or '')}"
     )
     if image.get("subjects") is not None:

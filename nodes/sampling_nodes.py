@@ -20,7 +20,7 @@ from ..masc_core.acceptance import SHORTFALL_CHOICES, AcceptanceLoop, Acceptance
 from ..masc_core.errors import MascInputError
 from ..masc_core.limits import ACCEPT, BATCH_SIZE, MAX_CANDIDATES
 from ..masc_core.masks import DEFAULT_MASK_THRESHOLD, masks_for_batch
-from ..masc_core.ranking import RANK_KEYS
+from ..masc_core.ranking import KEEP_BUT_MARK, RANK_KEYS
 from ..masc_core.scores import ScoreBatch, ScoreContext
 from ..masc_core.scoring import score_images
 from ..masc_core.subject_scoring import score_subjects
@@ -29,7 +29,7 @@ from . import host
 from .convert import check_reference_mask, check_single_latent, comfy_images, comfy_masks, to_comfy_image_batch
 from .metadata import HIDDEN_INPUTS, encoder_identity, image_digests, record
 from .scoring_nodes import ENCODER_INPUT, PROMPT_INPUT, REFERENCE_INPUT, REFERENCE_MASK_INPUT, SUBJECT_INPUT
-from .selection_nodes import OFF, THRESHOLD_INPUTS, blocked, threshold_value
+from .selection_nodes import OFF, ON_UNCERTAIN_INPUT, THRESHOLD_INPUTS, blocked, threshold_value
 from .inputs import checked_inputs
 from .subject_nodes import BLEND_CHOICES
 from .types import CATEGORY, MASC_SCORES, MASC_SEGMENTER, MASC_SUBJECTS, Output, declare_outputs
@@ -124,6 +124,7 @@ class MaSCSampleUntil:
             "segmenter": (MASC_SEGMENTER, {"tooltip": "Optional: masks each candidate (Load MaSC Auto Mask Model). Without it: CP only, PF undefined."}),
             "subjects": (MASC_SUBJECTS, {"tooltip": "Several subjects in each candidate (chained MaSC Subject nodes) instead of reference_image, reference_mask and subject. A candidate passes only when every subject does (CP = cp_min, the weakest subject); the segmenter masks each subject by its own names."}),
             "on_blend": (BLEND_CHOICES, {"default": "report", "tooltip": "With subjects: report = blend warnings in the report only; reject = a candidate with a blend warning does not pass (needs a segmenter)."}),
+            "on_uncertain": ON_UNCERTAIN_INPUT,
         }
         return {"required": required, "optional": optional, "hidden": dict(HIDDEN_INPUTS)}
 
@@ -131,12 +132,13 @@ class MaSCSampleUntil:
         self, model, positive, negative, latent_image, vae, seed, steps, cfg, sampler_name, scheduler, denoise,
         encoder, prompt, subject, accept, max_candidates, batch_size, rank_by, cp_weight, pf_weight, min_cp, min_pf,
         reject_small_masks, min_foreground, on_shortfall, mask_subject, mask_threshold, reference_image=None,
-        reference_mask=None, segmenter=None, subjects=None, on_blend=None, extra_pnginfo=None, unique_id=None,
+        reference_mask=None, segmenter=None, subjects=None, on_blend=None, on_uncertain=None, extra_pnginfo=None, unique_id=None,
     ):
         loop = AcceptanceLoop(AcceptanceRules(  # checks the rules: their errors come before any other
             seed=int(seed), accept=int(accept), max_candidates=int(max_candidates), batch_size=int(batch_size), by=rank_by,
             cp_weight=float(cp_weight), pf_weight=float(pf_weight), min_cp=threshold_value(min_cp), min_pf=threshold_value(min_pf),
             reject_small_masks=bool(reject_small_masks), min_foreground=float(min_foreground), on_shortfall=on_shortfall,
+            on_uncertain=on_uncertain or KEEP_BUT_MARK,  # absent in older graphs
         ))
         rules = loop.rules
         check_pf_needs_masks(rules, segmenter)
@@ -212,7 +214,7 @@ def round_scorer(encoder, reference_image, reference_mask, subjects, subject, ma
             masks = mask_candidates(segmenter, arrays, mask_subject or subject, mask_threshold)
             batch = score_images(encoder.ready(), arrays, reference=references, reference_mask=reference_masks, mask=masks,
                                  prompt=prompt, subject=subject, cp=True, pf=True, min_foreground=rules.min_foreground,
-                                 cache_outputs=False, progress=progress)
+                                 cache_outputs=False, progress=progress, bands=True)
             return batch, masks
         return score_one
 

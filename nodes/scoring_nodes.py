@@ -77,6 +77,7 @@ def run_scoring(
         pf=pf,
         heatmaps=heatmaps,
         progress=host.progress_callback(len(outputs) + len(references)),
+        bands=True,  # costs no forward (python -m benchmarks bands): Gate, Select Best and the report use them
     )
     batch.context = scoring_context(node, encoder, subject if pf else None)
     pictures = None

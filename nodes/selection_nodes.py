@@ -14,7 +14,8 @@ import torch
 from ..masc_core.errors import MascInputError
 from ..masc_core.limits import TOP_K
 from ..masc_core.masks import MIN_FOREGROUND_FRACTION
-from ..masc_core.ranking import RANK_KEYS, rank
+from ..masc_core.acceptance import uncertain_mark
+from ..masc_core.ranking import KEEP_BUT_MARK, RANK_KEYS, UNCERTAIN_CHOICES, rank
 from ..masc_core.scores import ScoreBatch
 from . import host
 from .metadata import HIDDEN_INPUTS, image_digests, record
@@ -33,6 +34,14 @@ THRESHOLD_INPUTS = {
     ),
     "min_foreground": ("FLOAT", {"default": MIN_FOREGROUND_FRACTION, "min": 0.0, "max": 1.0, "step": 0.005, "tooltip": "The mask-size filter's threshold, as a share of the image (paper: 0.05)."}),
 }
+ON_UNCERTAIN_INPUT = (list(UNCERTAIN_CHOICES), {
+    "default": KEEP_BUT_MARK,
+    "tooltip": "When a score's mask-sensitivity band (the score with its mask one patch smaller or larger) straddles a "
+               "threshold, the masks could flip the verdict. keep but mark: the score decides, the verdict says uncertain; "
+               "accept: that threshold counts as cleared; reject: it counts as failed.",
+})
+"""What an uncertain image becomes (MaSC Select Best, MaSC Gate, MaSC Sample Until)."""
+
 CARRIED_INPUTS = {
     "latent": ("LATENT", {"tooltip": "Optional: the latents of the same batch, selected in the same order (keeps batch_index so a seed can be re-run)."}),
     "mask": ("MASK", {"tooltip": "Optional: masks of the same batch, selected in the same order."}),
@@ -69,7 +78,8 @@ def selection_entry(extra_pnginfo, unique_id, scores: ScoreBatch, images, node: 
     verdicts = []
     for index in range(len(scores.scores)):
         item = items[index]
-        verdicts.append(selected_word if index in chosen else ("passed" if item.passed else "rejected: " + "; ".join(item.reasons)))
+        word = selected_word if index in chosen else ("passed" if item.passed else "rejected: " + "; ".join(item.reasons))
+        verdicts.append(word + uncertain_mark(item.uncertain))
     outputs = [chosen.index(i) if i in chosen else None for i in range(len(scores.scores))]
     record(extra_pnginfo, unique_id, scores, node, verdicts=verdicts, outputs=outputs, pixels=image_digests(images))
 
@@ -155,19 +165,19 @@ class MaSCSelectBest:
                 "top_k": ("INT", {"default": 1, "min": TOP_K.low, "max": TOP_K.high, "tooltip": "How many of the best passing images to keep."}),
                 **THRESHOLD_INPUTS,
             },
-            "optional": dict(CARRIED_INPUTS),
+            "optional": dict(CARRIED_INPUTS, on_uncertain=ON_UNCERTAIN_INPUT),
             "hidden": dict(HIDDEN_INPUTS),
         }
 
     def select(
         self, scores, images, rank_by, cp_weight, pf_weight, top_k, min_cp, min_pf, reject_small_masks, min_foreground,
-        latent=None, mask=None, extra_pnginfo=None, unique_id=None,
+        latent=None, mask=None, on_uncertain=None, extra_pnginfo=None, unique_id=None,
     ):
         scores = check_batch(scores, images)
         ranking = rank(
             scores.scores, by=rank_by, cp_weight=cp_weight, pf_weight=pf_weight, top_k=int(top_k),
             min_cp=threshold_value(min_cp), min_pf=threshold_value(min_pf), reject_small_masks=bool(reject_small_masks),
-            min_foreground=float(min_foreground),
+            min_foreground=float(min_foreground), on_uncertain=on_uncertain or KEEP_BUT_MARK,  # absent in older graphs
         )
         chosen = ranking.selected
         count = images.shape[0]
@@ -217,22 +227,23 @@ class MaSCGate:
             **THRESHOLD_INPUTS,
         }
         required["min_cp"] = ("FLOAT", dict(THRESHOLD_INPUTS["min_cp"][1], default=0.5))
-        return {"required": required, "optional": dict(CARRIED_INPUTS), "hidden": dict(HIDDEN_INPUTS)}
+        return {"required": required, "optional": dict(CARRIED_INPUTS, on_uncertain=ON_UNCERTAIN_INPUT), "hidden": dict(HIDDEN_INPUTS)}
 
-    def gate(self, scores, images, min_cp, min_pf, reject_small_masks, min_foreground, latent=None, mask=None, extra_pnginfo=None, unique_id=None):
+    def gate(self, scores, images, min_cp, min_pf, reject_small_masks, min_foreground, latent=None, mask=None, on_uncertain=None,
+             extra_pnginfo=None, unique_id=None):
         scores = check_batch(scores, images)
         cp_on, pf_on = threshold_value(min_cp), threshold_value(min_pf)
         by = "both" if (cp_on is not None and pf_on is not None) else ("pf" if pf_on is not None else "cp")
         ranking = rank(
             scores.scores, by=by, min_cp=cp_on, min_pf=pf_on, reject_small_masks=bool(reject_small_masks),
-            min_foreground=float(min_foreground),
+            min_foreground=float(min_foreground), on_uncertain=on_uncertain or KEEP_BUT_MARK,  # absent in older graphs
         )
         passed = sorted(ranking.selected)
         count = images.shape[0]
         selection_entry(extra_pnginfo, unique_id, scores, images, "MaSCGate", ranking, passed, "passed")
         lines = [f"{len(passed)} of {count} passed" + ("" if passed else "; downstream nodes skipped")]
         for item in sorted(ranking.items, key=lambda x: x.index):
-            lines.append(f"#{item.index}: " + ("pass" if item.passed else "reject (" + "; ".join(item.reasons) + ")"))
+            lines.append(f"#{item.index}: " + ("pass" if item.passed else "reject (" + "; ".join(item.reasons) + ")") + uncertain_mark(item.uncertain))
         report = "\n".join(lines)
         if not passed:
             return {"ui": {"text": [report]}, "result": blocked(3) + (0, report)}

@@ -114,6 +114,27 @@ def test_a_csv_log_from_before_the_subject_columns_keeps_taking_single_subject_r
         rows = list(csv.DictReader(handle))
     assert list(rows[0]) == list(SINGLE_SUBJECT_COLUMNS) and len(rows) == 3 and rows[1]["cp"] == repr(0.6)
     before = path.read_bytes()
-    with pytest.raises(MascInputError, match="filename 'old_night.csv' is a score log without the per-subject columns .* new filename"):
+    with pytest.raises(MascInputError, match="filename 'old_night.csv' is a score log from an earlier MaSC, without the per-subject columns .subjects, blends.: give these scores a new filename"):
         append_rows(str(path), log_rows(two_subject_batch(), time="t2", run="r2"))
     assert path.read_bytes() == before  # nothing dropped, nothing mixed
+
+
+def test_band_rows_carry_both_bands_and_a_log_without_band_columns_refuses_them(tmp_path):
+    from masc_core.evaluation.records import csv_lines
+    from masc_core.evaluation.score_log import HEADER_HISTORY
+
+    banded = batch()
+    for score in banded.scores:
+        score.cp_band, score.pf_band = [score.cp - 0.01, score.cp + 0.02], None
+    path = log_path(str(tmp_path), "bands.csv")
+    append_rows(path, log_rows(banded, time="t", run="r"))
+    with open(path, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert rows[1]["cp_band"] == f"{0.6 - 0.01!r}|{0.6 + 0.02!r}" and rows[1]["pf_band"] == ""
+    older = tmp_path / "older.csv"
+    older.write_text(csv_lines([list(HEADER_HISTORY[1])]))  # per-subject columns, no band columns
+    append_rows(str(older), log_rows(batch(), time="t", run="r"))  # rows without bands fit it
+    before = older.read_bytes()
+    with pytest.raises(MascInputError, match="without the mask-band columns .cp_band.: give these scores a new filename"):
+        append_rows(str(older), log_rows(banded, time="t", run="r"))
+    assert older.read_bytes() == before

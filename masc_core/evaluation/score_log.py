@@ -15,10 +15,11 @@ images the node passed on, or empty), ``encoder``, ``encoder_digest``,
 
 Formats by the file's suffix: ``.jsonl`` (one JSON object per line) or ``.csv``
 (the header written once; a file with other columns is refused, never
-mixed). A CSV log started before the ``subjects`` and ``blends`` columns
-existed keeps taking single-subject rows in its own columns (they would be
-empty); several-subject rows are refused for it, with the hint to start a
-new file, so no per-subject figure is dropped. Appends go through ``AppendLog``: each one locked against other
+mixed). A CSV log started by an earlier MaSC keeps its columns
+(``HEADER_HISTORY``): rows that would leave a newer column empty are
+written in the file's columns; rows with a value there (several subjects,
+bands) are refused for it, with the hint to start a new file, so no figure
+is dropped. Appends go through ``AppendLog``: each one locked against other
 writers (two ComfyUI instances on one output folder, a script beside a
 node), a record a crash cut short dropped first (for CSV, a whole record,
 line breaks in a prompt included), flushed and synced; a file that is not
@@ -47,7 +48,11 @@ SINGLE_SUBJECT_COLUMNS = (
     "encoder_digest", "metric_version",
 )
 """The columns of CSV logs written before several subjects per image (MaSC 0.2.0 and earlier)."""
-LOG_COLUMNS = SINGLE_SUBJECT_COLUMNS + ("subjects", "blends")
+SUBJECT_COLUMNS = ("subjects", "blends")
+BAND_COLUMNS = ("cp_band", "pf_band")
+LOG_COLUMNS = SINGLE_SUBJECT_COLUMNS + SUBJECT_COLUMNS + BAND_COLUMNS
+HEADER_HISTORY = (SINGLE_SUBJECT_COLUMNS, SINGLE_SUBJECT_COLUMNS + SUBJECT_COLUMNS, LOG_COLUMNS)
+"""Every CSV header MaSC has written, oldest first: a log keeps the columns it was started with."""
 LOG_SUFFIXES = (".jsonl", ".csv")
 
 
@@ -74,6 +79,7 @@ def log_rows(batch: ScoreBatch, *, time: str, run: str, node_id: Any = None, met
             "verdict": verdicts[position], "output": outputs[position], "encoder": encoder.get("model"),
             "encoder_digest": encoder.get("digest"), "metric_version": __version__,
             "subjects": subject_figures(score.subjects), "blends": list(score.blends) if score.subjects is not None else None,
+            "cp_band": score.cp_band, "pf_band": score.pf_band,
         })
     return rows
 
@@ -93,14 +99,14 @@ def log_path(folder: str, filename: str) -> str:
     return path
 
 
-_CSV_HEADER = csv_lines([list(LOG_COLUMNS)]).encode("utf-8")  # written by the same CSV writer as the rows
-_SINGLE_SUBJECT_HEADER = csv_lines([list(SINGLE_SUBJECT_COLUMNS)]).encode("utf-8")
+_HEADERS = {csv_lines([list(columns)]).encode("utf-8"): columns for columns in HEADER_HISTORY}  # as the rows are written
+_CSV_HEADER = csv_lines([list(LOG_COLUMNS)]).encode("utf-8")
 
 
 def _csv_recognise(first: bytes | None, head: bytes) -> bool:
-    """A log with this version's header or the single-subject one; a header cut short by a crash is a prefix of ours."""
+    """A log with one of the headers MaSC has written; a header cut short by a crash is a prefix of ours."""
     if first is not None:
-        return first + b"\n" in (_CSV_HEADER, _SINGLE_SUBJECT_HEADER)
+        return first + b"\n" in _HEADERS
     return _CSV_HEADER.startswith(head)
 
 JSONL_LOG = jsonl_format(
@@ -127,17 +133,18 @@ def _csv_columns(path: str, rows: list[dict[str, Any]], label: str) -> tuple[str
     """The columns the CSV log at ``path`` has (a header, once written, never changes); refuses rows it cannot hold."""
     try:
         with open(path, "rb") as handle:
-            head = handle.read(len(_SINGLE_SUBJECT_HEADER))
+            first = handle.readline()
     except FileNotFoundError:
         return LOG_COLUMNS
-    if head != _SINGLE_SUBJECT_HEADER:
-        return LOG_COLUMNS
-    if any(row["subjects"] is not None for row in rows):
+    columns = _HEADERS.get(first, LOG_COLUMNS)
+    lost = [c for c in LOG_COLUMNS if c not in columns and any(row[c] is not None for row in rows)]
+    if lost:
+        what = "per-subject" if lost[0] in SUBJECT_COLUMNS else "mask-band"
         raise MascInputError(
-            f"{label} is a score log without the per-subject columns (started before MaSC scored several subjects): "
-            "give several-subject scores a new filename; the file was left as it was"
+            f"{label} is a score log from an earlier MaSC, without the {what} columns ({', '.join(lost)}): give these "
+            "scores a new filename; the file was left as it was"
         )
-    return SINGLE_SUBJECT_COLUMNS
+    return columns
 
 
 def append_rows(path: str, rows: list[dict[str, Any]]) -> None:
