@@ -38,17 +38,19 @@ def format_band(band: Sequence[float] | None) -> str:
     return "-" if band is None else f"[{band[0]:+.4f}, {band[1]:+.4f}]"
 
 
-def score_table(scores: Sequence[ImageScore], names: Sequence[str] | None = None) -> str:
-    """One line per image: name, CP, PF, mask share, notes; the CP and PF bands when they were computed."""
+def score_table(scores: Sequence[ImageScore], names: Sequence[str] | None = None, *, bands: bool = False) -> str:
+    """One line per image: name, CP, PF, mask share, notes; with ``bands`` the CP and PF bands too.
+
+    (The nodes leave the bands out of their reports, which stay as narrow as before; the bands travel in
+    ``scores``, the PNG entry and the log.)"""
     labels = list(names) if names is not None else [f"#{s.index}" for s in scores]
     width = max([5] + [len(label) for label in labels])
-    bands = any(s.cp_band is not None or s.pf_band is not None for s in scores)
     head = f"  {'CP band':>18}  {'PF band':>18}" if bands else ""
     lines = [f"{'image':<{width}}  {'CP':>7}  {'PF':>7}  {'mask':>6}{head}  notes"]
     for label, score in zip(labels, scores):
         share = "     -" if score.foreground_fraction is None else format_share(score.foreground_fraction)
         columns = f"  {format_band(score.cp_band):>18}  {format_band(score.pf_band):>18}" if bands else ""
-        notes = "; ".join(score_notes(score) + score.band_notes)
+        notes = "; ".join(score_notes(score) + (score.band_notes if bands else []))
         lines.append(f"{label:<{width}}  {format_score(score.cp):>7}  {format_score(score.pf):>7}  {share:>6}{columns}  {notes}".rstrip())
     return "\n".join(lines)
 

@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         json.dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(score_table(batch.scores, [os.path.basename(p) for p in args.out]) + "\n")
+        sys.stdout.write(score_table(batch.scores, [os.path.basename(p) for p in args.out], bands=args.bands) + "\n")
         if rows and rows[0].get("encoded_prompt") is not None:
             sys.stdout.write(f"PF text: {rows[0]['encoded_prompt']!r}\n")
         for path in written:

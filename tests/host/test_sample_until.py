@@ -110,7 +110,8 @@ def test_the_kept_pngs_hold_the_scores_and_read_prints_them(low_threshold, insta
         read = read_scores(path)
         assert read.returncode == 0, read.stderr
         ((image, source),) = this_image(read.stdout)
-        match = re.fullmatch(r"this image: #(\d+)  seed (\d+)  CP ([+-]\d\.\d{4})  PF \S+  mask +\S+  accepted", image)
+        band = r"(?: \[[+-]\d\.\d{4}, [+-]\d\.\d{4}\])?"  # the mask-sensitivity band, which Sample Until computes
+        match = re.fullmatch(rf"this image: #(\d+)  seed (\d+)  CP ([+-]\d\.\d{{4}}){band}  PF \S+{band}  mask +\S+  accepted", image)
         assert match, read.stdout
         candidate, seed, cp = int(match.group(1)), int(match.group(2)), float(match.group(3))
         assert seed == SEED + candidate == run.seeds[index], read.stdout  # saved best first, as the seeds output says
