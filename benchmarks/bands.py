@@ -10,67 +10,43 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import tempfile
-import time
 
 import numpy as np
 
 from .bench import ensure_checkpoint
+from .cases import add_cases_parser, cases_table, time_cases
 from .blend_rule import SIDE, _box, _photo
-from .output import add_output_options, publish
 
 PROMPT = "a photo of sks dog on the beach"
 
 
 def measure(args: argparse.Namespace) -> dict:
-    from masc_core import MascEncoder, score_images
+    from masc_core import score_images
 
     folder = args.checkpoint or ensure_checkpoint(args.workdir or tempfile.mkdtemp(prefix="masc-bands-"), args.size)
     photo = _photo("dog_01")
     outputs = [np.roll(photo, 4 * i, axis=1) for i in range(args.n)]  # distinct: the cache serves no output twice
     box = _box(SIDE, 0)
+    reference = _photo("dog_00")
+
+    def scored(bands):
+        return lambda encoder: score_images(encoder, outputs, reference=reference, reference_mask=box, mask=box, prompt=PROMPT,
+                                            subject="sks dog", bands=bands)
+
     results = {"checkpoint": os.path.basename(folder), "n": args.n, "repeat": args.repeat}
-    for name, bands in (("without bands", False), ("with bands", True)):
-        times, forwards = [], None
-        for run in range(args.repeat + 1):  # the first run is untimed (weights read, allocator warm)
-            encoder = MascEncoder.load(folder, device=args.device)
-            started = time.perf_counter()
-            score_images(encoder, outputs, reference=_photo("dog_00"), reference_mask=box, mask=box, prompt=PROMPT,
-                         subject="sks dog", bands=bands)
-            if run:
-                times.append(time.perf_counter() - started)
-            forwards = dict(encoder.forward_counts)
-        results[name] = {"seconds": statistics.median(times), "forwards": forwards}
+    results.update(time_cases(folder, args.device, args.repeat, {"without bands": scored(False), "with bands": scored(True)}))
     base = results["without bands"]["seconds"]
     results["extra_share"] = (results["with bands"]["seconds"] - base) / base if base else None
     return results
 
 
 def table(results: dict) -> str:
-    lines = [f"{results['checkpoint']}, N = {results['n']} outputs, median of {results['repeat']}",
-             "case             seconds  image forwards  text forwards"]
-    for name in ("without bands", "with bands"):
-        entry = results[name]
-        lines.append(f"{name:<15}  {entry['seconds']:>7.3f}  {entry['forwards']['images']:>14}  {entry['forwards']['texts']:>13}")
+    lines = cases_table(results, ("without bands", "with bands"))
     if results["extra_share"] is not None:
         lines.append(f"the bands add {100 * results['extra_share']:+.1f}% to the scoring call")
     return "\n".join(lines)
 
 
 def add_parser(commands) -> None:
-    parser = commands.add_parser("bands", help="what the mask-sensitivity bands cost: score_images with and without bands")
-    parser.add_argument("--size", default="base", choices=("base", "so400m"), help="SigLIP2 architecture (random weights)")
-    parser.add_argument("--n", type=int, default=8, help="outputs per call (default 8)")
-    parser.add_argument("--repeat", type=int, default=3, help="timed runs per case (median reported)")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, ...")
-    parser.add_argument("--checkpoint", default=None, help="use this NaFlex checkpoint folder instead of building a random one")
-    parser.add_argument("--workdir", default=None, help="where the checkpoint is built and kept (default: a temp folder)")
-    add_output_options(parser)
-    parser.set_defaults(run=command)
-
-
-def command(args: argparse.Namespace) -> int:
-    results = measure(args)
-    publish(args, results, table(results))
-    return 0
+    add_cases_parser(commands, "bands", "what the mask-sensitivity bands cost: score_images with and without bands", measure, table)

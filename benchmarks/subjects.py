@@ -17,21 +17,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import tempfile
-import time
 
 import numpy as np
 
 from .bench import ensure_checkpoint
+from .cases import add_cases_parser, cases_table, time_cases
 from .blend_rule import SIDE, _box, _photo
-from .output import add_output_options, publish
 
 PROMPT = "a photo of sks dog and a cat on the sofa"
 
 
 def measure(args: argparse.Namespace) -> dict:
-    from masc_core import MascEncoder, Subject, score_images, score_subjects
+    from masc_core import Subject, score_images, score_subjects
 
     folder = args.checkpoint or ensure_checkpoint(args.workdir or tempfile.mkdtemp(prefix="masc-subjects-"), args.size)
     # N distinct outputs (the encoder's cache would serve repeated ones without a forward): each shifted by i pixels.
@@ -48,41 +46,13 @@ def measure(args: argparse.Namespace) -> dict:
         return score_subjects(encoder, outputs, subjects=[dog, cat], output_masks=[[left], [right]], prompt=PROMPT)
 
     results = {"checkpoint": os.path.basename(folder), "n": args.n, "repeat": args.repeat}
-    for name, call in (("single-subject", single), ("two subjects", two)):
-        times, forwards = [], None
-        for run in range(args.repeat + 1):  # the first run is untimed (weights read, allocator warm)
-            encoder = MascEncoder.load(folder, device=args.device)
-            started = time.perf_counter()
-            call(encoder)
-            if run:
-                times.append(time.perf_counter() - started)
-            forwards = dict(encoder.forward_counts)
-        results[name] = {"seconds": statistics.median(times), "forwards": forwards}
+    results.update(time_cases(folder, args.device, args.repeat, {"single-subject": single, "two subjects": two}))
     return results
 
 
 def table(results: dict) -> str:
-    lines = [f"{results['checkpoint']}, N = {results['n']} outputs, median of {results['repeat']}",
-             "case              seconds  image forwards  text forwards"]
-    for name in ("single-subject", "two subjects"):
-        entry = results[name]
-        lines.append(f"{name:<16}  {entry['seconds']:>7.2f}  {entry['forwards']['images']:>14}  {entry['forwards']['texts']:>13}")
-    return "\n".join(lines)
+    return "\n".join(cases_table(results, ("single-subject", "two subjects")))
 
 
 def add_parser(commands) -> None:
-    parser = commands.add_parser("subjects", help="what a second subject costs: score_subjects (K = 2) vs score_images (K = 1)")
-    parser.add_argument("--size", default="base", choices=("base", "so400m"), help="SigLIP2 architecture (random weights)")
-    parser.add_argument("--n", type=int, default=8, help="outputs per call (default 8)")
-    parser.add_argument("--repeat", type=int, default=3, help="timed runs per case (median reported)")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, ...")
-    parser.add_argument("--checkpoint", default=None, help="use this NaFlex checkpoint folder instead of building a random one")
-    parser.add_argument("--workdir", default=None, help="where the checkpoint is built and kept (default: a temp folder)")
-    add_output_options(parser)
-    parser.set_defaults(run=command)
-
-
-def command(args: argparse.Namespace) -> int:
-    results = measure(args)
-    publish(args, results, table(results))
-    return 0
+    add_cases_parser(commands, "subjects", "what a second subject costs: score_subjects (K = 2) vs score_images (K = 1)", measure, table)
