@@ -22,13 +22,13 @@ dilated over the whole image) is left out of the band, and ``band_notes`` says s
 
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import torch
 import torch.nn.functional as F
 
 from .metric import concept_preservation, prompt_following
+from .scores import defined_number, mean_of_defined
 
 VARIANTS = ("eroded", "dilated")
 
@@ -51,7 +51,7 @@ def band(value: float | None, variants: Sequence[float | None]) -> list[float] |
     """[low, high] over the score and its defined variants; None when the score itself is undefined."""
     if value is None:
         return None
-    defined = [value] + [v for v in variants if v is not None and math.isfinite(v)]
+    defined = [value] + [v for v in (defined_number(x) for x in variants) if v is not None]
     return [float(min(defined)), float(max(defined))]
 
 
@@ -66,11 +66,7 @@ def cp_variants(per_reference: Sequence[torch.Tensor], keeps: Sequence[torch.Ten
     for variant in VARIANTS:
         rows = [concept_preservation(matches, morph(keep, grid, dilate=variant == "dilated")).cpu().tolist()
                 for matches, keep, grid in zip(per_reference, keeps, grids)]
-        values = []
-        for n in range(count):
-            defined = [row[n] for row in rows if math.isfinite(row[n])]
-            values.append(sum(defined) / len(defined) if defined else None)
-        found[variant] = values
+        found[variant] = [mean_of_defined(row[n] for row in rows) for n in range(count)]
     return found
 
 

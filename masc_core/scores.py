@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -22,6 +22,15 @@ def defined_number(value: float | None) -> float | None:
     An infinite value is a max over nothing: e.g. a subject's CP when no output patch was left to search.
     """
     return None if value is None or (isinstance(value, float) and not math.isfinite(value)) else float(value)
+
+
+def mean_of_defined(values: Iterable[float | None]) -> float | None:
+    """The mean of the defined values (None, NaN and infinities left out, as ``defined_number`` does), or None.
+
+    How a CP over several reference views (or a cp_mean over subjects) averages what it has.
+    """
+    defined = [v for v in (defined_number(value) for value in values) if v is not None]
+    return float(sum(defined) / len(defined)) if defined else None
 
 
 @dataclass

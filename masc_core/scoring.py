@@ -42,7 +42,7 @@ from .masks import (
 from .metric import best_matches, concept_preservation, pad_tokens, prompt_following
 from .models.encoder import ImageTokens, MascEncoder
 from .progress import ProgressCallback
-from .scores import Heatmaps, ImageScore, ReferenceInfo, ScoreBatch, defined_number
+from .scores import Heatmaps, ImageScore, ReferenceInfo, ScoreBatch, defined_number, mean_of_defined
 from .mask_bands import VARIANTS, band, cp_variants, pf_variants
 from .stripping import strip_subject, subject_found
 
@@ -208,10 +208,8 @@ def _image_scores(
             item.small_foreground = item.foreground_fraction < min_foreground
         if inputs.want_cp:
             item.cp_per_reference = [defined_number(concept.values[k][i]) for k in range(views)]
-            defined = [v for v in item.cp_per_reference if v is not None]
-            if defined:
-                item.cp = float(sum(defined) / len(defined))
-            else:
+            item.cp = mean_of_defined(item.cp_per_reference)
+            if item.cp is None:
                 reasons = [_reference_reason(r, views) for r in concept.references]
                 item.cp_undefined = "; ".join(r for r in reasons if r)
         if prompt is not None:

@@ -25,7 +25,7 @@ from .masks import MIN_FOREGROUND_FRACTION, foreground_fraction, grid_weights, h
 from .metric import pad_tokens
 from .models.encoder import MascEncoder
 from .progress import ProgressCallback
-from .scores import defined_number
+from .scores import defined_number, mean_of_defined
 from .scoring import (
     NO_BACKGROUND,
     NO_OUTPUT_MASK,
@@ -88,11 +88,6 @@ def _regions(masks: list[list[np.ndarray]], grids: Sequence[tuple[int, int]], le
             row = hidden_patches(grid_weights(mask, grid))
             regions[k, n, : row.shape[0]] = row
     return regions
-
-
-def _mean_over_views(values: list[list[float]], n: int) -> float | None:
-    defined = [v for v in (defined_number(row[n]) for row in values) if v is not None]
-    return float(sum(defined) / len(defined)) if defined else None
 
 
 def score_subjects(
@@ -174,7 +169,7 @@ def _output_score(n, subjects, concept, masks, regions, pf, prompts, grid, min_f
     per_subject = []
     for k, (ref_tokens, result, _) in enumerate(concept):
         entry = SubjectScore(subject=labels[k], cp_per_reference=[defined_number(row[n]) for row in result.values])
-        entry.cp = _mean_over_views(result.values, n)
+        entry.cp = mean_of_defined(row[n] for row in result.values)
         if entry.cp is None:
             reasons = [_reference_reason(r, len(result.references)) for r in result.references]
             entry.cp_undefined = "; ".join(r for r in reasons if r) or NOTHING_SEARCHABLE
@@ -189,7 +184,7 @@ def _output_score(n, subjects, concept, masks, regions, pf, prompts, grid, min_f
         item.notes.append(NO_EXCLUSIVITY)
     else:
         item.exclusive = len(subjects) > 1
-        item.region_matrix = [[_mean_over_views(row, n) for row in matrix_row] for (_, _, matrix_row) in concept]
+        item.region_matrix = [[mean_of_defined(view[n] for view in row) for row in matrix_row] for (_, _, matrix_row) in concept]
         item.blends = blend_warnings(labels, item.region_matrix)
         item.notes += _overlap_notes(labels, regions[:, n])
     if pf is not None:

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
 from .errors import MascInputError
-from .scores import Heatmaps, ImageScore, ReferenceInfo, ScoreBatch, defined_number
+from .scores import Heatmaps, ImageScore, ReferenceInfo, ScoreBatch, defined_number, mean_of_defined
 from .stripping import parse_subject_names
 
 MAX_SUBJECTS = 8
@@ -200,8 +200,7 @@ def summarize(values: Sequence[float | None]) -> tuple[float | None, float | Non
     """(cp_min, cp_mean): cp_min only when every subject's CP is defined (a missing subject is no pass)."""
     defined = [v for v in values if v is not None]
     cp_min = min(defined) if defined and len(defined) == len(values) else None
-    cp_mean = sum(defined) / len(defined) if defined else None
-    return cp_min, cp_mean
+    return cp_min, mean_of_defined(defined)
 
 
 def blend_warnings(labels: Sequence[str], matrix: Sequence[Sequence[float | None]]) -> list[str]:

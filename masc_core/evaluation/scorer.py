@@ -22,6 +22,7 @@ from .manifest import ManifestRow
 from .metrics import masc
 from .plan import Chunk, Group
 from .records import EvalRecord
+from ..subjects import summarize
 from .subject_columns import all_names_of, column
 from .timing import Stopwatch
 
@@ -157,8 +158,7 @@ def _record(row: ManifestRow, fingerprint: str, score: ImageScore, ref_fractions
         out_foreground=score.foreground_fraction, ref_foreground=list(ref_fractions), fingerprint=fingerprint,
     )
     if score.subjects is not None:  # several subjects: cp above is their cp_min
-        defined = [s["cp"] for s in score.subjects if s["cp"] is not None]
-        record.metrics["cp_mean"] = sum(defined) / len(defined) if defined else None
+        record.metrics["cp_mean"] = summarize([s["cp"] for s in score.subjects])[1]
         record.metrics["blend"] = None if score.foreground_fraction is None else float(bool(score.blends))
         record.subjects, record.blends = subject_figures(score.subjects), list(score.blends)
     return record.relabel(row, min_foreground)
