@@ -33,7 +33,7 @@ from typing import Any, Callable, Sequence
 from .errors import MascInputError
 from .limits import ACCEPT, BATCH_SIZE, MAX_CANDIDATES
 from .masks import MIN_FOREGROUND_FRACTION
-from .ranking import KEEP_BUT_MARK, RANK_KEYS, UNCERTAIN_CHOICES, key_label, rank
+from .ranking import KEEP_BUT_MARK, RANK_KEYS, UNCERTAIN_CHOICES, key_label, rank, uncertain_mark
 from .report import key_columns, key_columns_header, subject_line
 from .scores import ImageScore
 
@@ -239,11 +239,6 @@ class AcceptanceLoop:
             kept=kept, candidates=list(self.candidates), accept=rules.accept, max_candidates=rules.max_candidates,
             stopped_early=not shortfall and self.used < rules.max_candidates, shortfall=shortfall, blocked=blocked,
         )
-
-
-def uncertain_mark(uncertain: list[str]) -> str:
-    """What a verdict adds for a decision its masks could flip: `` (uncertain: CP band [...] straddles 0.6)``."""
-    return f" (uncertain: {'; '.join(uncertain)})" if uncertain else ""
 
 
 def _verdict(candidate: Candidate, blocked: bool, passed: int, accept: int) -> str:

@@ -76,6 +76,11 @@ class Ranking:
         return ranking_table(self, names)
 
 
+def uncertain_mark(uncertain: list[str]) -> str:
+    """What a verdict adds for a decision its masks could flip: `` (uncertain: CP band [...] straddles 0.6)``."""
+    return f" (uncertain: {'; '.join(uncertain)})" if uncertain else ""
+
+
 def key_label(by: str, cp_weight: float = 1.0, pf_weight: float = 1.0) -> str:
     """What a ranking's key column holds: CP, PF, CP+PF (weights 1) or a weighted score."""
     if by != "both":

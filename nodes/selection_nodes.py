@@ -14,8 +14,7 @@ import torch
 from ..masc_core.errors import MascInputError
 from ..masc_core.limits import TOP_K
 from ..masc_core.masks import MIN_FOREGROUND_FRACTION
-from ..masc_core.acceptance import uncertain_mark
-from ..masc_core.ranking import KEEP_BUT_MARK, RANK_KEYS, UNCERTAIN_CHOICES, rank
+from ..masc_core.ranking import KEEP_BUT_MARK, RANK_KEYS, UNCERTAIN_CHOICES, rank, uncertain_mark
 from ..masc_core.scores import ScoreBatch
 from . import host
 from .metadata import HIDDEN_INPUTS, image_digests, record
