@@ -31,7 +31,7 @@ from .metadata import HIDDEN_INPUTS, encoder_identity, image_digests, record
 from .scoring_nodes import ENCODER_INPUT, PROMPT_INPUT, REFERENCE_INPUT, REFERENCE_MASK_INPUT, SUBJECT_INPUT
 from .selection_nodes import OFF, ON_UNCERTAIN_INPUT, THRESHOLD_INPUTS, blocked, threshold_value
 from .inputs import checked_inputs
-from .subject_nodes import BLEND_CHOICES
+from .subject_nodes import BLEND_CHOICES, declared_subjects, subjects_label
 from .types import CATEGORY, MASC_SCORES, MASC_SEGMENTER, MASC_SUBJECTS, Output, declare_outputs
 
 NODE = "MaSCSampleUntil"
@@ -143,8 +143,8 @@ class MaSCSampleUntil:
         rules = loop.rules
         check_pf_needs_masks(rules, segmenter)
         check_single_latent(latent_image)
-        score_round = round_scorer(encoder, reference_image, reference_mask, subjects, subject, mask_subject, prompt,
-                                   rules, segmenter, mask_threshold, on_blend or "report")  # absent in older graphs
+        score_round, scored_subject = round_scorer(encoder, reference_image, reference_mask, subjects, subject, mask_subject,
+                                                   prompt, rules, segmenter, mask_threshold, on_blend or "report")  # absent in older graphs
         sampling = host.sampling()
         progress = host.CandidateProgress(rules.max_candidates, steps)
         settings = dict(positive=positive, negative=negative, steps=int(steps), cfg=float(cfg), sampler_name=sampler_name,
@@ -164,7 +164,7 @@ class MaSCSampleUntil:
             del samples, images, arrays, masks, batch
         progress.update(progress.total)
         outcome = loop.outcome()
-        scores = all_scores(outcome, first_batch, encoder, subject if subjects is None else first_batch.context.subject)
+        scores = all_scores(outcome, first_batch, encoder, scored_subject)
         report = run_report(outcome, rules, scores, segmenter, sampler_name, extra_pnginfo)
         return node_result(outcome, scores, latent_image, report, extra_pnginfo, unique_id, to_comfy_image_batch(thumbnails))
 
@@ -202,8 +202,8 @@ def reference_inputs(reference_image, reference_mask):
 
 def round_scorer(encoder, reference_image, reference_mask, subjects, subject, mask_subject, prompt, rules, segmenter,
                  mask_threshold, on_blend):
-    """A function scoring one round's decoded candidates: (ScoreBatch, masks [B,H,W] or None). Every input is
-    checked here, before the first candidate is sampled."""
+    """(a function scoring one round's decoded candidates -> (ScoreBatch, masks [B,H,W] or None), the subject names the
+    scores record). Every input is checked here, before the first candidate is sampled."""
     progress = host.interrupt_callback()
     if subjects is None:
         references, reference_masks = reference_inputs(reference_image, reference_mask)
@@ -216,10 +216,9 @@ def round_scorer(encoder, reference_image, reference_mask, subjects, subject, ma
                                  prompt=prompt, subject=subject, cp=True, pf=True, min_foreground=rules.min_foreground,
                                  cache_outputs=False, progress=progress, bands=True)
             return batch, masks
-        return score_one
+        return score_one, subject
 
     declared = check_subjects_input(subjects, reference_image, reference_mask, subject, mask_subject, segmenter, on_blend)
-    names = ", ".join(name for d in declared for name in d.subject.name_list)
 
     def score_several(arrays):
         per_subject = [mask_candidates(segmenter, arrays, d.subject.names, mask_threshold) for d in declared]
@@ -229,17 +228,14 @@ def round_scorer(encoder, reference_image, reference_mask, subjects, subject, ma
             min_foreground=rules.min_foreground, cache_outputs=False, progress=progress,
         )
         batch = multi.as_score_batch(reject_blends=on_blend == "reject")
-        batch.context = ScoreContext(subject=names)
         union = None if segmenter is None else torch.stack(per_subject).amax(dim=0)
         return batch, union
-    return score_several
+    return score_several, subjects_label(declared)
 
 
 def check_subjects_input(subjects, reference_image, reference_mask, subject, mask_subject, segmenter, on_blend) -> list:
     """The declared subjects, refusing inputs that 'subjects' replaces or that cannot apply to sampled candidates."""
-    declared = list(subjects)
-    if not declared:
-        raise MascInputError("subjects is empty: connect a MaSC Subject node (chain one per subject)")
+    declared = declared_subjects(subjects)
     for name, value in (("reference_image", reference_image), ("reference_mask", reference_mask)):
         if value is not None:
             raise MascInputError(f"{name} and subjects are both connected: with several subjects each MaSC Subject holds its reference; disconnect {name}")

@@ -69,7 +69,22 @@ class MaSCSubject:
         subject = Subject(names, references, list(reference_masks))
         if not subject.name_list:
             raise MascInputError("names is empty: give the subject's name, e.g. 'dog' (several: 'sks dog, dog')")
-        return (tuple(subjects or ()) + (DeclaredSubject(subject, mask),),)
+        return (tuple(declared_subjects(subjects, empty_ok=True)) + (DeclaredSubject(subject, mask),),)
+
+
+def declared_subjects(value, *, empty_ok: bool = False) -> list[DeclaredSubject]:
+    """The subjects a MASC_SUBJECTS input carries, checked: a shared workflow's value arrives over the link unchecked."""
+    if value is not None and not (isinstance(value, (tuple, list)) and all(isinstance(d, DeclaredSubject) for d in value)):
+        raise MascInputError("subjects is not what MaSC Subject outputs: connect a MaSC Subject node's 'subjects' output")
+    declared = list(value or ())
+    if not declared and not empty_ok:
+        raise MascInputError("subjects is empty: connect a MaSC Subject node (chain one per subject)")
+    return declared
+
+
+def subjects_label(declared: list[DeclaredSubject]) -> str:
+    """Every declared subject's names, comma-separated: the 'subject' the scores' context records."""
+    return ", ".join(all_names([d.subject for d in declared]))
 
 
 def _output_masks(declared, outputs) -> list | None:
@@ -123,9 +138,7 @@ class MaSCScoreSubjects:
         }
 
     def score(self, encoder, image, subjects, prompt, on_blend="report", extra_pnginfo=None, unique_id=None):
-        declared = list(subjects or ())
-        if not declared:
-            raise MascInputError("subjects is empty: connect a MaSC Subject node (chain one per subject)")
+        declared = declared_subjects(subjects)
         outputs = comfy_images(image, "image")
         masc = encoder.ready()
         batch = score_subjects(
@@ -133,7 +146,7 @@ class MaSCScoreSubjects:
             prompt=prompt, progress=host.progress_callback(len(outputs) + sum(len(d.subject.references) for d in declared)),
         )
         scores = batch.as_score_batch(reject_blends=on_blend == "reject")
-        scores.context = scoring_context("MaSCScoreSubjects", encoder, ", ".join(all_names([d.subject for d in declared])))
+        scores.context = scoring_context("MaSCScoreSubjects", encoder, subjects_label(declared))
         record(extra_pnginfo, unique_id, scores, "MaSCScoreSubjects", pixels=image_digests(image))
         report = subjects_table(batch)
         if batch.scores[0].encoded_prompt is not None:

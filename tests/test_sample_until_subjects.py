@@ -174,3 +174,16 @@ def test_one_declared_subject_is_the_single_subject_run(pack, models):
         assert {k: v for k, v in a.to_dict().items() if k not in bands} == {k: v for k, v in b.to_dict().items() if k not in bands}
         assert a.cp_band is not None and b.cp_band is None
     assert single["result"][5] == declared["result"][5] and torch.equal(single["result"][2], declared["result"][2])
+
+
+@pytest.mark.parametrize("value", ["dog", ("not a subject",), [None]])
+def test_a_subjects_value_no_masc_subject_made_is_one_line(pack, models, dog_and_teapot, value):
+    """A shared workflow's value reaches 'subjects' over a link unchecked: each node that takes it holds it."""
+    errors = module(pack, "masc_core.errors")
+    message = "subjects is not what MaSC Subject outputs: connect a MaSC Subject node's 'subjects' output"
+    with pytest.raises(errors.MascInputError, match=message):
+        run(pack, several(models, value))
+    with pytest.raises(errors.MascInputError, match=message):
+        pack.NODE_CLASS_MAPPINGS["MaSCScoreSubjects"]().score(models["encoder"], float_image("dog_01"), value, PROMPT)
+    with pytest.raises(errors.MascInputError, match=message):
+        declare(pack, "cat", "cat_00", value)
