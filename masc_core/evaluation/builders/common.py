@@ -50,6 +50,11 @@ class BuiltManifest:
     """What the rows are, in a few words (for the summary line)."""
 
 
+def mask_path(masks_dir: str, image: str, *folders: str, suffix: str = "") -> str:
+    """Where ``image``'s mask goes: ``masks_dir/<folders>/<the image's file stem><suffix>.png``."""
+    return os.path.join(masks_dir, *folders, os.path.splitext(os.path.basename(image))[0] + suffix + ".png")
+
+
 def plan_mask(jobs: dict[str, MaskJob], image: str, mask: str, prompt: str) -> str:
     """Note that ``image`` needs ``mask`` (once per mask path); two images meeting at one mask path are refused."""
     known = jobs.setdefault(mask, MaskJob(image, mask, prompt))

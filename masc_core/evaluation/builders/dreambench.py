@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from ...errors import MascInputError
 from ...stripping import collapse_whitespace
 from .common import (
-    BuiltManifest, MaskJob, count_text, images_in, is_image, plan_mask, problems_error, require_folder, subfolders,
+    BuiltManifest, MaskJob, count_text, images_in, is_image, mask_path, plan_mask, problems_error, require_folder, subfolders,
 )
 
 PROMPTS_FILE = "prompts_and_classes.txt"
@@ -193,8 +193,7 @@ def build(dataset_dir: str, outputs_dir: str, masks_dir: str, *, token: str = DE
     jobs: dict[str, MaskJob] = {}
 
     def mask_for(image: str, subject: str, *folders: str) -> str:
-        mask = os.path.join(masks_dir, *folders, os.path.splitext(os.path.basename(image))[0] + ".png")
-        return plan_mask(jobs, image, mask, table.classes[subject])  # CLIPSeg looks for the class word
+        return plan_mask(jobs, image, mask_path(masks_dir, image, *folders), table.classes[subject])  # CLIPSeg looks for the class word
 
     rows = []
     for method, subject, index, seed, path in images:

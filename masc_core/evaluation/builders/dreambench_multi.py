@@ -40,7 +40,7 @@ import os
 from ...errors import MascInputError
 from ...subjects import MAX_SUBJECTS
 from ..subject_columns import column
-from .common import BuiltManifest, MaskJob, count_text, plan_mask
+from .common import BuiltManifest, MaskJob, count_text, mask_path, plan_mask
 from ...stripping import collapse_whitespace
 from .dreambench import OutputsLayout, read_dataset, scan_outputs, subject_names
 
@@ -116,8 +116,7 @@ def build(dataset_dir: str, combinations_file: str, outputs_dir: str, masks_dir:
     jobs: dict[str, MaskJob] = {}
 
     def mask_for(image: str, subject: str, *folders: str, suffix: str = "") -> str:
-        mask = os.path.join(masks_dir, *folders, os.path.splitext(os.path.basename(image))[0] + suffix + ".png")
-        return plan_mask(jobs, image, mask, table.classes[subject])  # CLIPSeg looks for the class word
+        return plan_mask(jobs, image, mask_path(masks_dir, image, *folders, suffix=suffix), table.classes[subject])  # CLIPSeg looks for the class word
 
     rows = []
     for method, combination, index, seed, path in images:

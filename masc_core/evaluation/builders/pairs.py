@@ -27,7 +27,7 @@ import os
 import numpy as np
 
 from ...errors import MascInputError
-from .common import BuiltManifest, MaskJob, count_text, images_in, plan_mask, require_folder, subfolders
+from .common import BuiltManifest, MaskJob, count_text, images_in, mask_path, plan_mask, require_folder, subfolders
 from .dreambench import PROMPTS_FILE, parse_prompts_and_classes
 
 LAYOUT = "one folder per subject holding its photos (<subject>/<photo>.jpg)"
@@ -99,8 +99,7 @@ def build(
 
     def mask_for(path: str) -> str:
         subject = subject_of[path]
-        mask = os.path.join(masks_dir, subject, os.path.splitext(os.path.basename(path))[0] + ".png")
-        return plan_mask(jobs, path, mask, words[subject])
+        return plan_mask(jobs, path, mask_path(masks_dir, path, subject), words[subject])
 
     def name(path: str) -> str:
         return f"{subject_of[path]}/{os.path.basename(path)}"
