@@ -145,6 +145,8 @@ class ScoreContext:
     """Per image, what a deciding node made of it ("accepted", "rejected: CP below 0.6", ...)."""
     kept: list[int] | None = None
     """Positions of the images a node passed on, in its output order (MaSC Sample Until's kept candidates)."""
+    labels: list[str | None] | None = None
+    """Per image, the artist's label from MaSC Pick ("picked", "passed over"); None where the artist chose nothing."""
 
     def per_image(self, count: int) -> tuple[list[str], list[int | None], list[int | None]]:
         """For each of ``count`` images: its verdict ("scored" when no node decided), its seed, and its position in
@@ -188,7 +190,7 @@ class ScoreBatch:
             scores=[replace(self.scores[p], index=i) for i, p in enumerate(positions)],
             references=self.references,
             min_foreground=self.min_foreground,
-            context=replace(context, seeds=pick(context.seeds), verdicts=pick(context.verdicts), kept=None),
+            context=replace(context, seeds=pick(context.seeds), verdicts=pick(context.verdicts), labels=pick(context.labels), kept=None),
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -11,7 +11,8 @@ made: ``time`` (UTC), ``run`` (one node execution), ``node``, ``node_id``,
 ``index`` (the image's position in what the node scored: a candidate's
 number in MaSC Sample Until), ``verdict``, ``output`` (position among the
 images the node passed on, or empty), ``encoder``, ``encoder_digest``,
-``metric_version``.
+``metric_version``; ``label`` is the artist's choice in MaSC Pick ("picked",
+"passed over"), which ``calibrate`` reads back (``read_log``).
 
 Formats by the file's suffix: ``.jsonl`` (one JSON object per line) or ``.csv``
 (the header written once; a file with other columns is refused, never
@@ -31,6 +32,9 @@ one); numbers stay numbers.
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import os
 from typing import Any
 
@@ -38,7 +42,7 @@ from ..errors import MascInputError
 from ..scores import ScoreBatch, defined_number, subject_figures
 from ..version import __version__
 from ..safe_text import shown
-from .append_log import AppendLog, LogFormat, csv_record_end, jsonl_format
+from .append_log import AppendLog, LogFormat, csv_record_end, jsonl_format, jsonl_record_end
 from .records import csv_cell, csv_lines, record_line
 
 SINGLE_SUBJECT_COLUMNS = (
@@ -50,8 +54,15 @@ SINGLE_SUBJECT_COLUMNS = (
 """The columns of CSV logs written before several subjects per image (MaSC 0.2.0 and earlier)."""
 SUBJECT_COLUMNS = ("subjects", "blends")
 BAND_COLUMNS = ("cp_band", "pf_band")
-LOG_COLUMNS = SINGLE_SUBJECT_COLUMNS + SUBJECT_COLUMNS + BAND_COLUMNS
-HEADER_HISTORY = (SINGLE_SUBJECT_COLUMNS, SINGLE_SUBJECT_COLUMNS + SUBJECT_COLUMNS, LOG_COLUMNS)
+LABEL_COLUMNS = ("label",)
+"""The artist's label from MaSC Pick: "picked", "passed over", or empty (not shown, or a default)."""
+LOG_COLUMNS = SINGLE_SUBJECT_COLUMNS + SUBJECT_COLUMNS + BAND_COLUMNS + LABEL_COLUMNS
+HEADER_HISTORY = (
+    SINGLE_SUBJECT_COLUMNS,
+    SINGLE_SUBJECT_COLUMNS + SUBJECT_COLUMNS,
+    SINGLE_SUBJECT_COLUMNS + SUBJECT_COLUMNS + BAND_COLUMNS,
+    LOG_COLUMNS,
+)
 """Every CSV header MaSC has written, oldest first: a log keeps the columns it was started with."""
 LOG_SUFFIXES = (".jsonl", ".csv")
 
@@ -61,6 +72,7 @@ def log_rows(batch: ScoreBatch, *, time: str, run: str, node_id: Any = None, met
     context = batch.context
     count = len(batch.scores)
     verdicts, seeds, outputs = context.per_image(count)
+    labels = context.labels or [None] * count
     encoder = context.encoder or {}
     ref_foreground = [r.foreground_fraction for r in batch.references]
     small_ref = any(f < batch.min_foreground for f in ref_foreground)
@@ -79,7 +91,7 @@ def log_rows(batch: ScoreBatch, *, time: str, run: str, node_id: Any = None, met
             "verdict": verdicts[position], "output": outputs[position], "encoder": encoder.get("model"),
             "encoder_digest": encoder.get("digest"), "metric_version": __version__,
             "subjects": subject_figures(score.subjects), "blends": list(score.blends) if score.subjects is not None else None,
-            "cp_band": score.cp_band, "pf_band": score.pf_band,
+            "cp_band": score.cp_band, "pf_band": score.pf_band, "label": labels[position],
         })
     return rows
 
@@ -139,7 +151,7 @@ def _csv_columns(path: str, rows: list[dict[str, Any]], label: str) -> tuple[str
     columns = _HEADERS.get(first, LOG_COLUMNS)
     lost = [c for c in LOG_COLUMNS if c not in columns and any(row[c] is not None for row in rows)]
     if lost:
-        what = "per-subject" if lost[0] in SUBJECT_COLUMNS else "mask-band"
+        what = "per-subject" if lost[0] in SUBJECT_COLUMNS else "mask-band" if lost[0] in BAND_COLUMNS else "pick-label"
         raise MascInputError(
             f"{label} is a score log from an earlier MaSC, without the {what} columns ({', '.join(lost)}): give these "
             "scores a new filename; the file was left as it was"
@@ -158,3 +170,67 @@ def append_rows(path: str, rows: list[dict[str, Any]]) -> None:
     columns = LOG_COLUMNS if path.endswith(".jsonl") else _csv_columns(path, rows, label)
     with AppendLog(path, log_format, label=label, hint="choose another filename, or move that file away") as log:
         log.write(log_text(path, rows, columns))
+
+
+NUMBER_COLUMNS = ("cp", "pf", "out_foreground")
+"""Columns ``read_log`` gives as numbers (None when empty) from a CSV log; other cells stay text."""
+
+
+def _csv_value(column: str, cell: str, label: str, line: int) -> Any:
+    if column in NUMBER_COLUMNS:
+        if cell == "":
+            return None
+        try:
+            return float(cell)
+        except ValueError:
+            raise MascInputError(f"{label} record {line}: {column} {shown(cell)} is not a number") from None
+    if cell == "":
+        return None
+    return cell[1:] if cell.startswith("'") else cell  # undo spreadsheet_text: every leading ' was added
+
+
+def read_log(path: str) -> list[dict[str, Any]]:
+    """The rows of a score log MaSC Log Scores wrote (.jsonl or .csv), as dicts; one-line errors for anything else.
+
+    A last record a crash cut short (no line end) is left out, as the next append would drop it. CSV cells come
+    back as text with the spreadsheet guard undone, ``NUMBER_COLUMNS`` as numbers.
+    """
+    label = f"log {shown(os.path.basename(path))}"
+    if not path.endswith(LOG_SUFFIXES):
+        raise MascInputError(f"{label} must end in .jsonl or .csv (a score log of MaSC Log Scores)")
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        raise MascInputError(f"{label} does not exist") from None
+    except OSError as error:
+        raise MascInputError(f"{label} cannot be read ({error.strerror})") from None
+    jsonl = path.endswith(".jsonl")
+    data = data[: (jsonl_record_end if jsonl else csv_record_end)(data)]  # without a record a crash cut short
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise MascInputError(f"{label} is not UTF-8 text: not a score log") from None
+    if jsonl:
+        rows = []
+        for number, line in enumerate(text.split("\n")[:-1], 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError:
+                raise MascInputError(f"{label} line {number} is not JSON: not a score log") from None
+            if not isinstance(row, dict) or not {"time", "run", "metric_version"} <= set(row):
+                raise MascInputError(f"{label} line {number} is not a row MaSC Log Scores writes")
+            rows.append(row)
+        return rows
+    records = list(csv.reader(io.StringIO(text, newline="")))
+    if not records or tuple(records[0]) not in HEADER_HISTORY:
+        raise MascInputError(f"{label} does not start with a header MaSC Log Scores writes: not a score log")
+    columns = records[0]
+    rows = []
+    for number, cells in enumerate(records[1:], 2):
+        if len(cells) != len(columns):
+            raise MascInputError(f"{label} record {number} has {len(cells)} cells for {len(columns)} columns")
+        rows.append({c: _csv_value(c, cell, label, number) for c, cell in zip(columns, cells)})
+    return rows

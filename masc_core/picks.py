@@ -1,0 +1,182 @@
+"""The artist's picks (MaSC Pick): a node waits for a choice made in the browser, never forever.
+
+A node that shows candidates opens a ``PickRequest`` on the process-wide
+``PickBoard`` and waits on it; the browser answers through one HTTP route,
+which hands the request body to ``PickBoard.answer``. Everything a browser
+(or anything else that can reach the server) sends is checked here: the
+request must be open (its random token names one waiting node of this
+server), the node id must be that node's, and the picks must be distinct
+positions among the candidates shown, at least one. Nothing else is
+accepted, and an answer is taken once.
+
+Waiting polls in short slices so that Cancel (``check_interrupt``) is
+honoured within a fraction of a second, and ends at the timeout with the
+default (the score order). The board knows no ComfyUI: the node passes the
+interrupt check in, and the route lives in ``nodes.host``.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .errors import MascInputError
+
+PICKED = "picked"
+PASSED_OVER = "passed over"
+LABELS = (PICKED, PASSED_OVER)
+"""The labels a candidate the artist saw gets in the score log; unshown candidates and defaults get none."""
+
+CHOSEN = "chosen"
+TIMED_OUT = "timed out"
+NO_BROWSER = "no browser"
+OUTCOMES = (CHOSEN, TIMED_OUT, NO_BROWSER)
+"""How a wait ended: the artist chose, the timeout passed, or nobody could be asked (an API prompt)."""
+
+POLL_SECONDS = 0.1
+"""How often a waiting node checks for Cancel."""
+MAX_BODY_BYTES = 4096
+"""A pick is a token, a node id and at most a few hundred small integers: anything longer is refused unread."""
+
+
+class PickRefused(MascInputError):
+    """An answer the board does not take; ``status`` is the HTTP status the route replies with."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class PickRequest:
+    """One node waiting for the artist: ``count`` candidates shown, ``default`` the positions taken without a choice."""
+
+    node_id: str
+    count: int
+    default: list[int]
+    token: str = field(default_factory=lambda: secrets.token_hex(16))
+    answer: list[int] | None = None
+    _answered: threading.Event = field(default_factory=threading.Event, repr=False)
+
+
+@dataclass(frozen=True)
+class PickOutcome:
+    """What a wait gave: the chosen positions (among those shown) and how they were chosen (``OUTCOMES``)."""
+
+    picks: list[int]
+    how: str
+    waited: float
+
+    @property
+    def by_artist(self) -> bool:
+        return self.how == CHOSEN
+
+
+class PickBoard:
+    """The open pick requests of this process, safe to use from the executor and the server's threads."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self._open: dict[str, PickRequest] = {}
+        self._lock = threading.Lock()
+        self._clock = clock
+
+    def open(self, node_id: Any, count: int, default: list[int]) -> PickRequest:
+        if count < 1 or not default or any(not 0 <= d < count for d in default):
+            raise ValueError(f"a pick needs candidates and a default among them (count {count}, default {default})")
+        request = PickRequest(node_id=str(node_id), count=int(count), default=list(default))
+        with self._lock:
+            self._open[request.token] = request
+        return request
+
+    def close(self, request: PickRequest) -> None:
+        """The node stopped waiting (answered, timed out, cancelled): later answers are refused as finished."""
+        with self._lock:
+            self._open.pop(request.token, None)
+
+    def waiting(self) -> int:
+        with self._lock:
+            return len(self._open)
+
+    def answer(self, body: Any) -> PickRequest:
+        """Take a browser's answer ``{"token": str, "node": str, "picks": [int, ...]}``; ``PickRefused`` otherwise."""
+        if not isinstance(body, dict) or set(body) != {"token", "node", "picks"}:
+            raise PickRefused(400, "a pick is a JSON object with exactly token, node and picks")
+        token, node, picks = body["token"], body["node"], body["picks"]
+        if not isinstance(token, str) or not isinstance(node, str):
+            raise PickRefused(400, "token and node must be strings")
+        with self._lock:
+            request = self._open.get(token)
+            if request is None:
+                raise PickRefused(404, "no MaSC Pick of this server is waiting for that token: it finished, timed out or was cancelled")
+            if node != request.node_id:
+                raise PickRefused(400, f"that token belongs to node {request.node_id}, not to node {node[:40]!r}")
+            if request.answer is not None:
+                raise PickRefused(409, "this pick was already answered")
+            if (
+                not isinstance(picks, list) or not picks or len(picks) > request.count
+                or any(not isinstance(p, int) or isinstance(p, bool) for p in picks)
+                or len(set(picks)) != len(picks) or any(not 0 <= p < request.count for p in picks)
+            ):
+                raise PickRefused(400, f"picks must be 1 to {request.count} distinct positions from 0 to {request.count - 1}")
+            request.answer = list(picks)
+            request._answered.set()
+        return request
+
+    def wait(self, request: PickRequest, timeout: float, check_interrupt: Callable[[], None]) -> PickOutcome:
+        """Block until the artist answers, ``timeout`` seconds pass (the default), or ``check_interrupt`` raises.
+
+        The request is closed however the wait ends, so an answer that comes later is refused.
+        """
+        started = self._clock()
+        try:
+            while True:
+                check_interrupt()
+                left = timeout - (self._clock() - started)
+                if request._answered.wait(max(0.0, min(POLL_SECONDS, left))):
+                    return PickOutcome(list(request.answer), CHOSEN, self._clock() - started)
+                if self._clock() - started >= timeout:
+                    return PickOutcome(list(request.default), TIMED_OUT, self._clock() - started)
+        finally:
+            self.close(request)
+
+
+BOARD = PickBoard()
+"""The one board of this process: the pick route and every MaSC Pick use it."""
+
+
+def pick_labels(shown: list[int], count: int, outcome: PickOutcome) -> list[str | None]:
+    """Per candidate (``count`` of them): "picked" / "passed over" for those the artist saw and chose among; else None.
+
+    ``shown[j]`` is the candidate at position j of what was shown. A default (timeout, no browser) labels
+    nothing: it is the score order, not the artist's taste, and must not teach ``calibrate``.
+    """
+    labels: list[str | None] = [None] * count
+    if not outcome.by_artist:
+        return labels
+    chosen = {shown[p] for p in outcome.picks}
+    for candidate in shown:
+        labels[candidate] = PICKED if candidate in chosen else PASSED_OVER
+    return labels
+
+
+def check_counts(show: int, keep: int, count: int) -> None:
+    """One-line errors for a pick that cannot be shown: more to show than the batch has, a default larger than shown."""
+    if show > count:
+        raise MascInputError(f"show is {show} but the batch has {count} images: show at most {count}")
+    if keep > show:
+        raise MascInputError(f"keep is {keep} but only {show} are shown: keep at most show")
+
+
+def timeout_seconds(value: Any) -> float:
+    """The timeout widget's value as seconds; refused unless finite and from 0 to a day."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise MascInputError(f"timeout {value!r} is not a number of seconds") from None
+    if not math.isfinite(seconds) or not 0 <= seconds <= 86400:
+        raise MascInputError(f"timeout {value!r} must be from 0 to 86400 seconds")
+    return seconds
