@@ -6,13 +6,16 @@ relatively.
 """
 
 from .nodes import NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS
-from .nodes.host import copy_example_inputs, register_model_folders
+from .masc_core.picks import BOARD
+from .nodes.host import copy_example_inputs, register_model_folders, register_pick_route
 
 register_model_folders()
+# MaSC Pick's answers from the browser (POST /masc/pick), checked against the nodes waiting on BOARD.
+register_pick_route(BOARD)
 # The example workflows' inputs (masc_example_*), into ComfyUI/input (never over a user's file).
 copy_example_inputs()
 
-# Shows each scoring node's per-image scores as text on the node.
+# Shows each scoring node's per-image scores as text on the node, and MaSC Pick's dialog.
 WEB_DIRECTORY = "./web"
 
 __all__ = ["NODE_CLASS_MAPPINGS", "NODE_DISPLAY_NAME_MAPPINGS", "WEB_DIRECTORY"]

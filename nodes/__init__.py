@@ -3,7 +3,7 @@
 from .encoder_node import MaSCLoadEncoder
 from .log_nodes import MaSCLogScores
 from .mask_nodes import MaSCAutoMask, MaSCLoadAutoMaskModel
-from .review_nodes import MaSCContactSheet
+from .review_nodes import MaSCContactSheet, MaSCPick
 from .sampling_nodes import MaSCSampleUntil
 from .scoring_nodes import MaSCConceptPreservation, MaSCPromptFollowing, MaSCScore, MaSCStripSubject
 from .selection_nodes import MaSCGate, MaSCSelectBest
@@ -24,6 +24,7 @@ NODE_CLASS_MAPPINGS = {
     "MaSCSubject": MaSCSubject,
     "MaSCScoreSubjects": MaSCScoreSubjects,
     "MaSCContactSheet": MaSCContactSheet,
+    "MaSCPick": MaSCPick,
 }
 
 NODE_DISPLAY_NAME_MAPPINGS = {
@@ -41,4 +42,5 @@ NODE_DISPLAY_NAME_MAPPINGS = {
     "MaSCSubject": "MaSC Subject",
     "MaSCScoreSubjects": "MaSC Score Subjects",
     "MaSCContactSheet": "MaSC Contact Sheet",
+    "MaSCPick": "MaSC Pick",
 }

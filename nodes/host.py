@@ -536,3 +536,92 @@ def use_sampling(backend):
         yield backend
     finally:
         _SAMPLING = previous
+
+
+# ---------------------------------------------------------------- the artist's picks (MaSC Pick)
+
+PICK_EVENT = "masc.pick"
+"""Sent to the browser that queued the prompt: show these candidates and answer with a pick."""
+PICK_CLOSED_EVENT = "masc.pick.closed"
+"""Sent when a node stops waiting (answered, timed out, cancelled): the browser closes its dialog."""
+PICK_ROUTE = "/masc/pick"
+"""Where the browser posts its answer (ComfyUI serves it under /api too)."""
+
+
+class ComfyBrowser:
+    """The browser tab that queued the running prompt, through ComfyUI's websocket (PromptServer.send_sync)."""
+
+    @staticmethod
+    def _server():
+        try:
+            from server import PromptServer  # type: ignore
+        except ImportError:
+            return None
+        return getattr(PromptServer, "instance", None)
+
+    def client(self) -> str | None:
+        """The id of the connected browser that queued the running prompt; None for an API prompt or a closed tab."""
+        server = self._server()
+        if server is None:
+            return None
+        client_id = getattr(server, "client_id", None)
+        return client_id if client_id is not None and client_id in getattr(server, "sockets", {}) else None
+
+    def send(self, event: str, data: dict, client: str) -> None:
+        server = self._server()
+        if server is not None:
+            server.send_sync(event, data, client)
+
+
+_BROWSER = ComfyBrowser() if IN_COMFYUI else None
+
+
+def pick_browser():
+    """Who a MaSC Pick asks: the browser behind the running prompt inside ComfyUI; outside it, a stand-in or None."""
+    return _BROWSER
+
+
+@contextlib.contextmanager
+def use_pick_browser(browser):
+    """Ask ``browser`` (``client()`` and ``send(event, data, client)`` as ``ComfyBrowser``) inside the block: the tests'."""
+    global _BROWSER
+    previous, _BROWSER = _BROWSER, browser
+    try:
+        yield browser
+    finally:
+        _BROWSER = previous
+
+
+def register_pick_route(board) -> bool:
+    """Serve POST /masc/pick: a browser's answer for a waiting MaSC Pick, handed to ``board.answer`` (checked there).
+
+    The body is read only when it declares a length of at most ``MAX_BODY_BYTES``; every refusal is a JSON
+    ``{"error": one line}`` with the board's status (400 malformed, 404 nobody waiting, 409 answered, 413 too long).
+    """
+    if not IN_COMFYUI:
+        return False
+    server = ComfyBrowser._server()
+    if server is None:
+        return False
+    import json
+
+    from aiohttp import web  # ComfyUI's own web server
+
+    from ..masc_core.picks import MAX_BODY_BYTES, PickRefused
+
+    @server.routes.post(PICK_ROUTE)
+    async def answer_pick(request):
+        length = request.content_length
+        if length is None or length > MAX_BODY_BYTES:
+            return web.json_response({"error": f"a pick is a JSON body of at most {MAX_BODY_BYTES} bytes, with its length given"}, status=413)
+        try:
+            body = json.loads((await request.read()).decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            return web.json_response({"error": "a pick is a JSON object with exactly token, node and picks"}, status=400)
+        try:
+            board.answer(body)
+        except PickRefused as refused:
+            return web.json_response({"error": str(refused)}, status=refused.status)
+        return web.json_response({"ok": True})
+
+    return True

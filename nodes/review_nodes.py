@@ -1,16 +1,24 @@
-"""MaSC Contact Sheet: every candidate in one captioned picture, for the artist's review.
+"""The artist's review: MaSC Contact Sheet (every candidate in one captioned picture) and MaSC Pick (the artist chooses).
 
-It converts ComfyUI's types and calls ``masc_core.contact_sheet``; the layout, order and captions live there.
+They convert ComfyUI's types and call ``masc_core.contact_sheet`` (layout, order, captions) and ``masc_core.picks``
+(the waiting, the checks on an answer, the labels); the browser's side is ``web/masc_pick.js``, its route ``host``.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..masc_core.contact_sheet import MAX_TILE, MIN_TILE, ORDERS, contact_sheet, tiles_from
 from ..masc_core.errors import MascInputError
-from ..masc_core.ranking import RANK_KEYS
+from ..masc_core.limits import TOP_K
+from ..masc_core.picks import BOARD, NO_BROWSER, TIMED_OUT, PickOutcome, check_counts, pick_labels, timeout_seconds
+from ..masc_core.ranking import RANK_KEYS, rank
 from ..masc_core.scores import ScoreBatch
+from . import host
 from .convert import comfy_images, to_comfy_image_batch
 from .inputs import checked_inputs
+from .metadata import HIDDEN_INPUTS, image_digests, record
+from .selection_nodes import CARRIED_INPUTS, blocked, check_batch, select_images, select_latent, select_mask
 from .types import CATEGORY, MASC_SCORES, Output, declare_outputs
 
 
@@ -56,3 +64,130 @@ class MaSCContactSheet:
             )
         sheet = contact_sheet(arrays, tiles_from(scores, by=rank_by), tile=int(tile_size), columns=int(columns), order=order)
         return (to_comfy_image_batch([sheet]),)
+
+
+def _pick_verdicts(count: int, shown: list[int], chosen: list[int], outcome) -> list[str]:
+    """Each candidate's verdict in the PNG entry and the log: what the artist (or the default) made of it."""
+    if outcome.by_artist:
+        taken, left = "picked", "passed over"
+    else:
+        taken = f"kept by default ({outcome.how})"
+        left = f"shown, not kept by default ({outcome.how})" if outcome.how == TIMED_OUT else f"not kept by default ({outcome.how})"
+    shown_set, chosen_set = set(shown), set(chosen)
+    return [taken if i in chosen_set else left if i in shown_set else "not shown" for i in range(count)]
+
+
+def _pick_report(count: int, shown: list[int], chosen: list[int], outcome, timeout: float) -> str:
+    """A few short lines (a report box must not widen the node over its neighbours)."""
+    numbers = ", ".join(f"#{i}" for i in chosen)
+    if outcome.by_artist:
+        return f"you picked {numbers}\nof the {len(shown)} shown (of {count}), after {outcome.waited:.0f} s"
+    why = f"no pick within {timeout:.0f} s" if outcome.how == TIMED_OUT else "no browser to ask\n(an API prompt, or the tab was closed)"
+    return f"{why}\nkept {numbers}: the first {len(chosen)} in score order\n(not logged as picks)"
+
+
+@checked_inputs
+class MaSCPick:
+    """Node: MaSC Pick."""
+
+    SEARCH_ALIASES = ["pick", "choose", "image chooser", "human in the loop", "review", "select by hand", "label"]
+    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
+
+    DESCRIPTION = (
+        "Shows the best candidates in the browser with their scores (heatmaps on demand) and waits for you to pick one "
+        "or several; passes the picked images, latents and masks on as Select Best does. Never hangs: after 'timeout' "
+        "seconds, or at once for an API prompt with no browser, it keeps the first 'keep' in score order; Cancel works "
+        "while it waits. Log its 'scores' with MaSC Log Scores: your picks become labels for 'python -m masc_core calibrate'."
+    )
+    CATEGORY = CATEGORY
+    FUNCTION = "pick"
+    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+        Output("IMAGE", "images", "The picked images, in score order."),
+        Output("LATENT", "latent", "Their latents (if a latent was connected)."),
+        Output("MASK", "mask", "Their masks (if a mask was connected)."),
+        Output(MASC_SCORES, "scores", "Every candidate's scores with your labels (picked / passed over): connect MaSC Log Scores."),
+        Output("STRING", "indices", "Batch indices of the picked images, comma-separated."),
+        Output("STRING", "report", "What was shown, what was picked, and how (your pick, the timeout, or no browser)."),
+    )
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "scores": (MASC_SCORES, {"tooltip": "From a MaSC scoring node or MaSC Sample Until, for the same batch as 'images'."}),
+                "images": ("IMAGE", {"tooltip": "The scored batch."}),
+                "show": ("INT", {"default": 4, "min": 1, "max": TOP_K.high, "tooltip": "How many candidates to show, best first (at most the batch)."}),
+                "keep": ("INT", {"default": 1, "min": 1, "max": TOP_K.high, "tooltip": "How many the default keeps (the first in score order) when nobody picks."}),
+                "rank_by": (list(RANK_KEYS), {"default": "both", "tooltip": "The score order: cp, pf, or both = cp_weight*CP + pf_weight*PF."}),
+                "cp_weight": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of CP when ranking by both."}),
+                "pf_weight": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of PF when ranking by both."}),
+                "timeout": ("INT", {"default": 300, "min": 0, "max": 86400, "tooltip": "Seconds to wait for your pick before keeping the default; the queue waits meanwhile. 0 = never ask."}),
+            },
+            "optional": {
+                **CARRIED_INPUTS,
+                "heatmaps": ("IMAGE", {"tooltip": "Optional: one heatmap per image (e.g. MaSC Score's presence heatmaps), shown on demand in the dialog."}),
+            },
+            "hidden": dict(HIDDEN_INPUTS),
+        }
+
+    @classmethod
+    def IS_CHANGED(cls, **_):
+        # A pick is a person's act: never served from ComfyUI's cache, so re-queueing asks again.
+        return float("nan")
+
+    def pick(self, scores, images, show, keep, rank_by, cp_weight, pf_weight, timeout, latent=None, mask=None, heatmaps=None,
+             extra_pnginfo=None, unique_id=None):
+        scores = check_batch(scores, images)
+        count = images.shape[0]
+        show, keep, seconds = int(show), int(keep), timeout_seconds(timeout)
+        check_counts(show, keep, count)
+        heatmap_arrays = None
+        if heatmaps is not None:
+            heatmap_arrays = comfy_images(heatmaps, "heatmaps")
+            if len(heatmap_arrays) != count:
+                raise MascInputError(f"heatmaps has {len(heatmap_arrays)} pictures for {count} images: connect one heatmap per scored image")
+        ranking = rank(scores.scores, by=rank_by, cp_weight=float(cp_weight), pf_weight=float(pf_weight))
+        shown = ranking.order[:show]
+        outcome = self._ask(scores, images, shown, keep, seconds, heatmap_arrays, rank_by, unique_id)
+        chosen = sorted((shown[p] for p in outcome.picks), key=shown.index)
+        verdicts = _pick_verdicts(count, shown, chosen, outcome)
+        labelled = ScoreBatch(
+            scores=scores.scores, references=scores.references, heatmaps=scores.heatmaps, min_foreground=scores.min_foreground,
+            context=replace(scores.context, verdicts=verdicts, kept=chosen, labels=pick_labels(shown, count, outcome)),
+        )
+        outputs = [chosen.index(i) if i in chosen else None for i in range(count)]
+        record(extra_pnginfo, unique_id, labelled, "MaSCPick", verdicts=verdicts, outputs=outputs, pixels=image_digests(images))
+        report = _pick_report(count, shown, chosen, outcome, seconds)
+        result = (
+            select_images(images, chosen),
+            select_latent(latent, chosen, count) if latent is not None else blocked(1)[0],
+            select_mask(mask, chosen, count) if mask is not None else blocked(1)[0],
+            labelled,
+            ", ".join(str(i) for i in chosen),
+            report,
+        )
+        return {"ui": {"text": [report]}, "result": result}
+
+    @staticmethod
+    def _ask(scores, images, shown, keep, seconds, heatmap_arrays, rank_by, unique_id) -> PickOutcome:
+        """Show ``shown`` in the browser and wait; the default at once when nobody can be asked or timeout is 0."""
+        default = list(range(keep))
+        browser = host.pick_browser()
+        client = browser.client() if browser is not None else None
+        if client is None or seconds == 0:
+            return PickOutcome(default, NO_BROWSER if client is None else TIMED_OUT, 0.0)
+        pictures = comfy_images(images[shown], "images")
+        tiles = {tile.index: tile for tile in tiles_from(scores, by=rank_by)}
+        request = BOARD.open(unique_id, len(shown), default)
+        try:
+            browser.send(host.PICK_EVENT, {
+                "token": request.token, "node": request.node_id, "timeout": seconds, "keep": keep,
+                "images": host.save_previews(pictures, "masc_pick"),
+                "heatmaps": host.save_previews([heatmap_arrays[i] for i in shown], "masc_pick_heatmap") if heatmap_arrays else [],
+                "captions": [tiles[i].lines()[:2] for i in shown],
+                "indices": list(shown),
+            }, client)
+            return BOARD.wait(request, seconds, host.check_interrupt)
+        finally:
+            BOARD.close(request)
+            browser.send(host.PICK_CLOSED_EVENT, {"token": request.token, "node": request.node_id}, client)

@@ -5,7 +5,7 @@ Run by the host suite with the HOST's interpreter (it has ``playwright``; no bro
     MASC_COMFYUI_PYTHON browser.py PLAN.json RESULT.json
 
 PLAN: ``url``, ``out`` (screenshots), ``pack`` (the pack's folder name), ``workflows`` (a list of
-``{"name", "path", "run", "thumbnail": path or null}``), ``widgets`` (how to make a graph run on this
+``{"name", "path", "run", "thumbnail": path or null, "pick": tile positions to click in MaSC Pick's dialog, or null}``), ``widgets`` (how to make a graph run on this
 machine: ``{"byType": {type: {widget: value}}, "byWidget": {widget: value}, "atMost": {widget: number}}``),
 ``templates`` (open the templates browser and read the cards of those workflows), ``blueprints`` (subgraph
 blueprints to place from the search box: ``{"name", "wire": {input: {"type", "widgets", "slot"}}, "typed": {widget:
@@ -143,30 +143,62 @@ def open_page(browser, url: str):
     return page, console
 
 
-def queue_and_wait(page, timeout_s: float = 900) -> dict:
-    """Queue the graph as the Run button does (one press); the outcome, the ui text and images the server sent."""
-    return page.evaluate(
-        """async (timeout) => {
-            const { api } = await import('/scripts/api.js');
-            const sent = {}, images = {};
-            const onExecuted = e => {
-                const output = e.detail?.output;
-                if (output?.text) sent[String(e.detail.node)] = output.text;
-                if (output?.images) images[String(e.detail.node)] = output.images;
-            };
-            api.addEventListener('executed', onExecuted);
-            const outcome = await new Promise(resolve => {
-                api.addEventListener('execution_success', () => resolve('success'));
-                api.addEventListener('execution_error', e => resolve('error: ' + JSON.stringify(e.detail).slice(0, 2000)));
-                api.addEventListener('execution_interrupted', () => resolve('interrupted'));
-                setTimeout(() => resolve('timeout'), timeout);
-                app.queuePrompt(0, 1);
-            });
-            api.removeEventListener('executed', onExecuted);
-            return {outcome, sent, images};
+def queue_and_wait(page, timeout_s: float = 900, pick: list[int] | None = None, shots: str | None = None) -> dict:
+    """Queue the graph as the Run button does (one press); the outcome, the ui text and images the server sent.
+
+    ``pick``: when MaSC Pick's dialog opens, click these tiles (positions among those shown) with the mouse and
+    press Keep selected; what the dialog showed is returned under ``dialog`` (screenshot at ``shots``-pick.png).
+    """
+    page.evaluate(
+        """(timeout) => {
+            window.__mascRun = (async () => {
+                const { api } = await import('/scripts/api.js');
+                const sent = {}, images = {};
+                const onExecuted = e => {
+                    const output = e.detail?.output;
+                    if (output?.text) sent[String(e.detail.node)] = output.text;
+                    if (output?.images) images[String(e.detail.node)] = output.images;
+                };
+                api.addEventListener('executed', onExecuted);
+                const outcome = await new Promise(resolve => {
+                    api.addEventListener('execution_success', () => resolve('success'));
+                    api.addEventListener('execution_error', e => resolve('error: ' + JSON.stringify(e.detail).slice(0, 2000)));
+                    api.addEventListener('execution_interrupted', () => resolve('interrupted'));
+                    setTimeout(() => resolve('timeout'), timeout);
+                    app.queuePrompt(0, 1);
+                });
+                api.removeEventListener('executed', onExecuted);
+                return {outcome, sent, images};
+            })();
         }""",
         timeout_s * 1000,
     )
+    dialog = None
+    if pick is not None:
+        page.wait_for_selector(".masc-pick [data-position]", timeout=timeout_s * 1000)
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('.masc-pick img')].every(i => i.complete && i.naturalWidth > 0)", timeout=60_000
+        )
+        dialog = page.evaluate(
+            """() => {
+                const root = document.querySelector('.masc-pick');
+                return {node: root.dataset.node, role: root.getAttribute('role'),
+                        tiles: [...root.querySelectorAll('[data-position]')].map(t => t.innerText),
+                        buttons: [...root.querySelectorAll('button')].map(b => b.dataset.action)};
+            }"""
+        )
+        for position in pick:
+            page.click(f".masc-pick [data-position='{position}']")
+        dialog["pressed"] = page.evaluate(
+            "() => [...document.querySelectorAll('.masc-pick [aria-pressed=true]')].map(t => Number(t.dataset.position))"
+        )
+        if shots:
+            page.screenshot(path=shots + "-pick.png")
+        page.click(".masc-pick button[data-action='keep']")
+        page.wait_for_selector(".masc-pick", state="detached", timeout=60_000)
+    ran = page.evaluate("async () => await window.__mascRun")
+    ran["dialog"] = dialog
+    return ran
 
 
 def vue_reports(page, node_ids: list[str]) -> dict:
@@ -239,8 +271,9 @@ def check_workflow(page, item: dict, widgets: dict, out: str, vue: bool) -> dict
         return result
     page.evaluate("(w) => window.__masc.setWidgets(w)", widgets)
     started = time.monotonic()
-    ran = queue_and_wait(page)
+    ran = queue_and_wait(page, pick=item.get("pick"), shots=stem)
     result["run"], result["sent_text"], result["sent_images"] = ran["outcome"], ran["sent"], ran["images"]
+    result["pick_dialog"] = ran["dialog"]
     result["run_seconds"] = round(time.monotonic() - started, 1)
     page.wait_for_timeout(2500)  # previews arrive after the execution message
     page.evaluate("async () => { await window.__masc.visitAll(); await window.__masc.visitAll(); }")

@@ -45,6 +45,8 @@ BLUEPRINT_PLAN = [
     {"name": "MaSC best-of-N", "typed": {"prompt": PROMPT, "subject": SUBJECT}, "show": ["ranking"],
      "wire": {"reference_image": _load_image("dog_00"), "images": _load_image("dog_01")}},
 ]
+PICK_TILES = [1]
+"""MaSC Pick's dialog: the browser clicks the second tile shown (not the default, the first) and keeps it."""
 # Settings a fresh user folder gets before the page opens: no first-visit templates dialog, no overlays in screenshots.
 BASE_SETTINGS = {
     "Comfy.TutorialCompleted": True,
@@ -70,7 +72,8 @@ def _browse(host, server, installed, out_dir, sd15, vue: bool) -> dict:
         "help": None if vue else sorted(pack_mappings().NODE_CLASS_MAPPINGS),
         "blueprints": None if vue else BLUEPRINT_PLAN,
         "workflows": [
-            {"name": name, "path": path, "run": True, "thumbnail": None if vue else os.path.join(thumbnails, name + ".jpg")}
+            {"name": name, "path": path, "run": True, "thumbnail": None if vue else os.path.join(thumbnails, name + ".jpg"),
+             "pick": PICK_TILES if any(n["type"] == "MaSCPick" for n in load(path)["nodes"]) else None}
             for name, path in zip(NAMES, UI_WORKFLOWS)
         ],
     }
@@ -191,6 +194,41 @@ def test_sample_until_samples_its_candidates_in_one_queue_press(session, name):
         saves = [i for i, n in prompt.items() if n["class_type"] == "SaveImage" and n["inputs"]["images"] == [node_id, 0]]
         shown = sum(len(ran["sent_images"].get(i, [])) for i in saves)
         assert shown == kept * len(saves), (report, ran["sent_images"])
+
+
+@pytest.mark.parametrize("name", _with_node("MaSCPick"))
+def test_a_click_in_the_pick_dialog_lets_the_graph_go_on_with_that_candidate(session, installed, name):
+    """The dialog opens in the tab that queued the prompt; a mouse click on the second tile and Keep selected: the
+    graph continues with that candidate (saved), and the log holds the labels, which calibrate reads."""
+    import subprocess
+    import sys
+
+    ran = session["workflows"][name]
+    assert ran["run"] == "success", ran["run"]
+    dialog = ran["pick_dialog"]
+    prompt = json.loads(ran["saved"]["prompt"])
+    pick_id = next(i for i, n in prompt.items() if n["class_type"] == "MaSCPick")
+    shown = prompt[pick_id]["inputs"]["show"]
+    assert dialog["role"] == "dialog" and dialog["node"] == pick_id and len(dialog["tiles"]) == shown
+    assert dialog["pressed"] == PICK_TILES and {"keep", "default", "heatmaps", "cancel"} <= set(dialog["buttons"])
+    numbers = [int(re.match(r"#(\d+) ", tile).group(1)) for tile in dialog["tiles"]]
+    assert all("CP " in tile and "PF " in tile and "seed " in tile for tile in dialog["tiles"]), dialog["tiles"]
+    clicked = numbers[PICK_TILES[0]]
+    report = "\n".join(ran["sent_text"][pick_id])
+    assert report.startswith(f"you picked #{clicked}\nof the {shown} shown"), report
+    saves = [i for i, n in prompt.items() if n["class_type"] == "SaveImage" and n["inputs"]["images"] == [pick_id, 0]]
+    assert [len(ran["sent_images"].get(i, [])) for i in saves] == [1] * len(saves)
+    log_id = next(i for i, n in prompt.items() if n["class_type"] == "MaSCLogScores")
+    log = os.path.join(installed["output"], prompt[log_id]["inputs"]["filename"])
+    rows = [json.loads(line) for line in open(log, encoding="utf-8")]
+    run = rows[-1]["run"]
+    labels = {row["index"]: row["label"] for row in rows if row["run"] == run}
+    assert labels == {n: ("picked" if n == clicked else "passed over") if n in numbers else None for n in labels}
+    calibrated = subprocess.run([sys.executable, "-m", "masc_core", "calibrate", log, "--json"], cwd=ROOT,
+                                capture_output=True, text=True, timeout=300)
+    assert calibrated.returncode == 0, calibrated.stderr
+    picks = json.loads(calibrated.stdout)
+    assert picks["picked"] >= 1 and picks["passed_over"] >= 1 and picks["warnings"]  # one round: too few, and it says so
 
 
 @pytest.mark.parametrize("name", NAMES)
