@@ -45,9 +45,9 @@ class RankedItem:
     reasons: list[str] = field(default_factory=list)
     """Why the output did not pass (empty when it did)."""
     foreground_fraction: float | None = None
+    """Share of the output under its mask; None without a mask."""
     uncertain: list[str] = field(default_factory=list)
     """One line per threshold its mask-sensitivity band straddles (empty when none does)."""
-    """Share of the output under its mask; None without a mask."""
 
 
 @dataclass
