@@ -132,7 +132,7 @@ def test_several_subject_figures_reach_the_png_read_and_the_log(pack, models, do
             assert [s["subject"] for s in rows[-1]["subjects"]] == ["sks dog", "teapot"] and rows[-1]["blends"]
         else:
             header, row = text.splitlines()[0].split(","), text.splitlines()[-1]
-            assert header[-4:-2] == ["subjects", "blends"] and "subject: sks dog; cp: 0." in row and "subject: teapot; cp: 0." in row
+            assert header[header.index("subjects") + 1] == "blends" and "subject: sks dog; cp: 0." in row and "subject: teapot; cp: 0." in row
 
 
 BAD = [
