@@ -525,14 +525,22 @@ class CoreSampling:
         evaluations = [0] * len(seeds)
         alive = list(range(len(seeds)))
         finished: dict[int, torch.Tensor] = {}
+        # The bar moves one step per step sampled in this round (monotonic: phases interleave candidates), and jumps
+        # over what pruning saved when the next round starts.
+        step_callback = progress.sampler_callback(model, done)
+        executed = [0]
+
+        def on_step(step, x0, x, total):
+            step_callback(executed[0], x0, x, last)
+            executed[0] += 1
+
         for start, end in zip(bounds, bounds[1:]):
             previews = []
             for j in alive:
                 check_interrupt()
                 noise = comfy_sample.prepare_noise(image, seeds[j], batch_index)
                 captured: dict = {}
-                step_callback = progress.sampler_callback(model, done + j)
-                function = _resuming_function(real.sampler_function, state, j, evaluations, captured, start, last, step_callback)
+                function = _resuming_function(real.sampler_function, state, j, evaluations, captured, start, last, on_step)
                 sampler = comfy_samplers.KSAMPLER(function, real.extra_options, real.inpaint_options)
                 out = comfy_samplers.sample(
                     model, noise, positive, negative, cfg, model.load_device, sampler, schedule[start : end + 1],

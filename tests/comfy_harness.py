@@ -215,12 +215,14 @@ class StandInSampling:
         evaluations = [0] * len(seeds)
         alive = list(range(len(seeds)))
         settings = dict(positive=positive, negative=negative, cfg=cfg, denoise=denoise)
+        callback = progress.sampler_callback(model, done)
+        executed = 0
         for start, end in zip(bounds, bounds[1:]):
             for j in alive:
-                callback = progress.sampler_callback(model, done + j)
                 for step in range(start, end):
                     evaluations[j] += 1
-                    callback(step, None, None, steps)
+                    callback(executed, None, None, steps)  # as the host: one bar step per step sampled in the round
+                    executed += 1
             if end < steps:
                 previews = torch.cat([self.preview(model, seeds[j], latent, end, steps, **settings) for j in alive])
                 kept = set(judge(end, previews, list(alive)))

@@ -28,7 +28,16 @@ def preview_cps(pack, models, seeds, step):
     return [s.cp for s in out["result"][1].scores]
 
 
-def test_pruning_finishes_the_best_previews_of_each_round_with_an_exact_ledger(pack, models):
+def test_pruning_finishes_the_best_previews_of_each_round_with_an_exact_ledger(pack, models, monkeypatch):
+    host = importlib.import_module(pack.__name__ + ".nodes.host")
+    bars = []
+    original = host.CandidateProgress.__init__
+
+    def init(self, candidates, steps):
+        original(self, candidates, steps)
+        bars.append(self)
+
+    monkeypatch.setattr(host.CandidateProgress, "__init__", init)
     out, backend = run(pack, models, steps=STEPS, batch_size=4, max_candidates=8, accept=2, min_cp=1.0,
                        prune_at=0.5, prune_keep=1)
     images, latent, _, scores, used, seeds, report, candidates = out["result"]
@@ -53,6 +62,9 @@ def test_pruning_finishes_the_best_previews_of_each_round_with_an_exact_ledger(p
                                      "per_candidate": [4 if i in expected else 2 for i in range(8)]}
     assert "20 of 32 model evaluations, 1.6x fewer (6 of 8 candidates pruned)" in report
     assert candidates.shape[0] == 8  # pruned ones show their last preview on the contact sheet
+    values = [value for value, _ in bars[0].updates]
+    assert values == sorted(values) and values[-1] == 8 * STEPS  # the bar never moves back, and ends full
+    assert values[:10] == list(range(1, 11)) and values[10] == 4 * STEPS + 1  # round 1 sampled 10 steps, round 2 starts at 16
 
 
 def test_a_study_prunes_nothing_and_records_every_preview(pack, models):
