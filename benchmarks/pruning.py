@@ -32,7 +32,7 @@ LEDGER = re.compile(r"(\d+) of (\d+) model evaluations")
 def _post(url: str, path: str, body: dict) -> dict:
     request = urllib.request.Request(url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=60) as response:
-        return json.loads(response.read())
+        return json.loads(response.read() or b"null")  # /free answers with an empty body
 
 
 def _get(url: str, path: str) -> dict:
@@ -84,7 +84,9 @@ def measure(args: argparse.Namespace) -> dict:
     _post(args.url, "/free", {"unload_models": False, "free_memory": True})
     results = {"url": args.url, "ckpt": args.ckpt, "side": args.side, "steps": args.steps, "candidates": args.candidates,
                "prune_at": args.prune_at, "prune_keep": args.prune_keep, "repeat": args.repeat}
-    run_once(args, 0.0)  # warm: models loaded, caches filled
+    warm = argparse.Namespace(**vars(args))
+    warm.candidates, warm.steps, warm.prune_keep = 2, 2, 1
+    run_once(warm, 0.5)  # warm: every model loaded once, pruning's path included
     for label, prune_at in (("no pruning", 0.0), (f"pruning at {args.prune_at}", args.prune_at)):
         runs = []
         for i in range(args.repeat):

@@ -11,7 +11,6 @@ results; nothing else.
 
 from __future__ import annotations
 
-
 import torch
 
 from ..masc_core.contact_sheet import THUMBNAIL, thumbnail
