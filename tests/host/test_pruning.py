@@ -110,3 +110,34 @@ def test_the_pruning_benchmark_runs_against_a_server(counting_server, sd15, tmp_
     assert (results["no pruning"]["spent"], results["no pruning"]["in_full"]) == (16, 16)
     assert (results["pruning at 0.5"]["spent"], results["pruning at 0.5"]["in_full"]) == (10, 16)
     assert "model evaluations" in done.stdout
+
+
+def test_cancel_after_the_judgement_stops_the_survivors_and_frees_the_queue(counting_server, sd15, installed):
+    """Cancel once the round was judged and a survivor is being finished: the prompt ends interrupted, nothing is
+    saved, and the next prompt runs. (Phase 2 has 6 steps left when Cancel is sent: the interrupt is seen at the
+    next step, whatever the machine's speed.)"""
+    import time
+
+    from .graphs import for_cpu, load, of_type
+    from .test_sample_until import WORKFLOW
+
+    graph = for_cpu(load(WORKFLOW), sd15=sd15)
+    (sample_until,) = of_type(graph, "MaSCSampleUntil")
+    graph[sample_until]["inputs"].update(PRUNED, steps=8, prune_at=0.25, seed=SEED + 50)
+    messages = hostapi.Messages(counting_server)
+    try:
+        prompt_id = counting_server.queue(graph, extra_data=hostapi.FROM_FRONT_END)
+        judged = 4 * 2  # four candidates sampled to step 2: the judgement comes next, then a survivor's 6 steps
+        deadline = time.monotonic() + 1200
+        while not [d for _, d in messages.of_type("progress", prompt_id) if d.get("node") == sample_until and d["value"] > judged]:
+            assert time.monotonic() < deadline, "the survivor's phase never started"
+            time.sleep(0.05)
+        counting_server.request("/interrupt", {})
+        entry = counting_server.wait(prompt_id, timeout=600)
+    finally:
+        messages.close()
+    assert hostapi.was_interrupted(entry), hostapi.explain(entry)
+    assert not entry.get("outputs", {}).get(sample_until)
+    assert counting_server.request("/queue")["queue_running"] == []
+    after = for_cpu(load(WORKFLOW), sd15=sd15)
+    assert hostapi.status(counting_server.run(after)) == "success"
