@@ -124,6 +124,8 @@ class Candidate:
     """Final word on it, set by ``AcceptanceLoop.outcome``."""
     output: int | None = None
     """Its position among the returned images (0 = best), or None if not returned."""
+    pruned: str | None = None
+    """Why it was not sampled to the end (pruning: "pruned at step 6 of 20"), else None."""
 
 
 @dataclass
@@ -198,8 +200,12 @@ class AcceptanceLoop:
             self._pending = [self.rules.seed + self.used + j for j in range(count)]
         return list(self._pending)
 
-    def add_round(self, scores: Sequence[ImageScore], take: Callable[[int], Any]) -> None:
-        """Judge the round's scores (in ``next_seeds()`` order); ``take(j)`` gives round item j's payload if it is retained."""
+    def add_round(self, scores: Sequence[ImageScore], take: Callable[[int], Any], pruned: dict[int, str] | None = None) -> None:
+        """Judge the round's scores (in ``next_seeds()`` order); ``take(j)`` gives round item j's payload if it is retained.
+
+        ``pruned``: round item j -> why it was stopped before the last step. Such a candidate used the budget but
+        never passes and is never kept (it has no final image).
+        """
         if not self._pending or len(scores) != len(self._pending):
             raise ValueError(f"add_round got {len(scores)} scores for a round of {len(self._pending)} seeds")
         rules = self.rules
@@ -212,12 +218,16 @@ class AcceptanceLoop:
         )
         judged = {item.index: item for item in ranking.items}
         new = []
-        for seed, score in zip(self._pending, numbered):
+        pruned = pruned or {}
+        for j, (seed, score) in enumerate(zip(self._pending, numbered)):
+            if j in pruned:
+                new.append(Candidate(score.index, seed, score, None, False, [pruned[j]], pruned=pruned[j]))
+                continue
             item = judged[score.index]
             new.append(Candidate(score.index, seed, score, item.key, item.passed, list(item.reasons), list(item.uncertain)))
         self.candidates.extend(new)
         self._pending = []
-        eligible = [(c, _NOT_TAKEN) for c in new if c.passed or rules.on_shortfall == RETURN_BEST]
+        eligible = [(c, _NOT_TAKEN) for c in new if c.pruned is None and (c.passed or rules.on_shortfall == RETURN_BEST)]
         contenders = sorted(self._retained + eligible, key=lambda pair: _order(pair[0]))[: rules.accept]
         self._retained = [(c, take(c.index - first) if payload is _NOT_TAKEN else payload) for c, payload in contenders]
         self.peak_retained = max(self.peak_retained, len(self._retained))
@@ -242,6 +252,8 @@ class AcceptanceLoop:
 
 
 def _verdict(candidate: Candidate, blocked: bool, passed: int, accept: int) -> str:
+    if candidate.pruned is not None:
+        return candidate.pruned
     reasons = "; ".join(candidate.reasons)
     if candidate.output is not None:
         return "accepted" if candidate.passed else f"kept below threshold: {reasons}"

@@ -26,7 +26,8 @@ whole entry; which image a file is comes from ``pixels``: a short hash of
 the image as Save Image quantizes it (``clip(255 * x, 0, 255)`` cast to
 uint8), recomputed from the PNG's pixels when it is read back.
 
-Pure: JSON, numpy and PIL only.
+Pure: JSON, numpy and PIL only. Over 400 lines: an entry is built and read back here, and the strict reader
+checks every field the builder writes, so the two stay in step in one file.
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ def image_record(
         record["blends"] = list(score.blends)
     if score.cp_band is not None or score.pf_band is not None:  # mask-sensitivity bands, when they were computed
         record["cp_band"], record["pf_band"] = score.cp_band, score.pf_band
+    if score.previews is not None:  # pruning or a study: the scores of its denoised previews
+        record["previews"] = [dict(p) for p in score.previews]
     return record
 
 
@@ -118,6 +121,7 @@ def node_entry(
             image_record(s, verdict=v, seed=seed, output=o, pixels=p)
             for s, v, seed, o, p in zip(batch.scores, verdicts, seeds, outputs, pixels)
         ],
+        **({} if context.ledger is None else {"ledger": {k: v for k, v in context.ledger.items() if k != "per_candidate"}}),
     }
 
 
@@ -208,9 +212,25 @@ def _shape_problem(entry: Any) -> str | None:
                 return f"node {printable(node_id)!r}: an image's cp, pf or mask is not a number"
             if not all(isinstance(image.get(k), _OPTIONAL_TEXT) for k in ("verdict", "pixels", "cp_undefined", "pf_undefined")):
                 return f"node {printable(node_id)!r}: an image's verdict, pixels or reasons are not text"
-            problem = _subjects_problem(image) or _bands_problem(image)
+            problem = _subjects_problem(image) or _bands_problem(image) or _previews_problem(image)
             if problem:
                 return f"node {printable(node_id)!r}: an image's {problem}"
+        ledger = node.get("ledger")
+        if ledger is not None and not (isinstance(ledger, dict) and all(_is_int(ledger.get(k), False) for k in ("steps", "spent", "in_full", "pruned", "candidates"))):
+            return f"node {printable(node_id)!r}: 'ledger' is not an object of whole numbers"
+    return None
+
+
+def _previews_problem(image: dict) -> str | None:
+    """What is wrong with an image record's optional pruning previews, or None."""
+    previews = image.get("previews")
+    if previews is None:
+        return None
+    if not isinstance(previews, list) or not all(isinstance(p, dict) for p in previews):
+        return "'previews' is not a list of objects"
+    for preview in previews:
+        if not all(_is_int(preview.get(k), False) for k in ("round", "step", "steps")) or not all(_is_number(preview.get(k)) for k in ("cp", "pf")):
+            return "'previews' has an entry whose round, step or steps is not a whole number, or whose cp or pf is not a number"
     return None
 
 
@@ -358,9 +378,11 @@ def _node_header(node_id: str, node: dict) -> str:
     encoder = node.get("encoder") or {}
     model = f"{printable(encoder.get('model'))} ({printable(encoder.get('digest'))})" if encoder else "unknown encoder"
     stripped = node.get("stripped_prompt")
+    ledger = node.get("ledger")
+    spent = f", {ledger['spent']} of {ledger['in_full']} model evaluations ({ledger['pruned']} pruned)" if ledger else ""
     return (
         f"{printable(node.get('node'))} (node {printable(node_id)}): {model}, metric {printable(node.get('metric_version'))}, "
-        f"PF text {printable(repr(stripped))}"
+        f"PF text {printable(repr(stripped))}{spent}"
     )
 
 

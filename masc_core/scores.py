@@ -84,6 +84,9 @@ class ImageScore:
     """[low, high]: PF with the output mask eroded and dilated by one patch, and PF itself."""
     band_notes: list[str] = field(default_factory=list)
     """Why a band lacks a side (a mask too small to erode, or dilated over the whole image)."""
+    previews: list[dict[str, Any]] | None = None
+    """MaSC Sample Until with pruning or a study: the scores of this candidate's denoised preview at each step it
+    was judged (``masc_core.pruning.preview_record``); None otherwise. A pruned candidate has no final scores."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (NaN never appears; undefined is null)."""
@@ -145,6 +148,8 @@ class ScoreContext:
     """Per image, what a deciding node made of it ("accepted", "rejected: CP below 0.6", ...)."""
     kept: list[int] | None = None
     """Positions of the images a node passed on, in its output order (MaSC Sample Until's kept candidates)."""
+    ledger: dict[str, Any] | None = None
+    """MaSC Sample Until with pruning: model evaluations spent and in full (``masc_core.pruning.Ledger.to_dict``)."""
     labels: list[str | None] | None = None
     """Per image, the artist's label from MaSC Pick ("picked", "passed over"); None where the artist chose nothing."""
 

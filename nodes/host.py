@@ -404,7 +404,7 @@ def output_directory() -> str:
 
 # ---------------------------------------------------------------- sampling
 
-FALLBACK_SAMPLERS = ("euler", "euler_ancestral", "heun", "dpm_2", "lms", "dpmpp_2m", "dpmpp_2m_sde", "ddim", "uni_pc")
+FALLBACK_SAMPLERS = ("euler", "euler_ancestral", "heun", "dpm_2", "lms", "dpm_fast", "dpm_adaptive", "dpmpp_2m", "dpmpp_2m_sde", "ddim", "uni_pc")
 FALLBACK_SCHEDULERS = ("normal", "karras", "exponential", "sgm_uniform", "simple", "ddim_uniform", "beta")
 
 BATCH_EXACT_SAMPLERS = frozenset({
@@ -502,6 +502,65 @@ class CoreSampling:
             done += len(group)
         return torch.cat(results)
 
+    def sample_in_phases(self, model, seeds, latent, *, positive, negative, steps, cfg, sampler_name, scheduler, denoise,
+                         progress, done, stops, judge):
+        """Sample each candidate up to each step in ``stops``, let ``judge`` choose who goes on, finish the survivors.
+
+        ``judge(step, previews, alive)``: ``previews`` are the model's denoised predictions at that step (LATENT
+        space, one per candidate in ``alive``, the round positions still sampling); it returns the positions that
+        go on. Returns (the finished candidates' samples in round order, their positions, each candidate's model
+        evaluations). Every phase is its own sampling call on the schedule core KSampler computes for these
+        settings, one candidate at a time (as a KSampler with batch 1); a phase resumes from the latent the
+        previous one left *inside* the sampler (no round trip through the model's latent scaling), so with a
+        single-step sampler that draws no noise a survivor is the image KSampler gives at its seed.
+        """
+        image = self._fix_empty_latent(model, latent)
+        batch_index = latent.get("batch_index")
+        schedule = comfy_samplers.KSampler(model, steps=steps, device=model.load_device, sampler=sampler_name, scheduler=scheduler,
+                                           denoise=denoise, model_options=model.model_options).sigmas
+        real = comfy_samplers.sampler_object(sampler_name)
+        last = len(schedule) - 1
+        bounds = [0] + [s for s in stops if 0 < s < last] + [last]
+        state: dict[int, torch.Tensor] = {}
+        evaluations = [0] * len(seeds)
+        alive = list(range(len(seeds)))
+        finished: dict[int, torch.Tensor] = {}
+        # The bar moves one step per step sampled in this round (monotonic: phases interleave candidates), and jumps
+        # over what pruning saved when the next round starts.
+        step_callback = progress.sampler_callback(model, done)
+        executed = [0]
+
+        def on_step(step, x0, x, total):
+            step_callback(executed[0], x0, x, last)
+            executed[0] += 1
+
+        for start, end in zip(bounds, bounds[1:]):
+            previews = []
+            for j in alive:
+                check_interrupt()
+                noise = comfy_sample.prepare_noise(image, seeds[j], batch_index)
+                captured: dict = {}
+                function = _resuming_function(real.sampler_function, state, j, evaluations, captured, start, last, on_step)
+                sampler = comfy_samplers.KSAMPLER(function, real.extra_options, real.inpaint_options)
+                out = comfy_samplers.sample(
+                    model, noise, positive, negative, cfg, model.load_device, sampler, schedule[start : end + 1],
+                    model_options=model.model_options, latent_image=image, denoise_mask=None, callback=None,
+                    disable_pbar=not comfy_utils.PROGRESS_BAR_ENABLED, seed=seeds[j],
+                )
+                if end == last:
+                    finished[j] = out.to(model_management.intermediate_device())
+                    state.pop(j, None)
+                else:
+                    previews.append(model.model.process_latent_out(captured["denoised"]).to(model_management.intermediate_device()))
+            if end < last:
+                kept = judge(end, torch.cat(previews), list(alive))
+                for j in set(alive) - set(kept):
+                    state.pop(j, None)
+                alive = [j for j in alive if j in set(kept)]
+        positions = sorted(finished)
+        samples = torch.cat([finished[j] for j in positions]) if positions else None
+        return samples, positions, evaluations
+
     @staticmethod
     def _fix_empty_latent(model, latent):
         """core's fix_empty_latent_channels with the extra arguments newer versions take from the latent."""
@@ -515,6 +574,40 @@ class CoreSampling:
         if len(images.shape) == 5:
             images = images.reshape(-1, images.shape[-3], images.shape[-2], images.shape[-1])
         return images
+
+
+class _CountedModel:
+    """The denoiser a sampler function calls, counting its calls (one model evaluation each); everything else passes through."""
+
+    def __init__(self, model, count):
+        self._model, self._count = model, count
+
+    def __call__(self, *args, **kwargs):
+        self._count()
+        return self._model(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+
+def _resuming_function(sampler_function, state, j, evaluations, captured, offset, total, step_callback):
+    """A sampler function for one phase of candidate j: starts from where its last phase stopped (``state[j]``),
+    counts the model's calls, keeps the last denoised prediction, and reports steps to the run's progress."""
+
+    def count():
+        evaluations[j] += 1
+
+    def function(model, x, sigmas, extra_args=None, callback=None, disable=None, **options):
+        if j in state:
+            x = state[j]  # the latent inside the sampler, exactly as the previous phase left it
+        def on_step(info):
+            captured["denoised"] = info["denoised"]
+            step_callback(offset + info["i"], info["denoised"], info["x"], total)
+        out = sampler_function(_CountedModel(model, count), x, sigmas, extra_args=extra_args, callback=on_step, disable=disable, **options)
+        state[j] = out
+        return out
+
+    return function
 
 
 _SAMPLING = CoreSampling() if IN_COMFYUI else None

@@ -11,8 +11,6 @@ results; nothing else.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from ..masc_core.contact_sheet import THUMBNAIL, thumbnail
@@ -20,6 +18,7 @@ from ..masc_core.acceptance import SHORTFALL_CHOICES, AcceptanceLoop, Acceptance
 from ..masc_core.errors import MascInputError
 from ..masc_core.limits import ACCEPT, BATCH_SIZE, MAX_CANDIDATES
 from ..masc_core.masks import DEFAULT_MASK_THRESHOLD, masks_for_batch
+from ..masc_core.pruning import Ledger, PruneRules, split_note
 from ..masc_core.ranking import KEEP_BUT_MARK, RANK_KEYS
 from ..masc_core.scores import ScoreBatch, ScoreContext
 from ..masc_core.scoring import score_images
@@ -31,19 +30,11 @@ from .metadata import HIDDEN_INPUTS, encoder_identity, image_digests, record
 from .scoring_nodes import ENCODER_INPUT, PROMPT_INPUT, REFERENCE_INPUT, REFERENCE_MASK_INPUT, SUBJECT_INPUT
 from .selection_nodes import OFF, ON_UNCERTAIN_INPUT, THRESHOLD_INPUTS, blocked, threshold_value
 from .inputs import checked_inputs
+from .pruned_rounds import PRUNE_INPUTS, Kept, PrunedRound
 from .subject_nodes import BLEND_CHOICES, declared_subjects, subjects_label
 from .types import CATEGORY, MASC_SCORES, MASC_SEGMENTER, MASC_SUBJECTS, Output, declare_outputs
 
 NODE = "MaSCSampleUntil"
-
-
-@dataclass
-class Kept:
-    """A retained candidate's tensors, copied out of its round (a view would keep the whole round alive)."""
-
-    image: torch.Tensor
-    latent: torch.Tensor
-    mask: torch.Tensor | None
 
 
 def sampler_inputs() -> dict:
@@ -125,6 +116,7 @@ class MaSCSampleUntil:
             "subjects": (MASC_SUBJECTS, {"tooltip": "Several subjects in each candidate (chained MaSC Subject nodes) instead of reference_image, reference_mask and subject. A candidate passes only when every subject does (CP = cp_min, the weakest subject); the segmenter masks each subject by its own names."}),
             "on_blend": (BLEND_CHOICES, {"default": "report", "tooltip": "With subjects: report = blend warnings in the report only; reject = a candidate with a blend warning does not pass (needs a segmenter)."}),
             "on_uncertain": ON_UNCERTAIN_INPUT,
+            **PRUNE_INPUTS,
         }
         return {"required": required, "optional": optional, "hidden": dict(HIDDEN_INPUTS)}
 
@@ -132,7 +124,8 @@ class MaSCSampleUntil:
         self, model, positive, negative, latent_image, vae, seed, steps, cfg, sampler_name, scheduler, denoise,
         encoder, prompt, subject, accept, max_candidates, batch_size, rank_by, cp_weight, pf_weight, min_cp, min_pf,
         reject_small_masks, min_foreground, on_shortfall, mask_subject, mask_threshold, reference_image=None,
-        reference_mask=None, segmenter=None, subjects=None, on_blend=None, on_uncertain=None, extra_pnginfo=None, unique_id=None,
+        reference_mask=None, segmenter=None, subjects=None, on_blend=None, on_uncertain=None, prune_at=None, prune_keep=None,
+        prune_study=None, extra_pnginfo=None, unique_id=None,
     ):
         loop = AcceptanceLoop(AcceptanceRules(  # checks the rules: their errors come before any other
             seed=int(seed), accept=int(accept), max_candidates=int(max_candidates), batch_size=int(batch_size), by=rank_by,
@@ -143,6 +136,10 @@ class MaSCSampleUntil:
         rules = loop.rules
         check_pf_needs_masks(rules, segmenter)
         check_single_latent(latent_image)
+        pruning = PruneRules(  # absent in older graphs: off
+            prune_at=float(prune_at or 0.0), prune_keep=int(prune_keep or 1), study=bool(prune_study),
+        ).check(batch_size=rules.batch_size, steps=int(steps), sampler_name=sampler_name, denoise=float(denoise),
+                noise_mask=latent_image.get("noise_mask") is not None)
         score_round, scored_subject = round_scorer(encoder, reference_image, reference_mask, subjects, subject, mask_subject,
                                                    prompt, rules, segmenter, mask_threshold, on_blend or "report")  # absent in older graphs
         sampling = host.sampling()
@@ -150,8 +147,17 @@ class MaSCSampleUntil:
         settings = dict(positive=positive, negative=negative, steps=int(steps), cfg=float(cfg), sampler_name=sampler_name,
                         scheduler=scheduler, denoise=float(denoise))
         first_batch, thumbnails = None, []
+        ledger = Ledger(steps=int(steps)) if pruning.active else None
         while seeds := loop.next_seeds():
             host.check_interrupt()
+            if pruning.active:
+                pruned_round = PrunedRound(sampling, vae, score_round, rules, pruning, int(steps), len(loop.candidates) // rules.batch_size)
+                round_scores, take, pruned, round_thumbnails, batch = pruned_round.run(model, seeds, latent_image, progress, loop.used, settings, ledger)
+                thumbnails += round_thumbnails
+                first_batch = first_batch or batch
+                loop.add_round(round_scores, take, pruned)
+                del pruned_round, take
+                continue
             samples = sampling.sample(model, seeds, latent_image, progress=progress, done=loop.used, **settings)
             images = sampling.decode(vae, samples)
             arrays = comfy_images(images, "decoded candidates")
@@ -164,8 +170,8 @@ class MaSCSampleUntil:
             del samples, images, arrays, masks, batch
         progress.update(progress.total)
         outcome = loop.outcome()
-        scores = all_scores(outcome, first_batch, encoder, scored_subject)
-        report = run_report(outcome, rules, scores, segmenter, sampler_name, extra_pnginfo)
+        scores = all_scores(outcome, first_batch, encoder, scored_subject, ledger)
+        report = run_report(outcome, rules, scores, segmenter, sampler_name, extra_pnginfo, pruning, ledger)
         return node_result(outcome, scores, latent_image, report, extra_pnginfo, unique_id, to_comfy_image_batch(thumbnails))
 
 
@@ -264,8 +270,8 @@ def mask_candidates(segmenter, arrays, subject: str, threshold: float):
     return torch.stack(masks)
 
 
-def all_scores(outcome: Outcome, first_batch: ScoreBatch, encoder, subject: str | None) -> ScoreBatch:
-    """Every candidate's scores in sampling order, with seeds, verdicts and which were kept."""
+def all_scores(outcome: Outcome, first_batch: ScoreBatch, encoder, subject: str | None, ledger: Ledger | None = None) -> ScoreBatch:
+    """Every candidate's scores in sampling order, with seeds, verdicts, which were kept and the pruning ledger."""
     return ScoreBatch(
         scores=[c.score for c in outcome.candidates],
         references=first_batch.references,
@@ -273,19 +279,28 @@ def all_scores(outcome: Outcome, first_batch: ScoreBatch, encoder, subject: str 
         context=ScoreContext(
             node=NODE, subject=subject, encoder=encoder_identity(encoder), seeds=[c.seed for c in outcome.candidates],
             verdicts=[c.verdict for c in outcome.candidates], kept=[c.index for c, _ in outcome.kept],
+            ledger=None if ledger is None else ledger.to_dict(),
         ),
     )
 
 
-def run_report(outcome: Outcome, rules: AcceptanceRules, scores: ScoreBatch, segmenter, sampler_name: str, extra_pnginfo) -> str:
+def run_report(outcome: Outcome, rules: AcceptanceRules, scores: ScoreBatch, segmenter, sampler_name: str, extra_pnginfo,
+               pruning: PruneRules | None = None, ledger: Ledger | None = None) -> str:
     """The loop's report plus what the user should know about this run's setup."""
     notes = []
+    if ledger is not None:
+        what = "study: every candidate judged at steps " + ", ".join(str(s) for s in pruning.stops(ledger.steps)) + f" of {ledger.steps}, none pruned" if pruning.study \
+            else f"pruning at step {pruning.stops(ledger.steps)[0]} of {ledger.steps}, {pruning.prune_keep} of each round of {rules.batch_size} go on"
+        notes.append(f"{what}: {ledger.summary()}")
+        note = split_note(sampler_name)
+        if note and not pruning.study:
+            notes.append(note)
     if segmenter is None:
         notes.append("no segmenter connected: PF undefined, CP only")
     if scores.scores[0].subjects is not None:
         labels = ", ".join(figure["subject"] for figure in scores.scores[0].subjects)
         notes.append(f"several subjects ({labels}): CP is cp_min, the weakest subject's; each candidate's subjects are under its line")
-    if rules.batch_size > 1 and host.samples_one_by_one(sampler_name):
+    if rules.batch_size > 1 and host.samples_one_by_one(sampler_name) and ledger is None:
         notes.append(
             f"{sampler_name} draws noise while sampling: each candidate of a round was sampled in its own call, "
             "so a KSampler with its seed reproduces it"

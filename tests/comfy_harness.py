@@ -179,6 +179,7 @@ class StandInSampling:
 
     def __init__(self):
         self.calls: list[list[int]] = []
+        self.phase_calls: list[dict] = []
         self.made: list[weakref.ref] = []
         self.alive_at_call: list[int] = []
 
@@ -196,8 +197,49 @@ class StandInSampling:
             callback(step, None, None, steps)
         return self._made(model.denoise(noise, image.repeat(len(seeds), 1, 1, 1), positive, negative, cfg, denoise))
 
+    def preview(self, model, seed, latent, step, steps, positive, negative, cfg, denoise):
+        """The stand-in's denoised prediction after ``step`` of ``steps``: the final latent plus a per-seed wobble that
+        shrinks to nothing at the last step (a known function of the seed, for pruning tests)."""
+        image = latent["samples"]
+        noise = prepare_noise(image, seed, latent.get("batch_index"))
+        final = model.denoise(noise, image, positive, negative, cfg, denoise)
+        wobble = prepare_noise(image, seed + PREVIEW_WOBBLE_SEED, latent.get("batch_index"))
+        return final + (1.0 - step / steps) * PREVIEW_WOBBLE * wobble
+
+    def sample_in_phases(self, model, seeds, latent, *, positive, negative, steps, cfg, sampler_name, scheduler, denoise,
+                         progress, done, stops, judge):
+        """As host.CoreSampling.sample_in_phases: one model evaluation per step, previews from ``preview``."""
+        self.calls.append(list(seeds))
+        self.phase_calls.append({"seeds": list(seeds), "stops": list(stops)})
+        bounds = [0] + [s for s in stops if 0 < s < steps] + [steps]
+        evaluations = [0] * len(seeds)
+        alive = list(range(len(seeds)))
+        settings = dict(positive=positive, negative=negative, cfg=cfg, denoise=denoise)
+        callback = progress.sampler_callback(model, done)
+        executed = 0
+        for start, end in zip(bounds, bounds[1:]):
+            for j in alive:
+                for step in range(start, end):
+                    evaluations[j] += 1
+                    callback(executed, None, None, steps)  # as the host: one bar step per step sampled in the round
+                    executed += 1
+            if end < steps:
+                previews = torch.cat([self.preview(model, seeds[j], latent, end, steps, **settings) for j in alive])
+                kept = set(judge(end, previews, list(alive)))
+                alive = [j for j in alive if j in kept]
+        image = latent["samples"]
+        finished = [model.denoise(prepare_noise(image, seeds[j], latent.get("batch_index")), image, positive, negative, cfg, denoise)
+                    for j in alive]
+        samples = self._made(torch.cat(finished)) if finished else None
+        return samples, list(alive), evaluations
+
     def decode(self, vae, samples):
         return self._made(vae.decode(samples))
+
+
+PREVIEW_WOBBLE = 1.5
+"""How far the stand-in's step-0 preview is from its final latent (in units of the seed's wobble)."""
+PREVIEW_WOBBLE_SEED = 7777
 
 
 @contextlib.contextmanager

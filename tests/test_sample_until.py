@@ -58,11 +58,11 @@ def run(pack, models, **changes):
     return out, backend
 
 
-def plain_candidates(models, seeds):
+def plain_candidates(models, seeds, steps=3):
     """What a core KSampler (batch 1, seed s) + VAE Decode makes of each seed."""
     images = []
     for seed in seeds:
-        latent = ksampler(None, models["model"], seed, 3, 7.0, "euler", "normal", text_conditioning(PROMPT), text_conditioning("blurry"),
+        latent = ksampler(None, models["model"], seed, steps, 7.0, "euler", "normal", text_conditioning(PROMPT), text_conditioning("blurry"),
                           {"samples": torch.zeros(1, 4, 32, 32)})[0]
         images.append(models["vae"].decode(latent["samples"]))
     return torch.cat(images)

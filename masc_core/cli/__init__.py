@@ -5,7 +5,8 @@ reference), ``mask`` (CLIPSeg subject masks), ``rank`` (best-of-N),
 ``eval`` and ``merge`` (a manifest scored into results and a summary),
 ``manifest`` (a manifest built from a benchmark's folders), ``read`` (the
 scores MaSC nodes saved in PNGs), ``calibrate`` (thresholds from the artist's
-picks in a score log).
+picks in a score log), ``prune-report`` (a pruning study's log: how early a
+candidate's fate shows).
 Every command exits 0 on success, 2 with one line on stderr for bad input
 (a missing or unreadable file, a file that is not an image, a bad model
 folder, counts that do not match), 130 when interrupted; no traceback is
@@ -24,10 +25,10 @@ import sys
 from typing import Sequence
 
 from ..errors import MascError
-from . import calibrate, evaluate, manifest, mask, rank, read, score
+from . import calibrate, evaluate, manifest, mask, prune_report, rank, read, score
 from .options import OneLineParser
 
-COMMAND_MODULES = (score, mask, rank, evaluate, manifest, read, calibrate)
+COMMAND_MODULES = (score, mask, rank, evaluate, manifest, read, calibrate, prune_report)
 
 
 def build_parser() -> argparse.ArgumentParser:

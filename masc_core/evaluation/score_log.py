@@ -56,11 +56,15 @@ SUBJECT_COLUMNS = ("subjects", "blends")
 BAND_COLUMNS = ("cp_band", "pf_band")
 LABEL_COLUMNS = ("label",)
 """The artist's label from MaSC Pick: "picked", "passed over", or empty (not shown, or a default)."""
-LOG_COLUMNS = SINGLE_SUBJECT_COLUMNS + SUBJECT_COLUMNS + BAND_COLUMNS + LABEL_COLUMNS
+PRUNE_COLUMNS = ("previews", "evaluations")
+"""MaSC Sample Until with pruning or a study: the candidate's preview scores ([{round, step, steps, cp, pf}]) and the
+model evaluations it took."""
+LOG_COLUMNS = SINGLE_SUBJECT_COLUMNS + SUBJECT_COLUMNS + BAND_COLUMNS + LABEL_COLUMNS + PRUNE_COLUMNS
 HEADER_HISTORY = (
     SINGLE_SUBJECT_COLUMNS,
     SINGLE_SUBJECT_COLUMNS + SUBJECT_COLUMNS,
     SINGLE_SUBJECT_COLUMNS + SUBJECT_COLUMNS + BAND_COLUMNS,
+    SINGLE_SUBJECT_COLUMNS + SUBJECT_COLUMNS + BAND_COLUMNS + LABEL_COLUMNS,
     LOG_COLUMNS,
 )
 """Every CSV header MaSC has written, oldest first: a log keeps the columns it was started with."""
@@ -73,6 +77,7 @@ def log_rows(batch: ScoreBatch, *, time: str, run: str, node_id: Any = None, met
     count = len(batch.scores)
     verdicts, seeds, outputs = context.per_image(count)
     labels = context.labels or [None] * count
+    evaluations = (context.ledger or {}).get("per_candidate") or [None] * count
     encoder = context.encoder or {}
     ref_foreground = [r.foreground_fraction for r in batch.references]
     small_ref = any(f < batch.min_foreground for f in ref_foreground)
@@ -92,6 +97,7 @@ def log_rows(batch: ScoreBatch, *, time: str, run: str, node_id: Any = None, met
             "encoder_digest": encoder.get("digest"), "metric_version": __version__,
             "subjects": subject_figures(score.subjects), "blends": list(score.blends) if score.subjects is not None else None,
             "cp_band": score.cp_band, "pf_band": score.pf_band, "label": labels[position],
+            "previews": score.previews, "evaluations": evaluations[position],
         })
     return rows
 
@@ -151,7 +157,8 @@ def _csv_columns(path: str, rows: list[dict[str, Any]], label: str) -> tuple[str
     columns = _HEADERS.get(first, LOG_COLUMNS)
     lost = [c for c in LOG_COLUMNS if c not in columns and any(row[c] is not None for row in rows)]
     if lost:
-        what = "per-subject" if lost[0] in SUBJECT_COLUMNS else "mask-band" if lost[0] in BAND_COLUMNS else "pick-label"
+        what = ("per-subject" if lost[0] in SUBJECT_COLUMNS else "mask-band" if lost[0] in BAND_COLUMNS
+                else "pick-label" if lost[0] in LABEL_COLUMNS else "pruning")
         raise MascInputError(
             f"{label} is a score log from an earlier MaSC, without the {what} columns ({', '.join(lost)}): give these "
             "scores a new filename; the file was left as it was"

@@ -1,0 +1,129 @@
+"""Benchmark: what pruning saves in MaSC Sample Until, in a real ComfyUI, with its own diffusion model.
+
+``python -m benchmarks pruning --url http://127.0.0.1:8188 --ckpt MODEL.safetensors`` queues workflow 4
+(``workflows/api/4_rejection_sampling.json``) on a running ComfyUI that has this pack, a SigLIP2 and a CLIPSeg
+(``--encoder`` / ``--segmenter`` name them), at ``--side`` pixels, with ``--candidates`` candidates in one round
+and a threshold nothing reaches (the whole budget is spent: best-of-N). Once without pruning, once with
+``--prune-at`` and ``--prune-keep``; each ``--repeat`` times. It reports the ledger (model evaluations spent and in
+full, from the report) and the wall time of each prompt as the server timed it (``/history`` start and end),
+so the preview scoring is part of the price. Defaults are the issue's: best-of-16 at 256 px, pruning at 0.3
+keeping 4. Nothing is downloaded; the models must be in ComfyUI's folders.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import re
+import statistics
+import time
+import urllib.request
+import uuid
+
+from .bench import ROOT
+from .output import add_output_options, publish
+
+WORKFLOW = os.path.join(ROOT, "workflows", "api", "4_rejection_sampling.json")
+LEDGER = re.compile(r"(\d+) of (\d+) model evaluations")
+
+
+def _post(url: str, path: str, body: dict) -> dict:
+    request = urllib.request.Request(url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.loads(response.read() or b"null")  # /free answers with an empty body
+
+
+def _get(url: str, path: str) -> dict:
+    with urllib.request.urlopen(url + path, timeout=60) as response:
+        return json.loads(response.read())
+
+
+def graph(args, prune_at: float) -> dict:
+    with open(WORKFLOW, encoding="utf-8") as handle:
+        prompt = json.load(handle)
+    prompt = copy.deepcopy(prompt)
+    for item in prompt.values():
+        inputs = item["inputs"]
+        if "ckpt_name" in inputs:
+            inputs["ckpt_name"] = args.ckpt
+        if item["class_type"] == "EmptyLatentImage":
+            inputs.update(width=args.side, height=args.side, batch_size=1)
+        if item["class_type"] == "MaSCLoadEncoder" and args.encoder:
+            inputs["model"] = args.encoder
+        if item["class_type"] == "MaSCLoadAutoMaskModel" and args.segmenter:
+            inputs["model"] = args.segmenter
+        if item["class_type"] == "MaSCSampleUntil":
+            inputs.update(steps=args.steps, batch_size=args.candidates, max_candidates=args.candidates, accept=1, min_cp=0.999,
+                          on_shortfall="return best", seed=args.seed, prune_at=prune_at, prune_keep=args.prune_keep, prune_study=False)
+    return prompt
+
+
+def run_once(args, prune_at: float) -> dict:
+    prompt = graph(args, prune_at)
+    (node_id,) = [i for i, n in prompt.items() if n["class_type"] == "MaSCSampleUntil"]
+    queued = _post(args.url, "/prompt", {"prompt": prompt, "client_id": uuid.uuid4().hex})
+    prompt_id = queued["prompt_id"]
+    while True:
+        entry = _get(args.url, f"/history/{prompt_id}").get(prompt_id)
+        if entry and entry.get("status", {}).get("completed") is not None:
+            break
+        time.sleep(1.0)
+    if entry["status"].get("status_str") != "success":
+        raise SystemExit(f"the prompt failed: {json.dumps(entry['status'])[:2000]}")
+    messages = dict((kind, data) for kind, data in entry["status"].get("messages", []))
+    seconds = (messages["execution_success"]["timestamp"] - messages["execution_start"]["timestamp"]) / 1000.0
+    report = "\n".join(entry["outputs"][node_id]["text"])
+    spent = LEDGER.search(report)
+    evaluations = (int(spent.group(1)), int(spent.group(2))) if spent else (args.candidates * args.steps, args.candidates * args.steps)
+    return {"seconds": seconds, "spent": evaluations[0], "in_full": evaluations[1]}
+
+
+def measure(args: argparse.Namespace) -> dict:
+    _post(args.url, "/free", {"unload_models": False, "free_memory": True})
+    results = {"url": args.url, "ckpt": args.ckpt, "side": args.side, "steps": args.steps, "candidates": args.candidates,
+               "prune_at": args.prune_at, "prune_keep": args.prune_keep, "repeat": args.repeat}
+    warm = argparse.Namespace(**vars(args))
+    warm.candidates, warm.steps, warm.prune_keep = 2, 2, 1
+    run_once(warm, 0.5)  # warm: every model loaded once, pruning's path included
+    for label, prune_at in (("no pruning", 0.0), (f"pruning at {args.prune_at}", args.prune_at)):
+        runs = []
+        for i in range(args.repeat):
+            args.seed += 100  # fresh candidates every run (ComfyUI would serve a repeat from its cache)
+            runs.append(run_once(args, prune_at))
+        results[label] = {"seconds": statistics.median(r["seconds"] for r in runs), "spent": runs[-1]["spent"],
+                          "in_full": runs[-1]["in_full"], "runs": runs}
+    return results
+
+
+def table(results: dict) -> str:
+    rows = [f"best-of-{results['candidates']} at {results['side']} px, {results['steps']} steps ({results['ckpt']}), median of {results['repeat']}",
+            "                     model evaluations   wall s"]
+    for label in [k for k in results if isinstance(results[k], dict) and "seconds" in results[k]]:
+        r = results[label]
+        rows.append(f"{label:<20} {r['spent']:>6} of {r['in_full']:<10} {r['seconds']:>7.1f}")
+    return "\n".join(rows)
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("pruning", help="Sample Until with and without pruning on a running ComfyUI: model evaluations and wall time")
+    parser.add_argument("--url", default="http://127.0.0.1:8188", help="a running ComfyUI with this pack (default the local one)")
+    parser.add_argument("--ckpt", required=True, help="the diffusion checkpoint's name in ComfyUI's models/checkpoints")
+    parser.add_argument("--encoder", default=None, help="the SigLIP2 folder's name in models/masc (default the workflow's)")
+    parser.add_argument("--segmenter", default=None, help="the CLIPSeg folder's name in models/clipseg (default the workflow's)")
+    parser.add_argument("--side", type=int, default=256, help="image side in pixels (default 256)")
+    parser.add_argument("--steps", type=int, default=20, help="sampler steps (default 20)")
+    parser.add_argument("--candidates", type=int, default=16, help="candidates, all in one round (default 16)")
+    parser.add_argument("--prune-at", type=float, default=0.3, help="prune_at (default 0.3)")
+    parser.add_argument("--prune-keep", type=int, default=4, help="prune_keep (default 4)")
+    parser.add_argument("--seed", type=int, default=5000, help="first seed (default 5000)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per setting (default 1)")
+    add_output_options(parser)
+
+    def command(args) -> int:
+        results = measure(args)
+        publish(args, results, table(results))
+        return 0
+
+    parser.set_defaults(run=command)

@@ -1,0 +1,125 @@
+"""``prune-report``: from a study's score log, how far a candidate's preview at each judged step predicts its final score.
+
+A study (MaSC Sample Until with ``prune_study``) judges every candidate at
+several steps and finishes all of them, so each log row holds the previews'
+scores (``previews``) beside the final ones. Per judged step this reports:
+
+- Spearman's rho between the preview and the final CP (and PF), over every
+  candidate, with a 95% percentile bootstrap interval over candidates;
+- per round (the candidates judged together): whether keeping the best
+  ``keep`` previews would have kept the final best ``best`` candidates, and
+  in how many rounds it would have, with a bootstrap interval over rounds.
+
+The ranking key is the run's (``--by`` cp, pf or both with weights), as
+pruning uses it. Rows without previews are ignored; a log without any is
+one line.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Iterable
+
+import numpy as np
+
+from ..errors import MascInputError
+from .agreement import DEFAULT_BOOTSTRAP, DEFAULT_SEED, _interval, require, spearman, spearman_resampled, stable_seed
+
+
+def _key(cp, pf, by: str, cp_weight: float, pf_weight: float) -> float | None:
+    if by == "cp":
+        return cp
+    if by == "pf":
+        return pf
+    return None if cp is None or pf is None else cp_weight * cp + pf_weight * pf
+
+
+def _rounds(rows: Iterable[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:
+    grouped: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        previews = row.get("previews")
+        if isinstance(previews, str):  # a CSV cell: not parsed back (use the .jsonl log)
+            raise MascInputError("prune-report reads .jsonl score logs (a CSV cell does not keep the previews' structure): log the study to a .jsonl file")
+        if not previews or row.get("cp") is None and row.get("pf") is None:
+            continue
+        grouped[(row.get("run"), previews[0].get("round"))].append(row)
+    return grouped
+
+
+def prune_report(rows: Iterable[dict[str, Any]], *, keep: int = 4, best: int = 1, by: str = "cp", cp_weight: float = 1.0,
+                 pf_weight: float = 1.0, bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = DEFAULT_SEED, source: str = "the log") -> dict[str, Any]:
+    """Per judged step: rho of preview against final CP and PF, and how often ``keep`` of a round kept its final ``best``."""
+    if best > keep:
+        raise MascInputError(f"--best {best} is more than --keep {keep}: keeping {keep} can keep at most {keep} of the final best")
+    rounds = _rounds(rows)
+    if not rounds:
+        raise MascInputError(f"{source} holds no candidates with previews and final scores: run MaSC Sample Until with prune_study on, log its scores to a .jsonl file, then report")
+    require("scipy.stats")
+    steps = sorted({(p["step"], p["steps"]) for members in rounds.values() for row in members for p in row["previews"]})
+    result_steps = []
+    for step, total in steps:
+        pairs = {"cp": ([], []), "pf": ([], [])}
+        kept_best, considered, sizes = [], 0, []
+        for members in rounds.values():
+            at = [(row, next((p for p in row["previews"] if p["step"] == step and p["steps"] == total), None)) for row in members]
+            at = [(row, p) for row, p in at if p is not None]
+            for row, p in at:
+                for name in ("cp", "pf"):
+                    if row.get(name) is not None and p.get(name) is not None:
+                        pairs[name][0].append(p[name])
+                        pairs[name][1].append(row[name])
+            finals = [(row, _key(row.get("cp"), row.get("pf"), by, cp_weight, pf_weight), _key(p.get("cp"), p.get("pf"), by, cp_weight, pf_weight)) for row, p in at]
+            finals = [f for f in finals if f[1] is not None and f[2] is not None]
+            if len(finals) <= keep:
+                continue  # keeping this many prunes nothing in this round
+            considered += 1
+            sizes.append(len(finals))
+            final_best = {id(f[0]) for f in sorted(finals, key=lambda f: -f[1])[:best]}
+            preview_kept = {id(f[0]) for f in sorted(finals, key=lambda f: -f[2])[:keep]}
+            kept_best.append(final_best <= preview_kept)
+        entry: dict[str, Any] = {"step": step, "steps": total, "fraction": step / total, "rounds": considered,
+                                 "round_size": int(np.median(sizes)) if sizes else None}
+        rng = np.random.default_rng(stable_seed(seed, f"step {step}/{total}"))
+        for name, (preview, final) in pairs.items():
+            rho, _ = spearman(preview, final) if len(preview) >= 3 else (None, None)
+            ci = None
+            if rho is not None and bootstrap > 0:
+                x, y = np.asarray(preview), np.asarray(final)
+                ci = _interval(spearman_resampled(x, y, rng.integers(0, x.size, size=(bootstrap, x.size))))
+            entry[f"rho_{name}"] = {"n": len(preview), "rho": rho, "ci95": ci}
+        if considered:
+            hits = np.asarray(kept_best, dtype=np.float64)
+            ci = _interval(hits[rng.integers(0, hits.size, size=(bootstrap, hits.size))].mean(axis=1)) if bootstrap > 0 and hits.size > 1 else None
+            entry["kept_best"] = {"keep": keep, "best": best, "hits": int(hits.sum()), "rounds": considered,
+                                  "rate": float(hits.mean()), "ci95": ci}
+        else:
+            entry["kept_best"] = None
+        result_steps.append(entry)
+    return {"source": source, "rounds": len(rounds), "candidates": sum(len(m) for m in rounds.values()), "by": by,
+            "keep": keep, "best": best, "bootstrap": bootstrap, "seed": seed, "steps": result_steps}
+
+
+def _ci(ci) -> str:
+    return "" if not ci else f" [{ci[0]:+.2f}, {ci[1]:+.2f}]"
+
+
+def prune_report_text(result: dict[str, Any]) -> str:
+    lines = [f"{result['candidates']} candidates in {result['rounds']} rounds of {result['source']} (ranked by {result['by']})",
+             "step       rho CP (preview vs final)    rho PF                       keeping the best"]
+    for entry in result["steps"]:
+        rho = []
+        for name in ("cp", "pf"):
+            figure = entry[f"rho_{name}"]
+            rho.append("n/a" if figure["rho"] is None else f"{figure['rho']:+.2f}{_ci(figure['ci95'])} (n {figure['n']})")
+        kept = entry["kept_best"]
+        if kept is None:
+            kept_text = f"n/a (no round has more than {result['keep']} candidates)"
+        else:
+            interval = "" if not kept["ci95"] else f" [{kept['ci95'][0]:.0%}, {kept['ci95'][1]:.0%}]"
+            kept_text = (f"{kept['keep']} of {entry['round_size']} kept the final best {kept['best']} in {kept['hits']} of "
+                         f"{kept['rounds']} rounds ({kept['rate']:.0%}{interval})")
+        where = f"{entry['step']}/{entry['steps']} ({entry['fraction']:.0%})"
+        lines.append(f"{where:<10} {rho[0]:<28} {rho[1]:<28} {kept_text}")
+    lines.append("prune_at is safe where rho is high and keeping prune_keep kept the final best in (nearly) every round; "
+                 "the intervals take candidates (rho) and rounds (kept) as independent")
+    return "\n".join(lines)

@@ -1,0 +1,164 @@
+"""Deciding before the last step (MaSC Sample Until's pruning): which step to judge at, who goes on, what it cost.
+
+A round's candidates are sampled up to step ``s`` of ``steps``; the model's
+denoised prediction there (its *preview*) is decoded and scored like a
+finished candidate, and only the best ``prune_keep`` of the round (by the
+run's ranking key) are sampled on from step ``s``, on the same schedule. A
+pruned candidate counts toward the budget (it was started) and is never
+returned.
+
+A *study* prunes nothing: every candidate is judged at each of
+``STUDY_FRACTIONS`` of its steps and finished, so the score log holds each
+candidate's previews beside its final scores, for ``prune-report``.
+
+The ``Ledger`` counts model evaluations (calls of the diffusion model, each
+one denoising a batch of one; counted where the sampler calls the model, not
+from a formula) spent against what the same candidates would have cost
+sampled in full. Pure: no sampling, decoding or scoring here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from .errors import MascInputError
+from .ranking import rank
+from .scores import ImageScore
+
+STUDY_FRACTIONS = (0.2, 0.3, 0.4, 0.5, 0.6)
+"""Where a study judges every candidate, as shares of its steps."""
+UNSPLITTABLE_SAMPLERS = frozenset({"dpm_fast", "dpm_adaptive"})
+"""Samplers that choose their own steps between the schedule's ends: there is no step ``s`` to stop at."""
+RESTARTING_SAMPLERS = frozenset({
+    "lms", "dpmpp_2m", "dpmpp_2m_cfg_pp", "dpmpp_2m_sde", "dpmpp_2m_sde_gpu", "dpmpp_3m_sde", "dpmpp_3m_sde_gpu",
+    "ipndm", "ipndm_v", "deis", "res_multistep", "res_multistep_cfg_pp", "res_multistep_ancestral",
+    "res_multistep_ancestral_cfg_pp", "uni_pc", "uni_pc_bh2", "gradient_estimation", "gradient_estimation_cfg_pp",
+})
+"""Multistep samplers: each step uses the previous steps' predictions, a history that starts again at the split."""
+EXACT_SPLIT_SAMPLERS = frozenset({"euler", "euler_cfg_pp", "heun", "heunpp2", "dpm_2"})
+"""Single-step samplers that draw no noise: a candidate finished after a split is the one sampled in one go."""
+
+
+def split_note(sampler_name: str) -> str | None:
+    """Why survivors may differ from a plain KSampler at their seed with this sampler (None when they do not)."""
+    if sampler_name in EXACT_SPLIT_SAMPLERS:
+        return None
+    if sampler_name in RESTARTING_SAMPLERS:
+        return f"{sampler_name} is a multistep sampler: its history starts again at the split, so a survivor may differ from a plain KSampler at its seed"
+    return f"{sampler_name} draws noise while sampling (or is not known to split exactly): after the split its noise differs, so a survivor may differ from a plain KSampler at its seed"
+
+
+@dataclass(frozen=True)
+class PruneRules:
+    """When to judge and how many go on: ``prune_at`` a share of the steps (0 = off), ``prune_keep`` per round."""
+
+    prune_at: float = 0.0
+    prune_keep: int = 1
+    study: bool = False
+
+    @property
+    def active(self) -> bool:
+        return self.study or self.prune_at > 0
+
+    def check(self, *, batch_size: int, steps: int, sampler_name: str, denoise: float, noise_mask: bool) -> "PruneRules":
+        """These rules, or one line naming the input that cannot work."""
+        if not self.active:
+            return self
+        if not (isinstance(self.prune_at, (int, float)) and math.isfinite(self.prune_at) and 0.0 <= self.prune_at < 1.0):
+            raise MascInputError(f"prune_at {self.prune_at!r} must be at least 0 and below 1 (a share of the steps; 0 = off)")
+        if not self.study and not 1 <= self.prune_keep <= batch_size:
+            raise MascInputError(
+                f"prune_keep is {self.prune_keep} but a round has batch_size {batch_size} candidates: keep 1 to {batch_size} "
+                "(pruning chooses among a round's candidates: raise batch_size to prune)"
+            )
+        if not self.study and self.prune_keep == batch_size:
+            raise MascInputError(
+                f"prune_keep {self.prune_keep} keeps the whole round of batch_size {batch_size}: nothing would be pruned; "
+                "lower prune_keep or raise batch_size (or set prune_at 0)"
+            )
+        if sampler_name in UNSPLITTABLE_SAMPLERS:
+            raise MascInputError(f"sampler {sampler_name} chooses its own steps and cannot be stopped at a step: pick another sampler to prune")
+        # denoise below 1: KSampler runs the last `steps` steps of a longer schedule; the split counts the steps run.
+        if noise_mask:
+            raise MascInputError("latent_image has a noise_mask (inpainting): pruning cannot split masked sampling; set prune_at 0")
+        if steps < 2:
+            raise MascInputError(f"steps is {steps}: pruning needs at least 2 steps (one before the judgement, one after)")
+        return self
+
+    def stops(self, steps: int) -> list[int]:
+        """The steps after which the round is judged, ascending, each in 1..steps-1."""
+        fractions = STUDY_FRACTIONS if self.study else (self.prune_at,)
+        return sorted({judged_step(f, steps) for f in fractions})
+
+
+def judged_step(fraction: float, steps: int) -> int:
+    """The step a share of ``steps`` stands for: rounded, at least 1, at most ``steps - 1``."""
+    return min(steps - 1, max(1, int(math.floor(fraction * steps + 0.5))))
+
+
+def survivors(previews: Sequence[ImageScore], keep: int, *, by: str, cp_weight: float, pf_weight: float) -> list[int]:
+    """Positions (in the round) of the ``keep`` best previews by the run's key; undefined keys last, ties by position."""
+    numbered = [ImageScore(index=j, cp=p.cp, pf=p.pf, foreground_fraction=p.foreground_fraction) for j, p in enumerate(previews)]
+    order = rank(numbered, by=by, cp_weight=cp_weight, pf_weight=pf_weight).order
+    return sorted(order[:keep])
+
+
+@dataclass
+class CandidateLedger:
+    """One candidate's sampling: its previews (step, scores), model evaluations spent, and whether it finished."""
+
+    index: int
+    previews: list[dict[str, Any]] = field(default_factory=list)
+    evaluations: int = 0
+    finished: bool = True
+    pruned_at: int | None = None
+
+
+@dataclass
+class Ledger:
+    """A run's model evaluations: spent, and what sampling every started candidate in full would have cost."""
+
+    steps: int
+    candidates: list[CandidateLedger] = field(default_factory=list)
+    full_cost: dict[int, int] = field(default_factory=dict)
+    """Per candidate: evaluations it would have taken in full (a finished one's own count; a pruned one's measured
+    from its round's finished candidates, which ran the same schedule)."""
+
+    def add_round(self, entries: list[CandidateLedger]) -> None:
+        finished = [e.evaluations for e in entries if e.finished]
+        typical = max(finished) if finished else None
+        for entry in entries:
+            self.candidates.append(entry)
+            self.full_cost[entry.index] = entry.evaluations if entry.finished or typical is None else typical
+
+    @property
+    def spent(self) -> int:
+        return sum(e.evaluations for e in self.candidates)
+
+    @property
+    def in_full(self) -> int:
+        return sum(self.full_cost.values())
+
+    @property
+    def pruned(self) -> int:
+        return sum(not e.finished for e in self.candidates)
+
+    def summary(self) -> str:
+        """E.g. "152 of 320 model evaluations, 2.1x fewer (12 of 16 candidates pruned)"."""
+        spent, full = self.spent, self.in_full
+        ratio = f", {full / spent:.1f}x fewer" if spent and full > spent else ""
+        return f"{spent} of {full} model evaluations{ratio} ({self.pruned} of {len(self.candidates)} candidates pruned)"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready totals, and each candidate's evaluations in sampling order (the log's ``evaluations``)."""
+        return {"steps": self.steps, "spent": self.spent, "in_full": self.in_full, "pruned": self.pruned,
+                "candidates": len(self.candidates), "per_candidate": [e.evaluations for e in self.candidates]}
+
+
+def preview_record(step: int, steps: int, score: ImageScore, round_index: int) -> dict[str, Any]:
+    """A preview as the log and the PNG entry keep it."""
+    from .scores import defined_number
+
+    return {"round": round_index, "step": step, "steps": steps, "cp": defined_number(score.cp), "pf": defined_number(score.pf)}

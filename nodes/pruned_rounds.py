@@ -1,0 +1,106 @@
+"""MaSC Sample Until's rounds with pruning: sample to the judged steps, score the previews, finish the survivors.
+
+The decisions live in ``masc_core.pruning`` (which step, who survives, the ledger); the sampling in
+``host.sampling().sample_in_phases``. This converts and scores, as the node's plain rounds do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+
+from ..masc_core.acceptance import AcceptanceRules
+from ..masc_core.contact_sheet import thumbnail
+from ..masc_core.limits import BATCH_SIZE
+from ..masc_core.pruning import CandidateLedger, Ledger, PruneRules, preview_record, survivors
+from ..masc_core.ranking import ranking_key
+from .convert import comfy_images
+
+
+@dataclass
+class Kept:
+    """A retained candidate's tensors, copied out of its round (a view would keep the whole round alive)."""
+
+    image: torch.Tensor
+    latent: torch.Tensor
+    mask: torch.Tensor | None
+
+
+PRUNE_INPUTS = {
+    "prune_at": ("FLOAT", {
+        "default": 0.0, "min": 0.0, "max": 0.95, "step": 0.05,
+        "tooltip": "Decide before the last step: at this share of the steps each round's candidates are judged on the model's "
+                   "denoised preview and only the best prune_keep are finished (0 = off). Saves the pruned ones' remaining "
+                   "steps; the risk is pruning one that would have ended best: run a study first (prune_study, then "
+                   "'python -m masc_core prune-report'). Needs batch_size above prune_keep; samples a round one candidate at a time.",
+    }),
+    "prune_keep": ("INT", {"default": 1, "min": 1, "max": BATCH_SIZE.high,
+                           "tooltip": "With prune_at: how many of each round of batch_size are finished."}),
+    "prune_study": ("BOOLEAN", {"default": False,
+                                "tooltip": "Prune nothing; judge every candidate at 20, 30, 40, 50 and 60% of its steps and finish it, so "
+                                           "MaSC Log Scores writes previews beside final scores for 'python -m masc_core prune-report'."}),
+}
+"""Pruning (``masc_core.pruning``): optional and appended, so older graphs keep their slots and sample in full."""
+
+
+class PrunedRound:
+    """One round with pruning: sample to each judged step, score the previews, finish the survivors, score them."""
+
+    def __init__(self, sampling, vae, score_round, rules: AcceptanceRules, pruning: PruneRules, steps: int, round_index: int):
+        self.sampling, self.vae, self.score_round, self.rules, self.pruning = sampling, vae, score_round, rules, pruning
+        self.steps, self.round_index = steps, round_index
+        self.previews: dict[int, list[dict]] = {}
+        self.last_preview: dict[int, tuple] = {}
+        self.pruned: dict[int, str] = {}
+
+    def judge(self, step: int, previews, alive: list[int]) -> list[int]:
+        images = self.sampling.decode(self.vae, previews)
+        arrays = comfy_images(images, "decoded previews")
+        batch, _ = self.score_round(arrays)
+        for position, j in enumerate(alive):
+            score = batch.scores[position]
+            self.previews.setdefault(j, []).append(preview_record(step, self.steps, score, self.round_index))
+            self.last_preview[j] = (score, thumbnail(arrays[position]), step)
+        if self.pruning.study:
+            return list(alive)
+        rules = self.rules
+        chosen = [alive[p] for p in survivors(batch.scores, self.pruning.prune_keep, by=rules.by, cp_weight=rules.cp_weight, pf_weight=rules.pf_weight)]
+        for position, j in enumerate(alive):
+            if j not in chosen:
+                key = ranking_key(batch.scores[position], rules.by, rules.cp_weight, rules.pf_weight)
+                shown = "undefined" if key is None else f"{key:+.4f}"
+                self.pruned[j] = f"pruned at step {step} of {self.steps} (preview {rules.key_label} {shown})"
+        return chosen
+
+    def run(self, model, seeds, latent_image, progress, done, settings, ledger: Ledger):
+        """(round scores in seed order, take(j), pruned {j: why}, thumbnails, a ScoreBatch of the round)."""
+        samples, positions, evaluations = self.sampling.sample_in_phases(
+            model, seeds, latent_image, progress=progress, done=done, stops=self.pruning.stops(self.steps), judge=self.judge, **settings,
+        )
+        images = self.sampling.decode(self.vae, samples)
+        arrays = comfy_images(images, "decoded candidates")
+        batch, masks = self.score_round(arrays)
+        round_scores, thumbnails = [], []
+        for j in range(len(seeds)):
+            if j in positions:
+                position = positions.index(j)
+                round_scores.append(replace(batch.scores[position], previews=self.previews.get(j)))
+                thumbnails.append(thumbnail(arrays[position]))
+            else:
+                preview, picture, _ = self.last_preview[j]
+                why = self.pruned[j]
+                round_scores.append(replace(preview, cp=None, pf=None, cp_per_reference=[], cp_band=None, pf_band=None, band_notes=[],
+                                            cp_undefined=why, pf_undefined=why, previews=self.previews.get(j)))
+                thumbnails.append(picture)  # its last preview: the contact sheet shows what was judged
+        ledger.add_round([
+            CandidateLedger(index=done + j, previews=self.previews.get(j, []), evaluations=evaluations[j], finished=j in positions,
+                            pruned_at=None if j in positions else self.last_preview[j][2])
+            for j in range(len(seeds))
+        ])
+
+        def take(j):
+            p = positions.index(j)
+            return Kept(images[p : p + 1].clone(), samples[p : p + 1].clone(), None if masks is None else masks[p : p + 1].clone())
+
+        return round_scores, take, dict(self.pruned), thumbnails, batch

@@ -1,0 +1,143 @@
+"""MaSC Sample Until's pruning in a real ComfyUI (workflow 4, random-weight SD1.5 at 256 px, euler, 4 steps):
+
+- a round of 4 judged at step 2 keeps 1: the ledger in the report equals the model evaluations counted from
+  outside MaSC (a test-only node's post-CFG function, which core's sampling calls once per evaluation);
+- the survivor's pixels equal a plain KSampler's at its seed (batch 1);
+- pruning off gives the same survivor image the same way (the split changes nothing for euler).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from . import hostapi
+from .conftest import HERE, server_args, write_json
+from .graphs import node
+from .test_sample_until import SEED, Run, _plain_ksampler
+
+COUNTING_PACK = "masc_host_test_counting"
+PRUNED = dict(steps=4, batch_size=4, max_candidates=4, accept=1, min_cp=0.999, rank_by="cp", reject_small_masks=False,
+              on_shortfall="return best", prune_at=0.5, prune_keep=1)
+
+
+@pytest.fixture(scope="module")
+def counting_server(host, installed, out_dir):
+    """A server that also loads the test-only counting nodes (whitelisted beside the pack)."""
+    target = os.path.join(host.dir, "custom_nodes", COUNTING_PACK)
+    if os.path.exists(target):
+        shutil.rmtree(target)
+    shutil.copytree(os.path.join(HERE, "counting_node"), target)
+    args = server_args(host, installed)
+    at = args.index("--whitelist-custom-nodes")
+    args[at + 1 : at + 2] = [args[at + 1], COUNTING_PACK]
+    started = hostapi.start_server(host.python, host.dir, args, os.path.join(out_dir, "server-counting.log"))
+    yield started
+    started.stop()
+    shutil.rmtree(target, ignore_errors=True)
+
+
+def _count_calls(graph: dict, sample_until: str) -> str:
+    """Route Sample Until's MODEL through the counter; a node that reads the count after the run; its id."""
+    top = max(int(i) for i in graph)
+    counter, reader = str(top + 20), str(top + 21)
+    graph[counter] = node("HostTestCountModelCalls", model=graph[sample_until]["inputs"]["model"])
+    graph[sample_until]["inputs"]["model"] = [counter, 0]
+    graph[reader] = node("HostTestModelCalls", after=[sample_until, 6])  # its report: exists once the run is over
+    return reader
+
+
+@pytest.fixture(scope="module")
+def pruned(counting_server, sd15, installed, out_dir):
+    readers = {}
+
+    def edit(graph, sample_until):
+        readers["id"] = _count_calls(graph, sample_until)
+
+    run = Run(counting_server, sd15, installed["output"], edit=edit, **PRUNED)
+    write_json(os.path.join(out_dir, "history-pruning.json"), run.entry)
+    run.check_succeeded()
+    run.calls = int(hostapi.ui_text(run.entry, readers["id"]))
+    return run
+
+
+def test_the_ledger_counts_the_model_evaluations_actually_made(pruned):
+    ledger = re.search(r"(\d+) of (\d+) model evaluations, ([\d.]+)x fewer \((\d+) of (\d+) candidates pruned\)", pruned.report)
+    assert ledger, pruned.report
+    spent, in_full, _, pruned_count, candidates = (float(g) if "." in g else int(g) for g in ledger.groups())
+    assert (pruned_count, candidates) == (3, 4) and pruned.used == 4
+    assert spent == pruned.calls == 4 * 2 + 1 * 2, (spent, pruned.calls)  # counted outside MaSC
+    assert in_full == 4 * 4
+    assert len(re.findall(r"pruned at step 2 of 4 \(preview cp ", pruned.report)) == 3
+
+
+def test_a_survivor_is_the_image_a_plain_ksampler_gives_at_its_seed(pruned, counting_server, installed):
+    (seed,) = pruned.seeds
+    (path,) = pruned.pngs
+    graph = _plain_ksampler(pruned, seed)
+    entry = counting_server.run(graph)
+    assert hostapi.status(entry) == "success", hostapi.explain(entry)
+    (plain,) = hostapi.saved_images(entry, max(graph, key=int), installed["output"])
+    candidate, reference = np.asarray(Image.open(path).convert("RGB")), np.asarray(Image.open(plain).convert("RGB"))
+    assert candidate.shape == reference.shape and np.array_equal(candidate, reference), (
+        f"{int((candidate != reference).any(-1).sum())} pixels differ from KSampler at seed {seed}"
+    )
+    assert SEED <= seed < SEED + 4
+
+
+def test_the_pruning_benchmark_runs_against_a_server(counting_server, sd15, tmp_path):
+    """``python -m benchmarks pruning`` end to end, small (its timings are not asserted: not a timed test)."""
+    import json
+    import subprocess
+    import sys
+
+    from .conftest import ENCODER_NAME, ROOT, SEGMENTER_NAME
+
+    out = tmp_path / "pruning.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "pruning", "--url", counting_server.url, "--ckpt", sd15, "--encoder", ENCODER_NAME,
+         "--segmenter", SEGMENTER_NAME, "--candidates", "4", "--steps", "4", "--prune-at", "0.5", "--prune-keep", "1",
+         "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=3600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(out.read_text())
+    assert (results["no pruning"]["spent"], results["no pruning"]["in_full"]) == (16, 16)
+    assert (results["pruning at 0.5"]["spent"], results["pruning at 0.5"]["in_full"]) == (10, 16)
+    assert "model evaluations" in done.stdout
+
+
+def test_cancel_after_the_judgement_stops_the_survivors_and_frees_the_queue(counting_server, sd15, installed):
+    """Cancel once the round was judged and a survivor is being finished: the prompt ends interrupted, nothing is
+    saved, and the next prompt runs. (Phase 2 has 6 steps left when Cancel is sent: the interrupt is seen at the
+    next step, whatever the machine's speed.)"""
+    import time
+
+    from .graphs import for_cpu, load, of_type
+    from .test_sample_until import WORKFLOW
+
+    graph = for_cpu(load(WORKFLOW), sd15=sd15)
+    (sample_until,) = of_type(graph, "MaSCSampleUntil")
+    graph[sample_until]["inputs"].update(PRUNED, steps=8, prune_at=0.25, seed=SEED + 50)
+    messages = hostapi.Messages(counting_server)
+    try:
+        prompt_id = counting_server.queue(graph, extra_data=hostapi.FROM_FRONT_END)
+        judged = 4 * 2  # four candidates sampled to step 2: the judgement comes next, then a survivor's 6 steps
+        deadline = time.monotonic() + 1200
+        while not [d for _, d in messages.of_type("progress", prompt_id) if d.get("node") == sample_until and d["value"] > judged]:
+            assert time.monotonic() < deadline, "the survivor's phase never started"
+            time.sleep(0.05)
+        counting_server.request("/interrupt", {})
+        entry = counting_server.wait(prompt_id, timeout=600)
+    finally:
+        messages.close()
+    assert hostapi.was_interrupted(entry), hostapi.explain(entry)
+    assert not entry.get("outputs", {}).get(sample_until)
+    assert counting_server.request("/queue")["queue_running"] == []
+    after = for_cpu(load(WORKFLOW), sd15=sd15)
+    assert hostapi.status(counting_server.run(after)) == "success"

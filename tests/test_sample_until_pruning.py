@@ -1,0 +1,142 @@
+"""MaSC Sample Until's pruning and study without ComfyUI: the stand-in sampler's previews are a known function of the
+seed (comfy_harness.StandInSampling.preview), so who is pruned, who finishes, the ledger and the budget are exact."""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+import torch
+
+from comfy_harness import StandInSampling, text_conditioning
+from conftest import box_mask
+from test_sample_until import PROMPT, float_image, inputs, models, plain_candidates, run  # noqa: F401 (fixture)
+
+STEPS = 4
+
+
+def preview_cps(pack, models, seeds, step):
+    """CP of each seed's stand-in preview at ``step``: what the loop must prune on."""
+    backend = StandInSampling()
+    latent = {"samples": torch.zeros(1, 4, 32, 32)}
+    previews = torch.cat([backend.preview(models["model"], s, latent, step, STEPS, text_conditioning(PROMPT), text_conditioning("blurry"), 7.0, 1.0)
+                          for s in seeds])
+    images = models["vae"].decode(previews)
+    out = pack.NODE_CLASS_MAPPINGS["MaSCConceptPreservation"]().score(
+        models["encoder"], float_image("dog_00"), torch.from_numpy(box_mask(512, 512, dtype=np.float32))[None], images, heatmaps=False)
+    return [s.cp for s in out["result"][1].scores]
+
+
+def test_pruning_finishes_the_best_previews_of_each_round_with_an_exact_ledger(pack, models, monkeypatch):
+    host = importlib.import_module(pack.__name__ + ".nodes.host")
+    bars = []
+    original = host.CandidateProgress.__init__
+
+    def init(self, candidates, steps):
+        original(self, candidates, steps)
+        bars.append(self)
+
+    monkeypatch.setattr(host.CandidateProgress, "__init__", init)
+    out, backend = run(pack, models, steps=STEPS, batch_size=4, max_candidates=8, accept=2, min_cp=1.0,
+                       prune_at=0.5, prune_keep=1)
+    images, latent, _, scores, used, seeds, report, candidates = out["result"]
+    assert used == 8 and [c["stops"] for c in backend.phase_calls] == [[2], [2]]
+    cps = preview_cps(pack, models, range(1000, 1008), step=2)
+    expected = [max(range(0, 4), key=lambda i: cps[i]), max(range(4, 8), key=lambda i: cps[i])]
+    finished = [i for i, s in enumerate(scores.scores) if s.cp is not None]
+    assert finished == expected
+    for i, score in enumerate(scores.scores):
+        assert score.previews[0]["step"] == 2 and score.previews[0]["cp"] == pytest.approx(cps[i], abs=1e-6)
+        if i not in expected:
+            assert scores.context.verdicts[i].startswith("pruned at step 2 of 4 (preview cp ")
+            assert score.cp_undefined == scores.context.verdicts[i]
+    # the survivors are exactly what a plain KSampler makes at their seeds (shortfall: min_cp 1 never passes)
+    plain = plain_candidates(models, [1000 + i for i in expected], steps=STEPS)
+    order = [int(s) - 1000 for s in seeds.split(", ")]
+    assert sorted(order) == expected
+    for position, candidate in enumerate(order):
+        assert torch.equal(images[position], plain[expected.index(candidate)])
+    # ledger: every candidate spent 2 steps, the 2 survivors 2 more; in full 8 x 4
+    assert scores.context.ledger == {"steps": 4, "spent": 20, "in_full": 32, "pruned": 6, "candidates": 8,
+                                     "per_candidate": [4 if i in expected else 2 for i in range(8)]}
+    assert "20 of 32 model evaluations, 1.6x fewer (6 of 8 candidates pruned)" in report
+    assert candidates.shape[0] == 8  # pruned ones show their last preview on the contact sheet
+    values = [value for value, _ in bars[0].updates]
+    assert values == sorted(values) and values[-1] == 8 * STEPS  # the bar never moves back, and ends full
+    assert values[:10] == list(range(1, 11)) and values[10] == 4 * STEPS + 1  # round 1 sampled 10 steps, round 2 starts at 16
+
+
+def test_a_study_prunes_nothing_and_records_every_preview(pack, models):
+    out, backend = run(pack, models, steps=10, batch_size=2, max_candidates=2, accept=2, min_cp=-1.0, prune_study=True)
+    scores, report = out["result"][3], out["result"][6]
+    assert [c["stops"] for c in backend.phase_calls] == [[2, 3, 4, 5, 6]]
+    for score in scores.scores:
+        assert score.cp is not None and [p["step"] for p in score.previews] == [2, 3, 4, 5, 6]
+    assert scores.context.ledger["spent"] == scores.context.ledger["in_full"] == 20
+    assert "none pruned: 20 of 20 model evaluations (0 of 2 candidates pruned)" in report
+
+
+def test_pruning_off_samples_as_before(pack, models):
+    out, backend = run(pack, models, steps=STEPS, batch_size=2, max_candidates=4, accept=2, min_cp=1.0, prune_at=0.0, prune_keep=1)
+    assert backend.phase_calls == [] and out["result"][3].context.ledger is None
+    assert all(s.previews is None for s in out["result"][3].scores)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"prune_at": 0.5, "prune_keep": 3, "batch_size": 2}, "prune_keep is 3 but a round has batch_size 2"),
+    ({"prune_at": 0.5, "prune_keep": 2, "batch_size": 2}, "nothing would be pruned"),
+    ({"prune_at": 0.5, "prune_keep": 1, "batch_size": 2, "sampler_name": "dpm_adaptive"}, "cannot be stopped at a step"),
+    ({"prune_at": 0.5, "prune_keep": 1, "batch_size": 2, "steps": 1}, "at least 2 steps"),
+    ({"prune_at": 0.5, "prune_keep": 1, "batch_size": 2,
+      "latent_image": {"samples": torch.zeros(1, 4, 32, 32), "noise_mask": torch.ones(1, 32, 32)}}, "noise_mask"),
+])
+def test_pruning_that_cannot_work_is_one_line(pack, models, changes, message):
+    errors = importlib.import_module(pack.__name__ + ".masc_core.errors")
+    with pytest.raises(errors.MascInputError, match=message) as refused:
+        run(pack, models, **changes)
+    assert "\n" not in str(refused.value)
+
+
+def test_prune_at_out_of_range_is_refused_by_the_node(pack, models):
+    errors = importlib.import_module(pack.__name__ + ".masc_core.errors")
+    for value in (1.0, -0.1, float("nan")):
+        with pytest.raises(errors.MascInputError, match="prune_at"):
+            run(pack, models, prune_at=value, prune_keep=1, batch_size=2)
+
+
+def test_prune_report_reads_a_study_logged_by_log_scores(pack, models, comfy_dirs):
+    stats = pytest.importorskip("scipy.stats")
+    out, _ = run(pack, models, steps=10, batch_size=4, max_candidates=8, accept=8, min_cp=-1.0, prune_study=True)
+    scores = out["result"][3]
+    logged = pack.NODE_CLASS_MAPPINGS["MaSCLogScores"]().log(scores, "study.jsonl", "")
+    score_log = importlib.import_module(pack.__name__ + ".masc_core.evaluation.score_log")
+    study = importlib.import_module(pack.__name__ + ".masc_core.evaluation.prune_study")
+    rows = score_log.read_log(f"{comfy_dirs['output']}/{logged['result'][0]}")
+    rows = [r for r in rows if r["run"] == rows[-1]["run"]]
+    assert [r["evaluations"] for r in rows] == [10] * 8 and all(len(r["previews"]) == 5 for r in rows)
+    report = study.prune_report(rows, keep=2, best=1, bootstrap=100)
+    assert report["rounds"] == 2 and report["candidates"] == 8 and [s["step"] for s in report["steps"]] == [2, 3, 4, 5, 6]
+    for entry in report["steps"]:
+        preview = [next(p["cp"] for p in r["previews"] if p["step"] == entry["step"]) for r in rows]
+        final = [r["cp"] for r in rows]
+        assert entry["rho_cp"]["rho"] == pytest.approx(stats.spearmanr(preview, final).statistic, abs=1e-12)
+        hits = 0
+        for members in (range(0, 4), range(4, 8)):  # by hand: does the best final CP have a top-2 preview?
+            best = max(members, key=lambda i: final[i])
+            hits += best in sorted(members, key=lambda i: -preview[i])[:2]
+        assert entry["kept_best"]["hits"] == hits and entry["kept_best"]["rounds"] == 2
+    # The stand-in's previews converge on the final latent: later steps predict no worse.
+    assert report["steps"][-1]["rho_cp"]["rho"] >= report["steps"][0]["rho_cp"]["rho"]
+    text = study.prune_report_text(report)
+    assert "2 of 4 kept the final best 1 in" in text
+
+
+def test_prune_report_without_previews_is_one_line(tmp_path):
+    from masc_core.errors import MascInputError
+    from masc_core.evaluation.prune_study import prune_report
+
+    with pytest.raises(MascInputError, match="no candidates with previews"):
+        prune_report([{"run": "r", "cp": 0.5, "previews": None}])
+    with pytest.raises(MascInputError, match="--best 3 is more than --keep 2"):
+        prune_report([], keep=2, best=3)
