@@ -9,7 +9,6 @@ import threading
 import pytest
 import torch
 
-from masc_core.errors import MascInputError
 from masc_core.picks import CHOSEN, NO_BROWSER, TIMED_OUT, PickBoard, PickOutcome, PickRefused, pick_labels
 
 

@@ -195,7 +195,8 @@ def test_reference_and_prompt_are_encoded_once_per_run(pack, models, plain_cps):
     assert masks.shape == (2, 256, 256)
 
 
-def test_progress_counts_candidates_in_steps(pack, models, monkeypatch):
+def recorded_bars(pack, monkeypatch) -> list:
+    """Every CandidateProgress the node makes from now on (outside ComfyUI each keeps its updates)."""
     host = module(pack, "nodes.host")
     bars = []
     original = host.CandidateProgress.__init__
@@ -205,6 +206,11 @@ def test_progress_counts_candidates_in_steps(pack, models, monkeypatch):
         bars.append(self)
 
     monkeypatch.setattr(host.CandidateProgress, "__init__", init)
+    return bars
+
+
+def test_progress_counts_candidates_in_steps(pack, models, monkeypatch):
+    bars = recorded_bars(pack, monkeypatch)
     run(pack, models, min_cp=1.0, max_candidates=3)
     (bar,) = bars
     assert bar.updates[0] == (1, 9) and bar.updates[-1] == (9, 9) and len(bar.updates) == 3 * 3 + 1

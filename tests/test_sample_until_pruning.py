@@ -11,7 +11,7 @@ import torch
 
 from comfy_harness import StandInSampling, text_conditioning
 from conftest import box_mask
-from test_sample_until import PROMPT, float_image, inputs, models, plain_candidates, run  # noqa: F401 (fixture)
+from test_sample_until import PROMPT, float_image, models, plain_candidates, recorded_bars, run  # noqa: F401 (models: a fixture)
 
 STEPS = 4
 
@@ -29,15 +29,7 @@ def preview_cps(pack, models, seeds, step):
 
 
 def test_pruning_finishes_the_best_previews_of_each_round_with_an_exact_ledger(pack, models, monkeypatch):
-    host = importlib.import_module(pack.__name__ + ".nodes.host")
-    bars = []
-    original = host.CandidateProgress.__init__
-
-    def init(self, candidates, steps):
-        original(self, candidates, steps)
-        bars.append(self)
-
-    monkeypatch.setattr(host.CandidateProgress, "__init__", init)
+    bars = recorded_bars(pack, monkeypatch)
     out, backend = run(pack, models, steps=STEPS, batch_size=4, max_candidates=8, accept=2, min_cp=1.0,
                        prune_at=0.5, prune_keep=1)
     images, latent, _, scores, used, seeds, report, candidates = out["result"]

@@ -27,6 +27,41 @@ def positive_int(text: str) -> int:
     return value
 
 
+def bootstrap_count(text: str) -> int:
+    """A number of bootstrap resamples, 0 (no interval) to 100000."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= value <= 100_000:
+        raise argparse.ArgumentTypeError(f"{text} must be from 0 to 100000")
+    return value
+
+
+def add_log_report_options(parser: argparse.ArgumentParser, what: str) -> None:
+    """What the commands reading score logs share: the weights of the sum, the bootstrap, its seed, --json."""
+    from ..evaluation.agreement import DEFAULT_BOOTSTRAP, DEFAULT_SEED
+
+    parser.add_argument("--cp-weight", type=float, default=1.0, help="weight of CP in the weighted sum (default 1, as rank_by both)")
+    parser.add_argument("--pf-weight", type=float, default=1.0, help="weight of PF in the weighted sum (default 1)")
+    parser.add_argument("--bootstrap", type=bootstrap_count, default=DEFAULT_BOOTSTRAP, help="bootstrap resamples for the intervals (default 1000; 0 = none)")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the bootstrap (default 0): the same log gives the same report")
+    parser.add_argument("--json", action="store_true", help=f"print one JSON document instead of the {what}")
+
+
+def read_logs(paths) -> tuple[list, str]:
+    """Every row of the score logs at ``paths`` (``read_log``), and how a report names them."""
+    import os
+
+    from ..evaluation.score_log import read_log
+    from ..safe_text import shown
+
+    rows = []
+    for path in paths:
+        rows.extend(read_log(path))
+    return rows, shown(os.path.basename(paths[0])) if len(paths) == 1 else f"{len(paths)} logs"
+
+
 def add_device_options(parser: argparse.ArgumentParser, precision_help: str = "model precision") -> None:
     parser.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:N or mps")
     parser.add_argument("--precision", default="fp32", choices=PRECISION_CHOICES, help=precision_help)

@@ -4,16 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
-from ..evaluation.agreement import DEFAULT_BOOTSTRAP, DEFAULT_SEED
 from ..evaluation.prune_study import prune_report, prune_report_text
-from ..evaluation.score_log import read_log
 from ..ranking import RANK_KEYS
-from ..safe_text import shown
-from .calibrate import _bootstrap
-from .options import positive_int
+from .options import add_log_report_options, positive_int, read_logs
 
 
 def register(commands) -> None:
@@ -27,19 +22,12 @@ def register(commands) -> None:
     parser.add_argument("--keep", type=positive_int, default=4, help="prune_keep to evaluate (default 4)")
     parser.add_argument("--best", type=positive_int, default=1, help="how many of the final best must survive (default 1)")
     parser.add_argument("--by", choices=RANK_KEYS, default="cp", help="the ranking key, as the run's rank_by (default cp)")
-    parser.add_argument("--cp-weight", type=float, default=1.0, help="weight of CP in --by both")
-    parser.add_argument("--pf-weight", type=float, default=1.0, help="weight of PF in --by both")
-    parser.add_argument("--bootstrap", type=_bootstrap, default=DEFAULT_BOOTSTRAP, help="bootstrap resamples (default 1000; 0 = none)")
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the bootstrap (default 0)")
-    parser.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
+    add_log_report_options(parser, "table")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    rows = []
-    for path in args.log:
-        rows.extend(read_log(path))
-    source = shown(os.path.basename(args.log[0])) if len(args.log) == 1 else f"{len(args.log)} logs"
+    rows, source = read_logs(args.log)
     result = prune_report(rows, keep=args.keep, best=args.best, by=args.by, cp_weight=args.cp_weight, pf_weight=args.pf_weight,
                           bootstrap=args.bootstrap, seed=args.seed, source=source)
     sys.stdout.write((json.dumps(result, allow_nan=False) if args.json else prune_report_text(result)) + "\n")

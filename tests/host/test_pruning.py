@@ -12,14 +12,12 @@ import os
 import re
 import shutil
 
-import numpy as np
 import pytest
-from PIL import Image
 
 from . import hostapi
 from .conftest import HERE, server_args, write_json
 from .graphs import node
-from .test_sample_until import SEED, Run, _plain_ksampler
+from .test_sample_until import SEED, Run, check_plain_ksampler_pixels
 
 COUNTING_PACK = "masc_host_test_counting"
 PRUNED = dict(steps=4, batch_size=4, max_candidates=4, accept=1, min_cp=0.999, rank_by="cp", reject_small_masks=False,
@@ -79,15 +77,8 @@ def test_the_ledger_counts_the_model_evaluations_actually_made(pruned):
 def test_a_survivor_is_the_image_a_plain_ksampler_gives_at_its_seed(pruned, counting_server, installed):
     (seed,) = pruned.seeds
     (path,) = pruned.pngs
-    graph = _plain_ksampler(pruned, seed)
-    entry = counting_server.run(graph)
-    assert hostapi.status(entry) == "success", hostapi.explain(entry)
-    (plain,) = hostapi.saved_images(entry, max(graph, key=int), installed["output"])
-    candidate, reference = np.asarray(Image.open(path).convert("RGB")), np.asarray(Image.open(plain).convert("RGB"))
-    assert candidate.shape == reference.shape and np.array_equal(candidate, reference), (
-        f"{int((candidate != reference).any(-1).sum())} pixels differ from KSampler at seed {seed}"
-    )
     assert SEED <= seed < SEED + 4
+    check_plain_ksampler_pixels(counting_server, pruned, seed, path, installed["output"])
 
 
 def test_the_pruning_benchmark_runs_against_a_server(counting_server, sd15, tmp_path):

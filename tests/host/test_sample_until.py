@@ -135,18 +135,23 @@ def _plain_ksampler(run: Run, seed: int) -> dict:
     return graph
 
 
-def test_a_plain_ksampler_at_a_kept_seed_gives_the_same_pixels(low_threshold, server, installed):
-    run = low_threshold
-    seed = SEED + 1  # the second candidate: seed + i, not just the seed
-    (path,) = [p for p, s in zip(run.pngs, run.seeds) if s == seed]
+def check_plain_ksampler_pixels(server, run: Run, seed: int, path: str, output_dir: str) -> None:
+    """The saved candidate at ``path`` has the pixels a plain KSampler (batch 1) + VAE Decode gives at ``seed``."""
     graph = _plain_ksampler(run, seed)
     entry = server.run(graph)
     assert hostapi.status(entry) == "success", hostapi.explain(entry)
-    (plain,) = hostapi.saved_images(entry, max(graph, key=int), installed["output"])
+    (plain,) = hostapi.saved_images(entry, max(graph, key=int), output_dir)
     candidate, reference = np.asarray(Image.open(path).convert("RGB")), np.asarray(Image.open(plain).convert("RGB"))
     assert candidate.shape == reference.shape and np.array_equal(candidate, reference), (
         f"{int((candidate != reference).any(-1).sum())} pixels differ from KSampler at seed {seed}"
     )
+
+
+def test_a_plain_ksampler_at_a_kept_seed_gives_the_same_pixels(low_threshold, server, installed):
+    run = low_threshold
+    seed = SEED + 1  # the second candidate: seed + i, not just the seed
+    (path,) = [p for p, s in zip(run.pngs, run.seeds) if s == seed]
+    check_plain_ksampler_pixels(server, run, seed, path, installed["output"])
 
 
 def test_an_unreachable_threshold_blocks_downstream_without_failing_the_prompt(server, sd15, installed):
