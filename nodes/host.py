@@ -6,9 +6,11 @@ the output folder, the input folder the example inputs are copied to, and
 sampling: core's noise, sampler, latent previews and VAE decode). Outside it
 (the pack's tests, scripts) the same calls work with plain equivalents, so
 the node code has a single path; sampling has none outside ComfyUI unless
-one is installed with ``use_sampling`` (the tests' stand-in sampler). Over
-400 lines: sampling is the one ComfyUI facility with real code here, and it
-must live in this module (only host talks to ComfyUI).
+one is installed with ``use_sampling`` (the tests' stand-in sampler), and
+MaSC Pick's browser (the websocket and the pick route) is absent unless one
+is installed with ``use_pick_browser``. Over 400 lines: sampling (pruning's
+phases included) and the pick route are the ComfyUI facilities with real
+code here, and they must live in this module (only host talks to ComfyUI).
 """
 
 from __future__ import annotations
