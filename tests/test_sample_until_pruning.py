@@ -132,3 +132,22 @@ def test_prune_report_without_previews_is_one_line(tmp_path):
         prune_report([{"run": "r", "cp": 0.5, "previews": None}])
     with pytest.raises(MascInputError, match="--best 3 is more than --keep 2"):
         prune_report([], keep=2, best=3)
+
+
+def test_the_png_entry_carries_previews_and_the_ledger_and_read_accepts_it(pack, models):
+    import json
+
+    saved = importlib.import_module(pack.__name__ + ".masc_core.saved_scores")
+    extra = {"workflow": {}}
+    out, _ = run(pack, models, steps=STEPS, batch_size=4, max_candidates=4, accept=1, min_cp=1.0, prune_at=0.5, prune_keep=1,
+                 extra_pnginfo=extra, unique_id="10")
+    entry = saved.parse_entry(json.dumps(extra["masc"]))  # what read takes from a PNG, strictly checked
+    node = entry["nodes"]["10"]
+    assert node["ledger"] == {"steps": 4, "spent": 10, "in_full": 16, "pruned": 3, "candidates": 4}
+    assert all(image["previews"][0]["step"] == 2 for image in node["images"])
+    text = saved.describe("x.png", entry, digest="none", every=True)
+    assert "10 of 16 model evaluations (3 pruned)" in text
+    crafted = json.loads(json.dumps(extra["masc"]))
+    crafted["nodes"]["10"]["images"][0]["previews"][0]["step"] = "two"
+    with pytest.raises(Exception, match="previews"):
+        saved.parse_entry(json.dumps(crafted))
