@@ -301,6 +301,18 @@ def check_templates(page, pack: str, names: list[str], out: str) -> dict:
     page.get_by_text(pack, exact=True).last.click()
     page.wait_for_timeout(3500)
     page.screenshot(path=os.path.join(out, "templates.png"))
+    # Front ends load a card's picture when it scrolls into view (1.27 showed 6 of 7 cards unscrolled): visit each.
+    page.evaluate(
+        """async (names) => {
+            for (const name of names) {
+                const title = [...document.querySelectorAll('body *')]
+                    .find(e => e.children.length === 0 && e.textContent.trim() === name);
+                if (title) { title.scrollIntoView({block: 'center'}); await new Promise(r => setTimeout(r, 500)); }
+            }
+        }""",
+        names,
+    )
+    page.wait_for_timeout(1500)
     cards = page.evaluate(
         """(names) => {
             const titles = [...document.querySelectorAll('body *')]
