@@ -301,33 +301,30 @@ def check_templates(page, pack: str, names: list[str], out: str) -> dict:
     page.get_by_text(pack, exact=True).last.click()
     page.wait_for_timeout(3500)
     page.screenshot(path=os.path.join(out, "templates.png"))
-    # Front ends load a card's picture when it scrolls into view (1.27 showed 6 of 7 cards unscrolled): visit each.
-    page.evaluate(
-        """async (names) => {
-            for (const name of names) {
-                const title = [...document.querySelectorAll('body *')]
-                    .find(e => e.children.length === 0 && e.textContent.trim() === name);
-                if (title) { title.scrollIntoView({block: 'center'}); await new Promise(r => setTimeout(r, 500)); }
-            }
-        }""",
-        names,
-    )
-    page.wait_for_timeout(1500)
+    # Front ends load a card's picture only while it is in view (1.27 showed 6 of 7 cards unscrolled, and dropped the
+    # first one's picture once the last was scrolled to): bring each card into view and read it there.
     cards = page.evaluate(
-        """(names) => {
+        """async (names) => {
             const titles = [...document.querySelectorAll('body *')]
                 .filter(e => e.children.length === 0 && names.includes(e.textContent.trim()));
             const first = names.map(n => titles.find(e => e.textContent.trim() === n)).filter(Boolean);
             first.sort((a, b) => (a.compareDocumentPosition(b) & Node.DOCUMENT_POSITION_FOLLOWING) ? -1 : 1);
             const holds = (e) => titles.filter(t => e.contains(t)).length;
-            return first.map(title => {
+            const found = [];
+            for (const title of first) {
                 let card = title;
                 while (card.parentElement && holds(card.parentElement) === 1) card = card.parentElement;
-                const img = card.querySelector('img');
-                const shown = !!img && img.complete && img.naturalWidth > 0;
-                return {name: title.textContent.trim(), width: shown ? img.naturalWidth : 0,
-                        placeholder: shown && /default-template/.test(img.src)};
-            });
+                card.scrollIntoView({block: 'center'});
+                let img = null, shown = false;
+                for (let wait = 0; wait < 300 && !shown; wait++) {  // until the picture arrives (30 s at most)
+                    await new Promise(r => setTimeout(r, 100));
+                    img = card.querySelector('img');
+                    shown = !!img && img.complete && img.naturalWidth > 0;
+                }
+                found.push({name: title.textContent.trim(), width: shown ? img.naturalWidth : 0,
+                            placeholder: shown && /default-template/.test(img.src)});
+            }
+            return found;
         }""",
         names,
     )
