@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 from .errors import MascInputError
 from .ranking import rank
-from .scores import ImageScore
+from .scores import ImageScore, defined_number
 
 STUDY_FRACTIONS = (0.2, 0.3, 0.4, 0.5, 0.6)
 """Where a study judges every candidate, as shares of its steps."""
@@ -159,6 +159,4 @@ class Ledger:
 
 def preview_record(step: int, steps: int, score: ImageScore, round_index: int) -> dict[str, Any]:
     """A preview as the log and the PNG entry keep it."""
-    from .scores import defined_number
-
     return {"round": round_index, "step": step, "steps": steps, "cp": defined_number(score.cp), "pf": defined_number(score.pf)}

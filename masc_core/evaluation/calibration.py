@@ -27,6 +27,8 @@ from typing import Any, Iterable
 
 from ..errors import MascInputError
 from ..picks import LABELS, PICKED
+from ..ranking import ranking_key
+from ..scores import ImageScore
 from .agreement import DEFAULT_BOOTSTRAP, DEFAULT_SEED
 from .discrimination import compare
 
@@ -83,8 +85,8 @@ def calibrate(
         "cp": [_number(row.get("cp")) for row in labelled],
         "pf": [_number(row.get("pf")) for row in labelled],
     }
-    columns["both"] = [
-        None if cp is None or pf is None else cp_weight * cp + pf_weight * pf for cp, pf in zip(columns["cp"], columns["pf"])
+    columns["both"] = [  # the key rank_by both ranks by
+        ranking_key(ImageScore(index=0, cp=cp, pf=pf), "both", cp_weight, pf_weight) for cp, pf in zip(columns["cp"], columns["pf"])
     ]
     truth = [row["label"] == PICKED for row in labelled]
     scores: dict[str, Any] = {}

@@ -23,15 +23,14 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..errors import MascInputError
+from ..ranking import ranking_key
+from ..scores import ImageScore
 from .agreement import DEFAULT_BOOTSTRAP, DEFAULT_SEED, _interval, require, spearman, spearman_resampled, stable_seed
 
 
 def _key(cp, pf, by: str, cp_weight: float, pf_weight: float) -> float | None:
-    if by == "cp":
-        return cp
-    if by == "pf":
-        return pf
-    return None if cp is None or pf is None else cp_weight * cp + pf_weight * pf
+    """The ranking key pruning uses (``ranking.ranking_key``) for a logged or previewed cp and pf."""
+    return ranking_key(ImageScore(index=0, cp=cp, pf=pf), by, cp_weight, pf_weight)
 
 
 def _rounds(rows: Iterable[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:
