@@ -36,18 +36,24 @@ RESTARTING_SAMPLERS = frozenset({
     "ipndm", "ipndm_v", "deis", "res_multistep", "res_multistep_cfg_pp", "res_multistep_ancestral",
     "res_multistep_ancestral_cfg_pp", "uni_pc", "uni_pc_bh2", "gradient_estimation", "gradient_estimation_cfg_pp",
 })
-"""Multistep samplers: each step uses the previous steps' predictions, a history that starts again at the split."""
-EXACT_SPLIT_SAMPLERS = frozenset({"euler", "euler_cfg_pp", "heun", "heunpp2", "dpm_2"})
-"""Single-step samplers that draw no noise: a candidate finished after a split is the one sampled in one go."""
+"""Multistep samplers: each step uses the previous steps' predictions, a history a split would start again."""
+RESUMABLE_SAMPLERS = frozenset({"euler", "euler_cfg_pp", "heun", "heunpp2", "dpm_2", "ddim"})
+"""Single-step samplers that draw no noise (ddim is core's euler): a candidate resumed after a split from the
+latent it left inside the sampler is the one sampled in one go. Every other sampler is *replayed*."""
+
+
+def resumes_at_split(sampler_name: str) -> bool:
+    """Whether a survivor goes on from its judged step (else it is sampled again from step 0, the replay)."""
+    return sampler_name in RESUMABLE_SAMPLERS
 
 
 def split_note(sampler_name: str) -> str | None:
-    """Why survivors may differ from a plain KSampler at their seed with this sampler (None when they do not)."""
-    if sampler_name in EXACT_SPLIT_SAMPLERS:
+    """Why survivors cost more with this sampler than the judged steps saved suggest (None when they resume)."""
+    if resumes_at_split(sampler_name):
         return None
-    if sampler_name in RESTARTING_SAMPLERS:
-        return f"{sampler_name} is a multistep sampler: its history starts again at the split, so a survivor may differ from a plain KSampler at its seed"
-    return f"{sampler_name} draws noise while sampling (or is not known to split exactly): after the split its noise differs, so a survivor may differ from a plain KSampler at its seed"
+    why = "is a multistep sampler (a split would restart its history)" if sampler_name in RESTARTING_SAMPLERS \
+        else "draws noise while sampling (a split would change its noise)"
+    return f"{sampler_name} {why}: each survivor was sampled again from step 0, so it is the image a KSampler gives at its seed; the ledger counts the replayed steps"
 
 
 @dataclass(frozen=True)
@@ -114,6 +120,8 @@ class CandidateLedger:
     evaluations: int = 0
     finished: bool = True
     pruned_at: int | None = None
+    replayed: int = 0
+    """Of ``evaluations``, those of the judged steps a replayed survivor sampled again (``resumes_at_split``)."""
 
 
 @dataclass
@@ -123,15 +131,15 @@ class Ledger:
     steps: int
     candidates: list[CandidateLedger] = field(default_factory=list)
     full_cost: dict[int, int] = field(default_factory=dict)
-    """Per candidate: evaluations it would have taken in full (a finished one's own count; a pruned one's measured
-    from its round's finished candidates, which ran the same schedule)."""
+    """Per candidate: evaluations it would have taken in full (a finished one's own count less what it replayed; a
+    pruned one's measured from its round's finished candidates, which ran the same schedule)."""
 
     def add_round(self, entries: list[CandidateLedger]) -> None:
-        finished = [e.evaluations for e in entries if e.finished]
+        finished = [e.evaluations - e.replayed for e in entries if e.finished]
         typical = max(finished) if finished else None
         for entry in entries:
             self.candidates.append(entry)
-            self.full_cost[entry.index] = entry.evaluations if entry.finished or typical is None else typical
+            self.full_cost[entry.index] = entry.evaluations - entry.replayed if entry.finished or typical is None else typical
 
     @property
     def spent(self) -> int:
@@ -142,19 +150,25 @@ class Ledger:
         return sum(self.full_cost.values())
 
     @property
+    def replayed(self) -> int:
+        return sum(e.replayed for e in self.candidates)
+
+    @property
     def pruned(self) -> int:
         return sum(not e.finished for e in self.candidates)
 
     def summary(self) -> str:
-        """E.g. "152 of 320 model evaluations, 2.1x fewer (12 of 16 candidates pruned)"."""
+        """E.g. "152 of 320 model evaluations, 2.1x fewer (12 of 16 candidates pruned)", and what replays cost."""
         spent, full = self.spent, self.in_full
         ratio = f", {full / spent:.1f}x fewer" if spent and full > spent else ""
-        return f"{spent} of {full} model evaluations{ratio} ({self.pruned} of {len(self.candidates)} candidates pruned)"
+        replayed = f"; {self.replayed} evaluations replayed" if self.replayed else ""
+        return f"{spent} of {full} model evaluations{ratio} ({self.pruned} of {len(self.candidates)} candidates pruned{replayed})"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready totals, and each candidate's evaluations in sampling order (the log's ``evaluations``)."""
         return {"steps": self.steps, "spent": self.spent, "in_full": self.in_full, "pruned": self.pruned,
-                "candidates": len(self.candidates), "per_candidate": [e.evaluations for e in self.candidates]}
+                "candidates": len(self.candidates), "replayed": self.replayed,
+                "per_candidate": [e.evaluations for e in self.candidates]}
 
 
 def preview_record(step: int, steps: int, score: ImageScore, round_index: int) -> dict[str, Any]:

@@ -216,7 +216,8 @@ def _shape_problem(entry: Any) -> str | None:
             if problem:
                 return f"node {printable(node_id)!r}: an image's {problem}"
         ledger = node.get("ledger")
-        if ledger is not None and not (isinstance(ledger, dict) and all(_is_int(ledger.get(k), False) for k in ("steps", "spent", "in_full", "pruned", "candidates"))):
+        if ledger is not None and not (isinstance(ledger, dict) and all(_is_int(ledger.get(k), False) for k in ("steps", "spent", "in_full", "pruned", "candidates"))
+                                           and _is_int(ledger.get("replayed"), True)):
             return f"node {printable(node_id)!r}: 'ledger' is not an object of whole numbers"
     return None
 
@@ -379,7 +380,8 @@ def _node_header(node_id: str, node: dict) -> str:
     model = f"{printable(encoder.get('model'))} ({printable(encoder.get('digest'))})" if encoder else "unknown encoder"
     stripped = node.get("stripped_prompt")
     ledger = node.get("ledger")
-    spent = f", {ledger['spent']} of {ledger['in_full']} model evaluations ({ledger['pruned']} pruned)" if ledger else ""
+    replayed = f", {ledger['replayed']} replayed" if ledger and ledger.get("replayed") else ""
+    spent = f", {ledger['spent']} of {ledger['in_full']} model evaluations ({ledger['pruned']} pruned{replayed})" if ledger else ""
     return (
         f"{printable(node.get('node'))} (node {printable(node_id)}): {model}, metric {printable(node.get('metric_version'))}, "
         f"PF text {printable(repr(stripped))}{spent}"

@@ -26,6 +26,7 @@ from typing import Callable
 import torch
 
 from ..masc_core.errors import MascInputError
+from ..masc_core.pruning import resumes_at_split
 from ..masc_core.models.devices import PRECISION_CHOICES, resolve_device, resolve_dtype
 from ..masc_core.safe_text import shown
 
@@ -505,16 +506,21 @@ class CoreSampling:
         return torch.cat(results)
 
     def sample_in_phases(self, model, seeds, latent, *, positive, negative, steps, cfg, sampler_name, scheduler, denoise,
-                         progress, done, stops, judge):
+                         progress, done, stops, judge, prunes=True):
         """Sample each candidate up to each step in ``stops``, let ``judge`` choose who goes on, finish the survivors.
 
         ``judge(step, previews, alive)``: ``previews`` are the model's denoised predictions at that step (LATENT
         space, one per candidate in ``alive``, the round positions still sampling); it returns the positions that
-        go on. Returns (the finished candidates' samples in round order, their positions, each candidate's model
-        evaluations). Every phase is its own sampling call on the schedule core KSampler computes for these
-        settings, one candidate at a time (as a KSampler with batch 1); a phase resumes from the latent the
-        previous one left *inside* the sampler (no round trip through the model's latent scaling), so with a
-        single-step sampler that draws no noise a survivor is the image KSampler gives at its seed.
+        go on (all of them when ``prunes`` is False: a study). Returns (the finished candidates' samples in round
+        order, their positions, each candidate's model evaluations, each one's replayed evaluations).
+
+        Every call samples one candidate (as a KSampler with batch 1) on the schedule core KSampler computes for
+        these settings, and a survivor is always the image KSampler gives at its seed:
+        - a sampler that ``resumes_at_split`` (single-step, draws no noise) runs a call per phase, each resuming
+          from the latent the previous one left *inside* the sampler (no round trip through the latent scaling);
+        - any other sampler is replayed: each call samples the whole schedule from step 0, previews are taken on
+          the way, a call made only to be judged stops right after its judged step, and a survivor is sampled
+          again from step 0 (its history and noise are then the uninterrupted run's). A study needs one call each.
         """
         image = self._fix_empty_latent(model, latent)
         batch_index = latent.get("batch_index")
@@ -522,46 +528,54 @@ class CoreSampling:
                                            denoise=denoise, model_options=model.model_options).sigmas
         real = comfy_samplers.sampler_object(sampler_name)
         last = len(schedule) - 1
-        bounds = [0] + [s for s in stops if 0 < s < last] + [last]
+        judged = [s for s in stops if 0 < s < last]
+        resume = resumes_at_split(sampler_name)
+        phases = judged + [last] if resume or prunes else [last]
         state: dict[int, torch.Tensor] = {}
-        evaluations = [0] * len(seeds)
+        evaluations, replayed = [0] * len(seeds), [0] * len(seeds)
         alive = list(range(len(seeds)))
         finished: dict[int, torch.Tensor] = {}
-        # The bar moves one step per step sampled in this round (monotonic: phases interleave candidates), and jumps
-        # over what pruning saved when the next round starts.
+        # The bar moves one step per step sampled in this round (monotonic: phases interleave candidates; held below the
+        # round's end when replays sample more), and jumps over what pruning saved when the next round starts.
         step_callback = progress.sampler_callback(model, done)
         executed = [0]
 
         def on_step(step, x0, x, total):
-            step_callback(executed[0], x0, x, last)
+            step_callback(min(executed[0], len(seeds) * last - 1), x0, x, last)
             executed[0] += 1
 
-        for start, end in zip(bounds, bounds[1:]):
-            previews = []
+        start = 0
+        for end in phases:
+            previews: dict[int, list[torch.Tensor]] = {}
             for j in alive:
                 check_interrupt()
-                noise = comfy_sample.prepare_noise(image, seeds[j], batch_index)
-                captured: dict = {}
-                function = _resuming_function(real.sampler_function, state, j, evaluations, captured, start, last, on_step)
-                sampler = comfy_samplers.KSAMPLER(function, real.extra_options, real.inpaint_options)
-                out = comfy_samplers.sample(
-                    model, noise, positive, negative, cfg, model.load_device, sampler, schedule[start : end + 1],
-                    model_options=model.model_options, latent_image=image, denoise_mask=None, callback=None,
-                    disable_pbar=not comfy_utils.PROGRESS_BAR_ENABLED, seed=seeds[j],
-                )
+                judged_here = [end] if end < last else ([] if resume or prunes else judged)
+                before = evaluations[j]
+                call = _CandidateCall(real, j, evaluations, on_step, judged_here)
+                if resume:
+                    out = call.sample(model, image, seeds[j], batch_index, schedule[start : end + 1], positive, negative, cfg,
+                                      offset=start, resume_from=state.get(j))
+                    state[j] = call.left
+                else:
+                    out = call.sample(model, image, seeds[j], batch_index, schedule, positive, negative, cfg,
+                                      stop_after=end if end < last else None)
+                for step in judged_here:
+                    if step not in call.denoised:
+                        raise MascInputError(f"sampler {sampler_name} did not report step {step} of {last}: pick another sampler to prune (or set prune_at 0)")
+                    previews.setdefault(step, []).append(model.model.process_latent_out(call.denoised[step]).to(model_management.intermediate_device()))
                 if end == last:
                     finished[j] = out.to(model_management.intermediate_device())
                     state.pop(j, None)
-                else:
-                    previews.append(model.model.process_latent_out(captured["denoised"]).to(model_management.intermediate_device()))
-            if end < last:
-                kept = judge(end, torch.cat(previews), list(alive))
-                for j in set(alive) - set(kept):
-                    state.pop(j, None)
-                alive = [j for j in alive if j in set(kept)]
+                    replayed[j] = 0 if resume else before  # what it spent before this whole run from step 0
+            for step in sorted(previews):
+                kept = set(judge(step, torch.cat(previews[step]), list(alive)))
+                alive = [j for j in alive if j in kept]
+            for j in set(state) - set(alive):
+                state.pop(j)
+            start = end
         positions = sorted(finished)
         samples = torch.cat([finished[j] for j in positions]) if positions else None
-        return samples, positions, evaluations
+        return samples, positions, evaluations, replayed
 
     @staticmethod
     def _fix_empty_latent(model, latent):
@@ -592,24 +606,53 @@ class _CountedModel:
         return getattr(self._model, name)
 
 
-def _resuming_function(sampler_function, state, j, evaluations, captured, offset, total, step_callback):
-    """A sampler function for one phase of candidate j: starts from where its last phase stopped (``state[j]``),
-    counts the model's calls, keeps the last denoised prediction, and reports steps to the run's progress."""
+class _JudgedStepReached(Exception):
+    """Raised inside a replayed candidate's sampler once its judged step's prediction is in (caught in the call)."""
 
-    def count():
-        evaluations[j] += 1
 
-    def function(model, x, sigmas, extra_args=None, callback=None, disable=None, **options):
-        if j in state:
-            x = state[j]  # the latent inside the sampler, exactly as the previous phase left it
-        def on_step(info):
-            captured["denoised"] = info["denoised"]
-            step_callback(offset + info["i"], info["denoised"], info["x"], total)
-        out = sampler_function(_CountedModel(model, count), x, sigmas, extra_args=extra_args, callback=on_step, disable=disable, **options)
-        state[j] = out
-        return out
+class _CandidateCall:
+    """One sampling call for candidate ``j``: core's sampling with a sampler function that counts the model's calls,
+    keeps the denoised predictions at the ``judged`` steps (counted from the schedule's start), reports each step
+    to the round's bar, may start from the latent a previous phase left inside the sampler (``resume_from``) and
+    may stop once step ``stop_after`` is judged (what it returns then is not an image: the caller drops it)."""
 
-    return function
+    def __init__(self, real_sampler, j, evaluations, on_step, judged):
+        self.real, self.j, self.evaluations, self.on_step, self.judged = real_sampler, j, evaluations, on_step, set(judged)
+        self.denoised: dict[int, torch.Tensor] = {}
+        self.left = None  # the latent inside the sampler when the call ended
+
+    def sample(self, model, image, seed, batch_index, sigmas, positive, negative, cfg, *, offset=0, resume_from=None, stop_after=None):
+        noise = comfy_sample.prepare_noise(image, seed, batch_index)
+
+        def count():
+            self.evaluations[self.j] += 1
+
+        def function(inner, x, sigmas, extra_args=None, callback=None, disable=None, **options):
+            if resume_from is not None:
+                x = resume_from  # exactly as the previous phase left it
+            reached = {}
+
+            def on_each(info):
+                step = offset + info["i"] + 1  # this prediction's step: the steps done once its update is made
+                if step in self.judged:
+                    self.denoised[step] = info["denoised"]
+                self.on_step(step - 1, info["denoised"], info["x"], None)
+                if stop_after is not None and step >= stop_after:
+                    reached["x"] = info["x"]
+                    raise _JudgedStepReached
+
+            try:
+                self.left = self.real.sampler_function(_CountedModel(inner, count), x, sigmas, extra_args=extra_args,
+                                                       callback=on_each, disable=disable, **options)
+            except _JudgedStepReached:
+                self.left = reached["x"]  # handed back so core's sampling ends as usual
+            return self.left
+
+        sampler = comfy_samplers.KSAMPLER(function, self.real.extra_options, self.real.inpaint_options)
+        return comfy_samplers.sample(
+            model, noise, positive, negative, cfg, model.load_device, sampler, sigmas, model_options=model.model_options,
+            latent_image=image, denoise_mask=None, callback=None, disable_pbar=not comfy_utils.PROGRESS_BAR_ENABLED, seed=seed,
+        )
 
 
 _SAMPLING = CoreSampling() if IN_COMFYUI else None

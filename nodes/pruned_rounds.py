@@ -33,7 +33,9 @@ PRUNE_INPUTS = {
         "tooltip": "Decide before the last step: at this share of the steps each round's candidates are judged on the model's "
                    "denoised preview and only the best prune_keep are finished (0 = off). Saves the pruned ones' remaining "
                    "steps; the risk is pruning one that would have ended best: run a study first (prune_study, then "
-                   "'python -m masc_core prune-report'). Needs batch_size above prune_keep; samples a round one candidate at a time.",
+                   "'python -m masc_core prune-report'). Needs batch_size above prune_keep; samples a round one candidate at a time. "
+                   "Survivors equal a KSampler at their seed: with euler, heun, dpm_2 or ddim they go on from the judged step; "
+                   "any other sampler samples them again from step 0, which costs the judged steps twice.",
     }),
     "prune_keep": ("INT", {"default": 1, "min": 1, "max": BATCH_SIZE.high,
                            "tooltip": "With prune_at: how many of each round of batch_size are finished."}),
@@ -75,8 +77,9 @@ class PrunedRound:
 
     def run(self, model, seeds, latent_image, progress, done, settings, ledger: Ledger):
         """(round scores in seed order, take(j), pruned {j: why}, thumbnails, a ScoreBatch of the round)."""
-        samples, positions, evaluations = self.sampling.sample_in_phases(
-            model, seeds, latent_image, progress=progress, done=done, stops=self.pruning.stops(self.steps), judge=self.judge, **settings,
+        samples, positions, evaluations, replayed = self.sampling.sample_in_phases(
+            model, seeds, latent_image, progress=progress, done=done, stops=self.pruning.stops(self.steps), judge=self.judge,
+            prunes=not self.pruning.study, **settings,
         )
         images = self.sampling.decode(self.vae, samples)
         arrays = comfy_images(images, "decoded candidates")
@@ -95,7 +98,7 @@ class PrunedRound:
                 thumbnails.append(picture)  # its last preview: the contact sheet shows what was judged
         ledger.add_round([
             CandidateLedger(index=done + j, previews=self.previews.get(j, []), evaluations=evaluations[j], finished=j in positions,
-                            pruned_at=None if j in positions else self.last_preview[j][2])
+                            pruned_at=None if j in positions else self.last_preview[j][2], replayed=replayed[j])
             for j in range(len(seeds))
         ])
 

@@ -207,31 +207,42 @@ class StandInSampling:
         return final + (1.0 - step / steps) * PREVIEW_WOBBLE * wobble
 
     def sample_in_phases(self, model, seeds, latent, *, positive, negative, steps, cfg, sampler_name, scheduler, denoise,
-                         progress, done, stops, judge):
-        """As host.CoreSampling.sample_in_phases: one model evaluation per step, previews from ``preview``."""
+                         progress, done, stops, judge, prunes=True):
+        """As host.CoreSampling.sample_in_phases: one model evaluation per step, previews from ``preview``; a sampler
+        that does not resume at a split (``RESUMABLE_SAMPLERS``) is replayed from step 0 as on the host."""
+        from masc_core.pruning import resumes_at_split
+
         self.calls.append(list(seeds))
-        self.phase_calls.append({"seeds": list(seeds), "stops": list(stops)})
-        bounds = [0] + [s for s in stops if 0 < s < steps] + [steps]
-        evaluations = [0] * len(seeds)
+        self.phase_calls.append({"seeds": list(seeds), "stops": list(stops), "prunes": prunes})
+        judged = [s for s in stops if 0 < s < steps]
+        resume = resumes_at_split(sampler_name)
+        phases = judged + [steps] if resume or prunes else [steps]
+        evaluations, replayed = [0] * len(seeds), [0] * len(seeds)
         alive = list(range(len(seeds)))
         settings = dict(positive=positive, negative=negative, cfg=cfg, denoise=denoise)
         callback = progress.sampler_callback(model, done)
         executed = 0
-        for start, end in zip(bounds, bounds[1:]):
+        start = 0
+        for end in phases:
+            judged_here = [end] if end < steps else ([] if resume or prunes else judged)
             for j in alive:
-                for step in range(start, end):
+                before = evaluations[j]
+                for _ in range(start if resume else 0, end):
                     evaluations[j] += 1
-                    callback(executed, None, None, steps)  # as the host: one bar step per step sampled in the round
+                    callback(min(executed, len(seeds) * steps - 1), None, None, steps)  # as the host: one bar step per step
                     executed += 1
-            if end < steps:
-                previews = torch.cat([self.preview(model, seeds[j], latent, end, steps, **settings) for j in alive])
-                kept = set(judge(end, previews, list(alive)))
+                if end == steps and not resume:
+                    replayed[j] = before
+            for step in judged_here:
+                previews = torch.cat([self.preview(model, seeds[j], latent, step, steps, **settings) for j in alive])
+                kept = set(judge(step, previews, list(alive)))
                 alive = [j for j in alive if j in kept]
+            start = end
         image = latent["samples"]
         finished = [model.denoise(prepare_noise(image, seeds[j], latent.get("batch_index")), image, positive, negative, cfg, denoise)
                     for j in alive]
         samples = self._made(torch.cat(finished)) if finished else None
-        return samples, list(alive), evaluations
+        return samples, list(alive), evaluations, replayed
 
     def decode(self, vae, samples):
         return self._made(vae.decode(samples))

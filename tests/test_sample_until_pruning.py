@@ -50,13 +50,47 @@ def test_pruning_finishes_the_best_previews_of_each_round_with_an_exact_ledger(p
     for position, candidate in enumerate(order):
         assert torch.equal(images[position], plain[expected.index(candidate)])
     # ledger: every candidate spent 2 steps, the 2 survivors 2 more; in full 8 x 4
-    assert scores.context.ledger == {"steps": 4, "spent": 20, "in_full": 32, "pruned": 6, "candidates": 8,
+    assert scores.context.ledger == {"steps": 4, "spent": 20, "in_full": 32, "pruned": 6, "candidates": 8, "replayed": 0,
                                      "per_candidate": [4 if i in expected else 2 for i in range(8)]}
     assert "20 of 32 model evaluations, 1.6x fewer (6 of 8 candidates pruned)" in report
     assert candidates.shape[0] == 8  # pruned ones show their last preview on the contact sheet
     values = [value for value, _ in bars[0].updates]
     assert values == sorted(values) and values[-1] == 8 * STEPS  # the bar never moves back, and ends full
     assert values[:10] == list(range(1, 11)) and values[10] == 4 * STEPS + 1  # round 1 sampled 10 steps, round 2 starts at 16
+
+
+@pytest.mark.parametrize("sampler_name", ["dpmpp_2m", "euler_ancestral", "uni_pc"])
+def test_a_sampler_that_cannot_resume_replays_its_survivors_and_the_ledger_says_so(pack, models, monkeypatch, sampler_name):
+    """Multistep and noise-drawing samplers: the judged candidates stop at step 2, the survivors are sampled again
+    from step 0 (so they are the plain KSampler's images), and the ledger counts the replayed steps."""
+    bars = recorded_bars(pack, monkeypatch)
+    out, backend = run(pack, models, steps=STEPS, batch_size=4, max_candidates=8, accept=2, min_cp=1.0,
+                       prune_at=0.5, prune_keep=1, sampler_name=sampler_name)
+    images, _, _, scores, used, seeds, report, _ = out["result"]
+    cps = preview_cps(pack, models, range(1000, 1008), step=2)
+    expected = [max(range(0, 4), key=lambda i: cps[i]), max(range(4, 8), key=lambda i: cps[i])]
+    assert [i for i, s in enumerate(scores.scores) if s.cp is not None] == expected
+    order = [int(s) - 1000 for s in seeds.split(", ")]
+    plain = plain_candidates(models, [1000 + i for i in expected], steps=STEPS)
+    for position, candidate in enumerate(order):
+        assert torch.equal(images[position], plain[expected.index(candidate)])
+    # 8 candidates x 2 judged steps, then each survivor's 4 steps from the start: 2 of them replayed
+    assert scores.context.ledger == {"steps": 4, "spent": 24, "in_full": 32, "pruned": 6, "candidates": 8, "replayed": 4,
+                                     "per_candidate": [6 if i in expected else 2 for i in range(8)]}
+    assert "24 of 32 model evaluations, 1.3x fewer (6 of 8 candidates pruned; 4 evaluations replayed)" in report
+    assert f"{sampler_name} is a multistep sampler" in report or f"{sampler_name} draws noise while sampling" in report
+    assert "each survivor was sampled again from step 0" in report
+    values = [value for value, _ in bars[0].updates]
+    assert values == sorted(values) and values[-1] == 8 * STEPS
+
+
+def test_a_study_with_a_replayed_sampler_samples_each_candidate_once(pack, models):
+    out, backend = run(pack, models, steps=10, batch_size=2, max_candidates=2, accept=2, min_cp=-1.0, prune_study=True,
+                       sampler_name="dpmpp_2m")
+    scores = out["result"][3]
+    assert [c["prunes"] for c in backend.phase_calls] == [False]
+    assert all([p["step"] for p in s.previews] == [2, 3, 4, 5, 6] for s in scores.scores)
+    assert scores.context.ledger["spent"] == scores.context.ledger["in_full"] == 20 and scores.context.ledger["replayed"] == 0
 
 
 def test_a_study_prunes_nothing_and_records_every_preview(pack, models):
@@ -143,7 +177,7 @@ def test_the_png_entry_carries_previews_and_the_ledger_and_read_accepts_it(pack,
                  extra_pnginfo=extra, unique_id="10")
     entry = saved.parse_entry(json.dumps(extra["masc"]))  # what read takes from a PNG, strictly checked
     node = entry["nodes"]["10"]
-    assert node["ledger"] == {"steps": 4, "spent": 10, "in_full": 16, "pruned": 3, "candidates": 4}
+    assert node["ledger"] == {"steps": 4, "spent": 10, "in_full": 16, "pruned": 3, "candidates": 4, "replayed": 0}
     assert all(image["previews"][0]["step"] == 2 for image in node["images"])
     text = saved.describe("x.png", entry, digest="none", every=True)
     assert "10 of 16 model evaluations (3 pruned)" in text
