@@ -56,7 +56,8 @@ def graph(args, prune_at: float) -> dict:
             inputs["model"] = args.segmenter
         if item["class_type"] == "MaSCSampleUntil":
             inputs.update(steps=args.steps, batch_size=args.candidates, max_candidates=args.candidates, accept=1, min_cp=0.999,
-                          on_shortfall="return best", seed=args.seed, prune_at=prune_at, prune_keep=args.prune_keep, prune_study=False)
+                          on_shortfall="return best", seed=args.seed, prune_at=prune_at, prune_keep=args.prune_keep, prune_study=False,
+                          sampler_name=args.sampler)
     return prompt
 
 
@@ -82,7 +83,7 @@ def run_once(args, prune_at: float) -> dict:
 
 def measure(args: argparse.Namespace) -> dict:
     _post(args.url, "/free", {"unload_models": False, "free_memory": True})
-    results = {"url": args.url, "ckpt": args.ckpt, "side": args.side, "steps": args.steps, "candidates": args.candidates,
+    results = {"url": args.url, "ckpt": args.ckpt, "side": args.side, "steps": args.steps, "sampler": args.sampler, "candidates": args.candidates,
                "prune_at": args.prune_at, "prune_keep": args.prune_keep, "repeat": args.repeat}
     warm = argparse.Namespace(**vars(args))
     warm.candidates, warm.steps, warm.prune_keep = 2, 2, 1
@@ -98,7 +99,7 @@ def measure(args: argparse.Namespace) -> dict:
 
 
 def table(results: dict) -> str:
-    rows = [f"best-of-{results['candidates']} at {results['side']} px, {results['steps']} steps ({results['ckpt']}), median of {results['repeat']}",
+    rows = [f"best-of-{results['candidates']} at {results['side']} px, {results['steps']} steps of {results.get('sampler', 'euler')} ({results['ckpt']}), median of {results['repeat']}",
             "                     model evaluations   wall s"]
     for label in [k for k in results if isinstance(results[k], dict) and "seconds" in results[k]]:
         r = results[label]
@@ -114,6 +115,7 @@ def add_parser(commands) -> None:
     parser.add_argument("--segmenter", default=None, help="the CLIPSeg folder's name in models/clipseg (default the workflow's)")
     parser.add_argument("--side", type=int, default=256, help="image side in pixels (default 256)")
     parser.add_argument("--steps", type=int, default=20, help="sampler steps (default 20)")
+    parser.add_argument("--sampler", default="euler", help="sampler_name (default euler; samplers that cannot resume at a split replay their survivors)")
     parser.add_argument("--candidates", type=int, default=16, help="candidates, all in one round (default 16)")
     parser.add_argument("--prune-at", type=float, default=0.3, help="prune_at (default 0.3)")
     parser.add_argument("--prune-keep", type=int, default=4, help="prune_keep (default 4)")

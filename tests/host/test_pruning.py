@@ -3,7 +3,10 @@
 - a round of 4 judged at step 2 keeps 1: the ledger in the report equals the model evaluations counted from
   outside MaSC (a test-only node's post-CFG function, which core's sampling calls once per evaluation);
 - the survivor's pixels equal a plain KSampler's at its seed (batch 1);
-- pruning off gives the same survivor image the same way (the split changes nothing for euler).
+- pruning off gives the same survivor image the same way (the split changes nothing for euler);
+- samplers that cannot resume at a split (multistep dpmpp_2m and uni_pc, ancestral euler_ancestral, SDE
+  dpmpp_2m_sde) replay their survivors from step 0: pixel-identical to a plain KSampler at the seed, and the
+  replayed steps counted in the ledger and from outside alike.
 """
 
 from __future__ import annotations
@@ -81,6 +84,31 @@ def test_a_survivor_is_the_image_a_plain_ksampler_gives_at_its_seed(pruned, coun
     check_plain_ksampler_pixels(counting_server, pruned, seed, path, installed["output"])
 
 
+@pytest.mark.parametrize("sampler_name", ["dpmpp_2m", "uni_pc", "euler_ancestral", "dpmpp_2m_sde"])
+def test_a_replayed_survivor_is_the_plain_ksampler_image_and_the_ledger_counts_the_replay(counting_server, sd15, installed, sampler_name):
+    """A round of 3 judged at step 2 of 4 keeps 1: each candidate's call stops after its judged step (J evaluations),
+    then the survivor is sampled from step 0 (F): spent 3J + F of 3F, J of them replayed."""
+    readers = {}
+
+    def edit(graph, sample_until):
+        readers["id"] = _count_calls(graph, sample_until)
+
+    run = Run(counting_server, sd15, installed["output"], edit=edit, **dict(PRUNED, batch_size=3, max_candidates=3, sampler_name=sampler_name))
+    run.check_succeeded()
+    calls = int(hostapi.ui_text(run.entry, readers["id"]))
+    ledger = re.search(r"(\d+) of (\d+) model evaluations, [\d.]+x fewer \(2 of 3 candidates pruned; (\d+) evaluations replayed\)", run.report)
+    assert ledger, run.report
+    spent, in_full, judged = (int(g) for g in ledger.groups())
+    assert spent == calls, (spent, calls)  # counted outside MaSC
+    assert in_full % 3 == 0 and spent == 3 * judged + in_full // 3, run.report
+    if sampler_name != "uni_pc":  # k-diffusion samplers: one evaluation per step
+        assert (spent, in_full, judged) == (3 * 2 + 4, 3 * 4, 2), run.report
+    assert f"{sampler_name} " in run.report and "each survivor was sampled again from step 0" in run.report
+    (seed,) = run.seeds
+    (path,) = run.pngs
+    check_plain_ksampler_pixels(counting_server, run, seed, path, installed["output"])
+
+
 def test_the_pruning_benchmark_runs_against_a_server(counting_server, sd15, tmp_path):
     """``python -m benchmarks pruning`` end to end, small (its timings are not asserted: not a timed test)."""
     import json
@@ -101,6 +129,31 @@ def test_the_pruning_benchmark_runs_against_a_server(counting_server, sd15, tmp_
     assert (results["no pruning"]["spent"], results["no pruning"]["in_full"]) == (16, 16)
     assert (results["pruning at 0.5"]["spent"], results["pruning at 0.5"]["in_full"]) == (10, 16)
     assert "model evaluations" in done.stdout
+
+
+def test_the_split_drift_benchmark_shows_a_split_changing_a_multistep_sampler(counting_server, sd15, tmp_path):
+    """``python -m benchmarks split-drift`` end to end, small: dpmpp_2m split at step 1 of 4 by core's
+    KSamplerAdvanced pair restarts its history there, so its image is not the plain KSampler's (why pruning replays)."""
+    import json
+    import subprocess
+    import sys
+
+    from .conftest import ENCODER_NAME, ROOT, SEGMENTER_NAME
+
+    out = tmp_path / "drift.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "split-drift", "--url", counting_server.url, "--ckpt", sd15, "--encoder", ENCODER_NAME,
+         "--segmenter", SEGMENTER_NAME, "--samplers", "dpmpp_2m", "--steps", "4", "--split-at", "0.25", "--seeds", "1",
+         "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=3600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(out.read_text())
+    assert results["split_step"] == 1
+    (run,) = results["samplers"]["dpmpp_2m"]["runs"]
+    assert run["max_pixel"] > 0 and 0 < run["pixels_differ"] <= 1, run
+    assert run["cp_change"] == abs(run["cp_split"] - run["cp_plain"]) and -1 <= run["cp_plain"] <= 1
+    assert "dpmpp_2m" in done.stdout
 
 
 def test_cancel_after_the_judgement_stops_the_survivors_and_frees_the_queue(counting_server, sd15, installed):
