@@ -22,3 +22,15 @@ def publish(args: argparse.Namespace, results, table: str) -> None:
     if args.markdown:
         with open(args.markdown, "w", encoding="utf-8") as handle:
             handle.write(table + "\n")
+
+
+def set_command(parser: argparse.ArgumentParser, measure, table) -> None:
+    """The output options, and the command: ``measure(args)`` to results, printed and kept by ``table``."""
+    add_output_options(parser)
+
+    def command(args) -> int:
+        results = measure(args)
+        publish(args, results, table(results))
+        return 0
+
+    parser.set_defaults(run=command)

@@ -13,66 +13,29 @@ keeping 4. Nothing is downloaded; the models must be in ComfyUI's folders.
 from __future__ import annotations
 
 import argparse
-import copy
-import json
-import os
 import re
 import statistics
-import time
-import urllib.request
-import uuid
 
-from .bench import ROOT
-from .output import add_output_options, publish
+from .comfy_server import add_server_options, post, run_prompt, workflow
+from .output import set_command
 
-WORKFLOW = os.path.join(ROOT, "workflows", "api", "4_rejection_sampling.json")
 LEDGER = re.compile(r"(\d+) of (\d+) model evaluations")
 
 
-def _post(url: str, path: str, body: dict) -> dict:
-    request = urllib.request.Request(url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=60) as response:
-        return json.loads(response.read() or b"null")  # /free answers with an empty body
-
-
-def _get(url: str, path: str) -> dict:
-    with urllib.request.urlopen(url + path, timeout=60) as response:
-        return json.loads(response.read())
-
-
 def graph(args, prune_at: float) -> dict:
-    with open(WORKFLOW, encoding="utf-8") as handle:
-        prompt = json.load(handle)
-    prompt = copy.deepcopy(prompt)
+    prompt = workflow(args)
     for item in prompt.values():
-        inputs = item["inputs"]
-        if "ckpt_name" in inputs:
-            inputs["ckpt_name"] = args.ckpt
-        if item["class_type"] == "EmptyLatentImage":
-            inputs.update(width=args.side, height=args.side, batch_size=1)
-        if item["class_type"] == "MaSCLoadEncoder" and args.encoder:
-            inputs["model"] = args.encoder
-        if item["class_type"] == "MaSCLoadAutoMaskModel" and args.segmenter:
-            inputs["model"] = args.segmenter
         if item["class_type"] == "MaSCSampleUntil":
-            inputs.update(steps=args.steps, batch_size=args.candidates, max_candidates=args.candidates, accept=1, min_cp=0.999,
-                          on_shortfall="return best", seed=args.seed, prune_at=prune_at, prune_keep=args.prune_keep, prune_study=False,
-                          sampler_name=args.sampler)
+            item["inputs"].update(steps=args.steps, batch_size=args.candidates, max_candidates=args.candidates, accept=1, min_cp=0.999,
+                                  on_shortfall="return best", seed=args.seed, prune_at=prune_at, prune_keep=args.prune_keep,
+                                  prune_study=False, sampler_name=args.sampler)
     return prompt
 
 
 def run_once(args, prune_at: float) -> dict:
     prompt = graph(args, prune_at)
     (node_id,) = [i for i, n in prompt.items() if n["class_type"] == "MaSCSampleUntil"]
-    queued = _post(args.url, "/prompt", {"prompt": prompt, "client_id": uuid.uuid4().hex})
-    prompt_id = queued["prompt_id"]
-    while True:
-        entry = _get(args.url, f"/history/{prompt_id}").get(prompt_id)
-        if entry and entry.get("status", {}).get("completed") is not None:
-            break
-        time.sleep(1.0)
-    if entry["status"].get("status_str") != "success":
-        raise SystemExit(f"the prompt failed: {json.dumps(entry['status'])[:2000]}")
+    entry = run_prompt(args.url, prompt)
     messages = dict((kind, data) for kind, data in entry["status"].get("messages", []))
     seconds = (messages["execution_success"]["timestamp"] - messages["execution_start"]["timestamp"]) / 1000.0
     report = "\n".join(entry["outputs"][node_id]["text"])
@@ -82,7 +45,7 @@ def run_once(args, prune_at: float) -> dict:
 
 
 def measure(args: argparse.Namespace) -> dict:
-    _post(args.url, "/free", {"unload_models": False, "free_memory": True})
+    post(args.url, "/free", {"unload_models": False, "free_memory": True})
     results = {"url": args.url, "ckpt": args.ckpt, "side": args.side, "steps": args.steps, "sampler": args.sampler, "candidates": args.candidates,
                "prune_at": args.prune_at, "prune_keep": args.prune_keep, "repeat": args.repeat}
     warm = argparse.Namespace(**vars(args))
@@ -109,11 +72,7 @@ def table(results: dict) -> str:
 
 def add_parser(commands) -> None:
     parser = commands.add_parser("pruning", help="Sample Until with and without pruning on a running ComfyUI: model evaluations and wall time")
-    parser.add_argument("--url", default="http://127.0.0.1:8188", help="a running ComfyUI with this pack (default the local one)")
-    parser.add_argument("--ckpt", required=True, help="the diffusion checkpoint's name in ComfyUI's models/checkpoints")
-    parser.add_argument("--encoder", default=None, help="the SigLIP2 folder's name in models/masc (default the workflow's)")
-    parser.add_argument("--segmenter", default=None, help="the CLIPSeg folder's name in models/clipseg (default the workflow's)")
-    parser.add_argument("--side", type=int, default=256, help="image side in pixels (default 256)")
+    add_server_options(parser)
     parser.add_argument("--steps", type=int, default=20, help="sampler steps (default 20)")
     parser.add_argument("--sampler", default="euler", help="sampler_name (default euler; samplers that cannot resume at a split replay their survivors)")
     parser.add_argument("--candidates", type=int, default=16, help="candidates, all in one round (default 16)")
@@ -121,11 +80,4 @@ def add_parser(commands) -> None:
     parser.add_argument("--prune-keep", type=int, default=4, help="prune_keep (default 4)")
     parser.add_argument("--seed", type=int, default=5000, help="first seed (default 5000)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per setting (default 1)")
-    add_output_options(parser)
-
-    def command(args) -> int:
-        results = measure(args)
-        publish(args, results, table(results))
-        return 0
-
-    parser.set_defaults(run=command)
+    set_command(parser, measure, table)

@@ -19,47 +19,28 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
-import time
 import urllib.parse
 import urllib.request
-import uuid
 
-from .output import add_output_options, publish
-from .pruning import WORKFLOW, _get, _post
+from masc_core.pruning import judged_step
+
+from .comfy_server import add_server_options, run_prompt, workflow
+from .output import set_command
 
 SAMPLERS = ("euler", "dpmpp_2m", "uni_pc", "euler_ancestral", "dpmpp_2m_sde")
 UPSTREAM = ("CheckpointLoaderSimple", "PrimitiveStringMultiline", "CLIPTextEncode", "EmptyLatentImage", "LoadImage",
             "MaSCLoadAutoMaskModel", "MaSCAutoMask", "MaSCLoadEncoder")
 
 
-def split_step(fraction: float, steps: int) -> int:
-    """The step a share of the steps stands for, as pruning rounds it (``masc_core.pruning.judged_step``)."""
-    return min(steps - 1, max(1, int(fraction * steps + 0.5)))
-
-
 def graph(args, sampler: str, seed: int) -> tuple[dict, dict]:
     """The prompt, and the ids of what to read back: the previews and the two CP values."""
-    with open(WORKFLOW, encoding="utf-8") as handle:
-        workflow = json.load(handle)
-    prompt = {i: n for i, n in workflow.items() if n["class_type"] in UPSTREAM}
-    by_type = {}
-    for i, n in prompt.items():
-        by_type.setdefault(n["class_type"], []).append(i)
-        inputs = n["inputs"]
-        if "ckpt_name" in inputs:
-            inputs["ckpt_name"] = args.ckpt
-        if n["class_type"] == "EmptyLatentImage":
-            inputs.update(width=args.side, height=args.side, batch_size=1)
-        if n["class_type"] == "MaSCLoadEncoder" and args.encoder:
-            inputs["model"] = args.encoder
-        if n["class_type"] == "MaSCLoadAutoMaskModel" and args.segmenter:
-            inputs["model"] = args.segmenter
-    sample_until = next(n for n in workflow.values() if n["class_type"] == "MaSCSampleUntil")["inputs"]
+    full = workflow(args)
+    prompt = {i: n for i, n in full.items() if n["class_type"] in UPSTREAM}
+    sample_until = next(n for n in full.values() if n["class_type"] == "MaSCSampleUntil")["inputs"]
     links = {k: sample_until[k] for k in ("model", "positive", "negative", "latent_image", "vae", "encoder", "reference_image", "reference_mask")}
     shared = dict(model=links["model"], positive=links["positive"], negative=links["negative"], latent_image=links["latent_image"],
                   steps=args.steps, cfg=args.cfg, sampler_name=sampler, scheduler=args.scheduler)
-    s = split_step(args.split_at, args.steps)
+    s = judged_step(args.split_at, args.steps)
 
     def add(class_type, **inputs):
         key = str(100 + len(prompt))
@@ -81,18 +62,6 @@ def graph(args, sampler: str, seed: int) -> tuple[dict, dict]:
     return prompt, ids
 
 
-def _wait(url: str, prompt: dict) -> dict:
-    prompt_id = _post(url, "/prompt", {"prompt": prompt, "client_id": uuid.uuid4().hex})["prompt_id"]
-    while True:
-        entry = _get(url, f"/history/{prompt_id}").get(prompt_id)
-        if entry and entry.get("status", {}).get("completed") is not None:
-            break
-        time.sleep(1.0)
-    if entry["status"].get("status_str") != "success":
-        raise SystemExit(f"the prompt failed: {json.dumps(entry['status'])[:2000]}")
-    return entry
-
-
 def _pixels(url: str, picture: dict):
     import numpy as np
     from PIL import Image
@@ -107,7 +76,7 @@ def compare(args, sampler: str, seed: int) -> dict:
     import numpy as np
 
     prompt, ids = graph(args, sampler, seed)
-    entry = _wait(args.url, prompt)
+    entry = run_prompt(args.url, prompt)
     outputs = entry["outputs"]
     plain, split = (_pixels(args.url, outputs[ids[f"{label} image"]]["images"][0]) for label in ("plain", "split"))
     cp = {label: float("".join(outputs[ids[f"{label} cp"]]["text"])) for label in ("plain", "split")}
@@ -119,7 +88,7 @@ def compare(args, sampler: str, seed: int) -> dict:
 
 def measure(args: argparse.Namespace) -> dict:
     results = {"url": args.url, "ckpt": args.ckpt, "side": args.side, "steps": args.steps, "split_at": args.split_at,
-               "split_step": split_step(args.split_at, args.steps), "scheduler": args.scheduler, "samplers": {}}
+               "split_step": judged_step(args.split_at, args.steps), "scheduler": args.scheduler, "samplers": {}}
     for sampler in args.samplers.split(","):
         runs = [compare(args, sampler, args.seed + k) for k in range(args.seeds)]
         results["samplers"][sampler] = {
@@ -143,23 +112,12 @@ def table(results: dict) -> str:
 
 def add_parser(commands) -> None:
     parser = commands.add_parser("split-drift", help="a sampler run split at a step against the same run in one go, on a running ComfyUI: pixels and CP")
-    parser.add_argument("--url", default="http://127.0.0.1:8188", help="a running ComfyUI with this pack (default the local one)")
-    parser.add_argument("--ckpt", required=True, help="the diffusion checkpoint's name in ComfyUI's models/checkpoints")
-    parser.add_argument("--encoder", default=None, help="the SigLIP2 folder's name in models/masc (default the workflow's)")
-    parser.add_argument("--segmenter", default=None, help="the CLIPSeg folder's name in models/clipseg (default the workflow's)")
+    add_server_options(parser)
     parser.add_argument("--samplers", default=",".join(SAMPLERS), help=f"comma-separated (default {','.join(SAMPLERS)})")
     parser.add_argument("--scheduler", default="normal", help="scheduler (default normal)")
-    parser.add_argument("--side", type=int, default=256, help="image side in pixels (default 256)")
     parser.add_argument("--steps", type=int, default=10, help="sampler steps (default 10)")
     parser.add_argument("--cfg", type=float, default=7.0, help="CFG (default 7)")
     parser.add_argument("--split-at", type=float, default=0.3, help="where to split, a share of the steps (default 0.3)")
     parser.add_argument("--seed", type=int, default=7000, help="first seed (default 7000)")
     parser.add_argument("--seeds", type=int, default=2, help="seeds per sampler (default 2)")
-    add_output_options(parser)
-
-    def command(args) -> int:
-        results = measure(args)
-        publish(args, results, table(results))
-        return 0
-
-    parser.set_defaults(run=command)
+    set_command(parser, measure, table)

@@ -109,51 +109,43 @@ def test_a_replayed_survivor_is_the_plain_ksampler_image_and_the_ledger_counts_t
     check_plain_ksampler_pixels(counting_server, run, seed, path, installed["output"])
 
 
-def test_the_pruning_benchmark_runs_against_a_server(counting_server, sd15, tmp_path):
-    """``python -m benchmarks pruning`` end to end, small (its timings are not asserted: not a timed test)."""
+def _benchmark(server, sd15, tmp_path, name: str, *options: str) -> tuple[dict, str]:
+    """``python -m benchmarks NAME`` against ``server`` with the host's models: its JSON results and printed table."""
     import json
     import subprocess
     import sys
 
     from .conftest import ENCODER_NAME, ROOT, SEGMENTER_NAME
 
-    out = tmp_path / "pruning.json"
+    out = tmp_path / f"{name}.json"
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "pruning", "--url", counting_server.url, "--ckpt", sd15, "--encoder", ENCODER_NAME,
-         "--segmenter", SEGMENTER_NAME, "--candidates", "4", "--steps", "4", "--prune-at", "0.5", "--prune-keep", "1",
-         "--json", str(out)],
+        [sys.executable, "-m", "benchmarks", name, "--url", server.url, "--ckpt", sd15, "--encoder", ENCODER_NAME,
+         "--segmenter", SEGMENTER_NAME, *options, "--json", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=3600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    results = json.loads(out.read_text())
+    return json.loads(out.read_text()), done.stdout
+
+
+def test_the_pruning_benchmark_runs_against_a_server(counting_server, sd15, tmp_path):
+    """``python -m benchmarks pruning`` end to end, small (its timings are not asserted: not a timed test)."""
+    results, printed = _benchmark(counting_server, sd15, tmp_path, "pruning", "--candidates", "4", "--steps", "4",
+                                  "--prune-at", "0.5", "--prune-keep", "1")
     assert (results["no pruning"]["spent"], results["no pruning"]["in_full"]) == (16, 16)
     assert (results["pruning at 0.5"]["spent"], results["pruning at 0.5"]["in_full"]) == (10, 16)
-    assert "model evaluations" in done.stdout
+    assert "model evaluations" in printed
 
 
 def test_the_split_drift_benchmark_shows_a_split_changing_a_multistep_sampler(counting_server, sd15, tmp_path):
     """``python -m benchmarks split-drift`` end to end, small: dpmpp_2m split at step 1 of 4 by core's
     KSamplerAdvanced pair restarts its history there, so its image is not the plain KSampler's (why pruning replays)."""
-    import json
-    import subprocess
-    import sys
-
-    from .conftest import ENCODER_NAME, ROOT, SEGMENTER_NAME
-
-    out = tmp_path / "drift.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "split-drift", "--url", counting_server.url, "--ckpt", sd15, "--encoder", ENCODER_NAME,
-         "--segmenter", SEGMENTER_NAME, "--samplers", "dpmpp_2m", "--steps", "4", "--split-at", "0.25", "--seeds", "1",
-         "--json", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=3600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    results = json.loads(out.read_text())
+    results, printed = _benchmark(counting_server, sd15, tmp_path, "split-drift", "--samplers", "dpmpp_2m", "--steps", "4",
+                                  "--split-at", "0.25", "--seeds", "1")
     assert results["split_step"] == 1
     (run,) = results["samplers"]["dpmpp_2m"]["runs"]
     assert run["max_pixel"] > 0 and 0 < run["pixels_differ"] <= 1, run
     assert run["cp_change"] == abs(run["cp_split"] - run["cp_plain"]) and -1 <= run["cp_plain"] <= 1
-    assert "dpmpp_2m" in done.stdout
+    assert "dpmpp_2m" in printed
 
 
 def test_cancel_after_the_judgement_stops_the_survivors_and_frees_the_queue(counting_server, sd15, installed):
