@@ -20,6 +20,7 @@ from .comfy_server import add_server_options, post, run_prompt, workflow
 from .output import set_command
 
 LEDGER = re.compile(r"(\d+) of (\d+) model evaluations")
+REPLAYED = re.compile(r"; (\d+) evaluations replayed\)")
 
 
 def graph(args, prune_at: float) -> dict:
@@ -41,7 +42,8 @@ def run_once(args, prune_at: float) -> dict:
     report = "\n".join(entry["outputs"][node_id]["text"])
     spent = LEDGER.search(report)
     evaluations = (int(spent.group(1)), int(spent.group(2))) if spent else (args.candidates * args.steps, args.candidates * args.steps)
-    return {"seconds": seconds, "spent": evaluations[0], "in_full": evaluations[1]}
+    replayed = REPLAYED.search(report)
+    return {"seconds": seconds, "spent": evaluations[0], "in_full": evaluations[1], "replayed": int(replayed.group(1)) if replayed else 0}
 
 
 def measure(args: argparse.Namespace) -> dict:
@@ -57,7 +59,7 @@ def measure(args: argparse.Namespace) -> dict:
             args.seed += 100  # fresh candidates every run (ComfyUI would serve a repeat from its cache)
             runs.append(run_once(args, prune_at))
         results[label] = {"seconds": statistics.median(r["seconds"] for r in runs), "spent": runs[-1]["spent"],
-                          "in_full": runs[-1]["in_full"], "runs": runs}
+                          "in_full": runs[-1]["in_full"], "replayed": runs[-1]["replayed"], "runs": runs}
     return results
 
 

@@ -133,6 +133,7 @@ def test_the_pruning_benchmark_runs_against_a_server(counting_server, sd15, tmp_
                                   "--prune-at", "0.5", "--prune-keep", "1")
     assert (results["no pruning"]["spent"], results["no pruning"]["in_full"]) == (16, 16)
     assert (results["pruning at 0.5"]["spent"], results["pruning at 0.5"]["in_full"]) == (10, 16)
+    assert results["pruning at 0.5"]["replayed"] == 0  # euler resumes
     assert "model evaluations" in printed
 
 
