@@ -104,6 +104,42 @@ def judged_step(fraction: float, steps: int) -> int:
     return min(steps - 1, max(1, int(math.floor(fraction * steps + 0.5))))
 
 
+@dataclass(frozen=True)
+class PhasePlan:
+    """How a round's candidates are sampled (the host's sampling and the tests' stand-in follow the same plan).
+
+    A sampler that ``resumes_at_split`` runs one call per phase, each ending at the next judged step (the last
+    phase at ``last``) and starting where the previous one stopped. Any other sampler is replayed: every call
+    starts at step 0, a pruning call stops at its judged step and a survivor's last call runs the whole
+    schedule; a study (``prunes`` False) needs only that last call and takes every judged step's preview on the way.
+    """
+
+    judged: tuple[int, ...]
+    last: int
+    resume: bool
+    prunes: bool
+
+    @property
+    def ends(self) -> list[int]:
+        """Where each phase's calls end, in order."""
+        return [*self.judged, self.last] if self.resume or self.prunes else [self.last]
+
+    def judged_at(self, end: int) -> list[int]:
+        """The steps whose previews a phase ending at ``end`` yields."""
+        if end < self.last:
+            return [end]
+        return [] if self.resume or self.prunes else list(self.judged)
+
+    def first_step(self, previous_end: int) -> int:
+        """Where a call of the phase after ``previous_end`` starts sampling."""
+        return previous_end if self.resume else 0
+
+
+def phase_plan(stops: Sequence[int], last: int, sampler_name: str, prunes: bool) -> PhasePlan:
+    """The plan for judging at ``stops`` (those inside 1..last-1) on a schedule of ``last`` steps."""
+    return PhasePlan(judged=tuple(s for s in stops if 0 < s < last), last=last, resume=resumes_at_split(sampler_name), prunes=prunes)
+
+
 def survivors(previews: Sequence[ImageScore], keep: int, *, by: str, cp_weight: float, pf_weight: float) -> list[int]:
     """Positions (in the round) of the ``keep`` best previews by the run's key; undefined keys last, ties by position."""
     numbered = [ImageScore(index=j, cp=p.cp, pf=p.pf, foreground_fraction=p.foreground_fraction) for j, p in enumerate(previews)]

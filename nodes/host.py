@@ -26,8 +26,8 @@ from typing import Callable
 import torch
 
 from ..masc_core.errors import MascInputError
-from ..masc_core.pruning import resumes_at_split
 from ..masc_core.models.devices import PRECISION_CHOICES, resolve_device, resolve_dtype
+from ..masc_core.pruning import phase_plan
 from ..masc_core.safe_text import shown
 
 try:  # ComfyUI's modules are importable only inside ComfyUI.
@@ -528,9 +528,7 @@ class CoreSampling:
                                            denoise=denoise, model_options=model.model_options).sigmas
         real = comfy_samplers.sampler_object(sampler_name)
         last = len(schedule) - 1
-        judged = [s for s in stops if 0 < s < last]
-        resume = resumes_at_split(sampler_name)
-        phases = judged + [last] if resume or prunes else [last]
+        plan = phase_plan(stops, last, sampler_name, prunes)
         state: dict[int, torch.Tensor] = {}
         evaluations, replayed = [0] * len(seeds), [0] * len(seeds)
         alive = list(range(len(seeds)))
@@ -545,20 +543,19 @@ class CoreSampling:
             executed[0] += 1
 
         start = 0
-        for end in phases:
+        for end in plan.ends:
+            judged_here = plan.judged_at(end)
             previews: dict[int, list[torch.Tensor]] = {}
             for j in alive:
                 check_interrupt()
-                judged_here = [end] if end < last else ([] if resume or prunes else judged)
                 before = evaluations[j]
                 call = _CandidateCall(real, j, evaluations, on_step, judged_here)
-                if resume:
-                    out = call.sample(model, image, seeds[j], batch_index, schedule[start : end + 1], positive, negative, cfg,
-                                      offset=start, resume_from=state.get(j))
+                first = plan.first_step(start)
+                out = call.sample(model, image, seeds[j], batch_index, schedule[first : end + 1 if plan.resume else None],
+                                  positive, negative, cfg, offset=first, resume_from=state.get(j),
+                                  stop_after=None if plan.resume or end == last else end)
+                if plan.resume:
                     state[j] = call.left
-                else:
-                    out = call.sample(model, image, seeds[j], batch_index, schedule, positive, negative, cfg,
-                                      stop_after=end if end < last else None)
                 for step in judged_here:
                     if step not in call.denoised:
                         raise MascInputError(f"sampler {sampler_name} did not report step {step} of {last}: pick another sampler to prune (or set prune_at 0)")
@@ -566,7 +563,7 @@ class CoreSampling:
                 if end == last:
                     finished[j] = out.to(model_management.intermediate_device())
                     state.pop(j, None)
-                    replayed[j] = 0 if resume else before  # what it spent before this whole run from step 0
+                    replayed[j] = 0 if plan.resume else before  # what it spent before this whole run from step 0
             for step in sorted(previews):
                 kept = set(judge(step, torch.cat(previews[step]), list(alive)))
                 alive = [j for j in alive if j in kept]

@@ -209,29 +209,27 @@ class StandInSampling:
     def sample_in_phases(self, model, seeds, latent, *, positive, negative, steps, cfg, sampler_name, scheduler, denoise,
                          progress, done, stops, judge, prunes=True):
         """As host.CoreSampling.sample_in_phases: one model evaluation per step, previews from ``preview``; a sampler
-        that does not resume at a split (``RESUMABLE_SAMPLERS``) is replayed from step 0 as on the host."""
-        from masc_core.pruning import resumes_at_split
+        that does not resume at a split (``RESUMABLE_SAMPLERS``) is replayed from step 0, on the host's ``phase_plan``."""
+        from masc_core.pruning import phase_plan
 
         self.calls.append(list(seeds))
         self.phase_calls.append({"seeds": list(seeds), "stops": list(stops), "prunes": prunes})
-        judged = [s for s in stops if 0 < s < steps]
-        resume = resumes_at_split(sampler_name)
-        phases = judged + [steps] if resume or prunes else [steps]
+        plan = phase_plan(stops, steps, sampler_name, prunes)
         evaluations, replayed = [0] * len(seeds), [0] * len(seeds)
         alive = list(range(len(seeds)))
         settings = dict(positive=positive, negative=negative, cfg=cfg, denoise=denoise)
         callback = progress.sampler_callback(model, done)
         executed = 0
         start = 0
-        for end in phases:
-            judged_here = [end] if end < steps else ([] if resume or prunes else judged)
+        for end in plan.ends:
+            judged_here = plan.judged_at(end)
             for j in alive:
                 before = evaluations[j]
-                for _ in range(start if resume else 0, end):
+                for _ in range(plan.first_step(start), end):
                     evaluations[j] += 1
                     callback(min(executed, len(seeds) * steps - 1), None, None, steps)  # as the host: one bar step per step
                     executed += 1
-                if end == steps and not resume:
+                if end == steps and not plan.resume:
                     replayed[j] = before
             for step in judged_here:
                 previews = torch.cat([self.preview(model, seeds[j], latent, step, steps, **settings) for j in alive])

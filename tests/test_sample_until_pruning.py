@@ -185,3 +185,15 @@ def test_the_png_entry_carries_previews_and_the_ledger_and_read_accepts_it(pack,
     crafted["nodes"]["10"]["images"][0]["previews"][0]["step"] = "two"
     with pytest.raises(Exception, match="previews"):
         saved.parse_entry(json.dumps(crafted))
+
+
+def test_the_phase_plan_resumes_or_replays_by_sampler():
+    from masc_core.pruning import phase_plan
+
+    resumed = phase_plan([2, 12], 10, "euler", prunes=True)  # 12 is past the schedule: dropped
+    assert (resumed.ends, resumed.judged_at(2), resumed.judged_at(10), resumed.first_step(2)) == ([2, 10], [2], [], 2)
+    replayed = phase_plan([3], 10, "dpmpp_2m", prunes=True)
+    assert (replayed.ends, replayed.judged_at(3), replayed.judged_at(10), replayed.first_step(3)) == ([3, 10], [3], [], 0)
+    study = phase_plan([2, 3, 4], 10, "euler_ancestral", prunes=False)
+    assert (study.ends, study.judged_at(10), study.first_step(0)) == ([10], [2, 3, 4], 0)
+    assert phase_plan([2, 3], 10, "heun", prunes=False).ends == [2, 3, 10]
