@@ -9,21 +9,89 @@ gives the same bytes.
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import Any, Callable
 
 from .errors import MascError, MascInputError
+
+MAX_JSON_DEPTH = 32
+"""Deepest nesting of lists and objects ``parse_json`` takes by default (the package's files nest at most 6)."""
+MAX_JSON_DIGITS = 40
+"""Longest whole number ``parse_json`` takes (a seed has at most 20 digits; Python refuses 4,300 with another error)."""
+
+
+class JSONUnreadable(ValueError):
+    """Text that ``parse_json`` refuses: not JSON, nested too deeply, a number out of range, NaN or Infinity."""
+
+
+class JSONTooDeep(JSONUnreadable):
+    """JSON nested deeper than the caller takes (or than Python's parser can follow)."""
+
+
+def _whole_number(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_JSON_DIGITS:
+        raise JSONUnreadable(f"a number of {len(text.lstrip('-')):,} digits")
+    return int(text)
+
+
+def _finite_number(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise JSONUnreadable(f"the number {text[:40]} is out of range")
+    return value
+
+
+def _no_constant(name: str):
+    raise JSONUnreadable(f"{name} is not a number")
+
+
+def json_depth(value: Any, limit: int) -> int:
+    """How deeply lists and objects nest in ``value``, counted without recursion and stopping past ``limit``."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth)
+            if depth > limit:
+                return depth
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def parse_json(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """``text`` as JSON, strictly: every refusal is one ``JSONUnreadable`` (a ValueError) saying why.
+
+    Python's parser alone raises RecursionError on deep nesting, a ValueError of its own past 4,300 digits,
+    and takes NaN and Infinity; a crafted file or request body gets none of that through here.
+    """
+    if isinstance(text, (bytes, bytearray)):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError:
+            raise JSONUnreadable("not UTF-8 text") from None
+    try:
+        value = json.loads(text, parse_int=_whole_number, parse_float=_finite_number, parse_constant=_no_constant)
+    except RecursionError:
+        raise JSONTooDeep("nested too deeply") from None
+    except JSONUnreadable:
+        raise
+    except ValueError as exc:
+        raise JSONUnreadable(str(exc).splitlines()[0] if str(exc) else "not JSON") from None
+    if json_depth(value, max_depth) > max_depth:
+        raise JSONTooDeep(f"nested more than {max_depth} deep")
+    return value
 
 
 def read_json(path: str, what: str, *, error: type[MascError] = MascInputError, hint: str = "") -> dict:
     """The JSON object in ``path``, or one line of ``error`` naming ``what`` and the file (then ``hint``)."""
     tail = f": {hint}" if hint else ""
     try:
-        with open(path, encoding="utf-8") as handle:
-            value = json.load(handle)
+        with open(path, "rb") as handle:
+            value = parse_json(handle.read())
     except FileNotFoundError:
         raise error(f"{what} '{path}' does not exist{tail}") from None
-    except ValueError as exc:
+    except JSONUnreadable as exc:
         raise error(f"{what} '{path}' is not valid JSON ({exc}){tail}") from None
     except OSError as exc:
         raise error(f"{what} '{path}' could not be read ({exc}){tail}") from None

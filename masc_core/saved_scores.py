@@ -42,6 +42,7 @@ import numpy as np
 from PIL import Image
 
 from .errors import MascInputError, first_line
+from .files import JSONTooDeep, JSONUnreadable, parse_json
 from .images import open_quietly, too_many_pixels
 from .png_text import PngTextError, find_text, image_only, is_png
 from .report import format_band, format_score, format_share, subject_line
@@ -146,30 +147,6 @@ MAX_ENTRY_BYTES = 32 << 20
 """Largest ``masc`` entry read (after decompression): ample for 4,096 candidates, far below a zip bomb."""
 MAX_NESTING = 16
 """Deepest nesting of lists and objects accepted in an entry (MaSC writes 5 levels)."""
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"the number {text} is out of range")
-    return value
-
-
-def _refuse_constant(name: str):
-    raise ValueError(f"{name} is not a number MaSC writes")
-
-
-def _depth(value: Any) -> int:
-    """How deeply lists and objects nest in ``value`` (counted without recursion)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, (dict, list)):
-            deepest = max(deepest, depth)
-            if depth > MAX_NESTING:
-                return depth
-            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
-    return deepest
-
-
 _OPTIONAL_TEXT = (str, type(None))
 
 
@@ -187,6 +164,20 @@ def _is_number(value: Any) -> bool:
         return math.isfinite(float(value))
     except OverflowError:
         return False
+
+
+COSINE_SLACK = 1e-3
+"""How far past [-1, 1] a cosine (CP, PF, a band) may read after rounding in low precision."""
+
+
+def _is_score(value: Any) -> bool:
+    """None, or a number a cosine can be: -1 to 1 (with ``COSINE_SLACK``)."""
+    return _is_number(value) and (value is None or abs(float(value)) <= 1.0 + COSINE_SLACK)
+
+
+def _is_share(value: Any) -> bool:
+    """None, or a share of an image's pixels: 0 to 1 (a crafted 2x10^306 would overflow every percentage shown)."""
+    return _is_number(value) and (value is None or 0.0 <= float(value) <= 1.0)
 
 
 def _shape_problem(entry: Any) -> str | None:
@@ -208,8 +199,8 @@ def _shape_problem(entry: Any) -> str | None:
         for image in images:
             if not (_is_int(image.get("index"), True) and _is_int(image.get("seed"), True) and _is_int(image.get("output"), True)):
                 return f"node {printable(node_id)!r}: an image's index, seed or output is not a whole number"
-            if not all(_is_number(image.get(k)) for k in ("cp", "pf", "mask")):
-                return f"node {printable(node_id)!r}: an image's cp, pf or mask is not a number"
+            if not (_is_score(image.get("cp")) and _is_score(image.get("pf")) and _is_share(image.get("mask"))):
+                return f"node {printable(node_id)!r}: an image's cp, pf or mask is not a number in its range (-1 to 1; a share 0 to 1)"
             if not all(isinstance(image.get(k), _OPTIONAL_TEXT) for k in ("verdict", "pixels", "cp_undefined", "pf_undefined")):
                 return f"node {printable(node_id)!r}: an image's verdict, pixels or reasons are not text"
             problem = _subjects_problem(image) or _bands_problem(image) or _previews_problem(image)
@@ -230,7 +221,7 @@ def _previews_problem(image: dict) -> str | None:
     if not isinstance(previews, list) or not all(isinstance(p, dict) for p in previews):
         return "'previews' is not a list of objects"
     for preview in previews:
-        if not all(_is_int(preview.get(k), False) for k in ("round", "step", "steps")) or not all(_is_number(preview.get(k)) for k in ("cp", "pf")):
+        if not all(_is_int(preview.get(k), False) for k in ("round", "step", "steps")) or not all(_is_score(preview.get(k)) for k in ("cp", "pf")):
             return "'previews' has an entry whose round, step or steps is not a whole number, or whose cp or pf is not a number"
     return None
 
@@ -239,7 +230,7 @@ def _bands_problem(image: dict) -> str | None:
     """What is wrong with an image record's optional mask-sensitivity bands, or None."""
     for key in ("cp_band", "pf_band"):
         band = image.get(key)
-        if band is not None and not (isinstance(band, list) and len(band) == 2 and all(v is not None and _is_number(v) for v in band)):
+        if band is not None and not (isinstance(band, list) and len(band) == 2 and all(v is not None and _is_score(v) for v in band)):
             return f"'{key}' is not a [low, high] pair of numbers"
     return None
 
@@ -251,7 +242,7 @@ def _subjects_problem(image: dict) -> str | None:
         if not isinstance(subjects, list) or not all(isinstance(s, dict) for s in subjects):
             return "'subjects' is not a list of objects"
         for entry in subjects:
-            if not isinstance(entry.get("subject"), str) or not all(_is_number(entry.get(k)) for k in ("cp", "mask")):
+            if not isinstance(entry.get("subject"), str) or not (_is_score(entry.get("cp")) and _is_share(entry.get("mask"))):
                 return "'subjects' has an entry without a subject name, or with a cp or mask that is not a number"
     if not isinstance(blends, list) or not all(isinstance(b, str) for b in blends):
         return "'blends' is not a list of texts"
@@ -274,13 +265,11 @@ def parse_entry(text: str) -> dict[str, Any]:
     refused (``--json`` output stays valid JSON), nesting is bounded, every field MaSC writes has its type.
     """
     try:
-        entry = json.loads(text, parse_float=_finite, parse_constant=_refuse_constant)
-    except RecursionError:
+        entry = parse_json(text, max_depth=MAX_NESTING)
+    except JSONTooDeep:
         raise _Unreadable(f"has a '{ENTRY_KEY}' text chunk nested too deeply: it was not written by MaSC") from None
-    except ValueError as exc:
+    except JSONUnreadable as exc:
         raise _Unreadable(f"has a '{ENTRY_KEY}' text chunk that is not JSON MaSC writes ({printable(first_line(exc))})") from None
-    if _depth(entry) > MAX_NESTING:
-        raise _Unreadable(f"has a '{ENTRY_KEY}' text chunk nested too deeply: it was not written by MaSC")
     if isinstance(entry, dict) and "format" in entry and not (_is_int(entry["format"]) and entry["format"] == FORMAT):
         shown_format = printable(json.dumps(entry["format"]))[:40]
         raise _Unreadable(f"holds MaSC scores in format {shown_format}; this version reads format {FORMAT}: update MaSC")
