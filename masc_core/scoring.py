@@ -44,7 +44,7 @@ from .models.encoder import ImageTokens, MascEncoder
 from .progress import ProgressCallback
 from .scores import Heatmaps, ImageScore, ReferenceInfo, ScoreBatch, defined_number, mean_of_defined
 from .mask_bands import VARIANTS, band, cp_variants, pf_variants
-from .stripping import strip_subject, subject_found
+from .stripping import strip_each, subject_found
 
 NO_OUTPUT_MASK = "no output mask given: PF pools the background, which needs the output's foreground mask"
 NO_BACKGROUND = "the output mask covers the whole image: no background patch is left for PF to pool"
@@ -160,7 +160,7 @@ def _prompt_following(
     encoder: MascEncoder, out_tokens: Sequence[ImageTokens], out_padded, inputs: _Inputs, *, heatmaps: bool
 ) -> _PromptResult:
     """Eq. 2: SigLIP2's pooler over each output's background vs its stripped prompt."""
-    result = _PromptResult([strip_subject(p, s) for p, s in zip(inputs.prompts, inputs.subjects)])
+    result = _PromptResult(strip_each(inputs.prompts, inputs.subjects))
     if inputs.output_masks is None:
         return result
     count = len(out_tokens)

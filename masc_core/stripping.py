@@ -17,10 +17,15 @@ would.
 
 Several names (e.g. "sks dog" and "dog") are removed longest first, so the
 full name goes before its parts.
+
+A subject takes at most ``MAX_NAMES`` names (its name and a few synonyms):
+each name is one pass over the prompt, so a pasted list of thousands would
+hold the worker for seconds per image where Cancel is not checked.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Iterable
 
@@ -28,15 +33,21 @@ from .errors import MascInputError
 
 _WHITESPACE = re.compile(r"\s+")
 
+MAX_NAMES = 32
+"""Names one subject may have ("sks dog, dog, puppy, ..."); more is refused in one line."""
+MAX_NAMES_IN_PROMPT = 256
+"""Names stripped from one prompt when several subjects' names are given as a list (8 subjects of 32)."""
+
 
 def collapse_whitespace(text: str) -> str:
     return _WHITESPACE.sub(" ", text).strip()
 
 
-def parse_subject_names(subject: str | Iterable[str] | None) -> list[str]:
+def parse_subject_names(subject: str | Iterable[str] | None, *, limit: int = MAX_NAMES, what: str = "subject") -> list[str]:
     """Subject names from a string ("sks dog, dog": comma-separated) or an iterable of names.
 
-    Empty entries are dropped; duplicates (ignoring case) are kept once.
+    Empty entries are dropped; duplicates (ignoring case) are kept once. More than ``limit`` names is one
+    MascInputError line naming ``what`` (the input or file entry they came from).
     """
     if subject is None:
         return []
@@ -48,17 +59,27 @@ def parse_subject_names(subject: str | Iterable[str] | None) -> list[str]:
         if name and name.lower() not in seen:
             seen.add(name.lower())
             names.append(name)
+    if len(names) > limit:
+        raise MascInputError(
+            f"{what} lists {len(names):,} names: a subject takes at most {limit} (its name and a few others, comma-separated)"
+        )
     return names
 
 
-def _strip_one(prompt: str, name: str) -> str:
+@functools.lru_cache(maxsize=1024)
+def _name_patterns(name: str) -> tuple[re.Pattern, re.Pattern]:
+    """The paper's two patterns for ``name``, compiled once: with an article first, then bare."""
     literal = re.escape(name)
     # Whole-word on both sides, whatever the name's first and last characters are.
-    bare = rf"(?<!\w){literal}(?!\w)"
-    with_article = rf"\b(?:a|an|the)\s+{literal}(?!\w)"
-    for pattern in (with_article, bare):
-        if re.search(pattern, prompt, flags=re.IGNORECASE):
-            return re.sub(pattern, "", prompt, flags=re.IGNORECASE)
+    with_article = re.compile(rf"\b(?:a|an|the)\s+{literal}(?!\w)", flags=re.IGNORECASE)
+    bare = re.compile(rf"(?<!\w){literal}(?!\w)", flags=re.IGNORECASE)
+    return with_article, bare
+
+
+def _strip_one(prompt: str, name: str) -> str:
+    for pattern in _name_patterns(name):
+        if pattern.search(prompt):
+            return pattern.sub("", prompt)
     return prompt
 
 
@@ -68,12 +89,24 @@ def strip_subject(prompt: str, subject: str | Iterable[str] | None) -> str:
     With no subject name the prompt is returned unchanged, as the paper's
     package does.
     """
-    names = parse_subject_names(subject)
+    names = parse_subject_names(subject, limit=MAX_NAMES if isinstance(subject, str) else MAX_NAMES_IN_PROMPT)
     if not names:
         return prompt
     for name in sorted(names, key=len, reverse=True):
         prompt = _strip_one(prompt, collapse_whitespace(name))
     return collapse_whitespace(prompt)
+
+
+def strip_each(prompts: Iterable[str], subjects: Iterable[str | Iterable[str] | None]) -> list[str]:
+    """``strip_subject`` of each prompt with its subject, computed once per distinct pair (a batch shares one)."""
+    done: dict[tuple, str] = {}
+    stripped = []
+    for prompt, subject in zip(prompts, subjects):
+        key = (prompt, subject if subject is None or isinstance(subject, str) else tuple(subject))
+        if key not in done:
+            done[key] = strip_subject(prompt, subject)
+        stripped.append(done[key])
+    return stripped
 
 
 def subject_found(prompt: str, stripped: str) -> bool:
@@ -87,7 +120,7 @@ def subject_prompts(subject: Any, name: str = "subject") -> list[str]:
         raise MascInputError(
             f"{name} is a {type(subject).__name__}: give the subject's name as text, e.g. 'dog' (several: 'sks dog, dog')"
         )
-    names = parse_subject_names(subject)
+    names = parse_subject_names(subject, what=name)
     if not names:
         raise MascInputError(
             f"{name} is empty: give the subject's name as CLIPSeg's text prompt, e.g. 'dog' (several: 'sks dog, dog')"

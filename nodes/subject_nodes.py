@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ..masc_core.errors import MascInputError
 from ..masc_core.report import subjects_table
+from ..masc_core.stripping import parse_subject_names
 from ..masc_core.subject_scoring import score_subjects
 from ..masc_core.subjects import Subject, all_names, every_or_none
 from . import host
@@ -63,6 +64,7 @@ class MaSCSubject:
         }
 
     def declare(self, names, reference_image, reference_mask, mask=None, subjects=None):
+        parse_subject_names(names, what="names")  # bounded before any image is converted
         references = comfy_images(reference_image, "reference_image")
         reference_masks = comfy_masks(reference_mask)
         check_reference_mask(reference_masks, references)

@@ -16,12 +16,14 @@ each subject's CP searches the whole output and PF is undefined.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 
 from ..errors import MascInputError
-from ..subjects import Subject, every_or_none
+from ..files import JSONUnreadable, parse_json
+from ..safe_text import printable, shown
+from ..stripping import parse_subject_names
+from ..subjects import MAX_SUBJECTS, Subject, check_subjects, every_or_none
 
 KEYS = {"names", "references", "reference_masks", "output_masks"}
 MAX_FILE_BYTES = 1 << 20
@@ -39,47 +41,56 @@ def _paths(entry: dict, key: str, where: str, folder: str, *, required: bool) ->
 
 
 def read_subjects_file(path: str, outputs: int) -> tuple[list[Subject], list[list[str]] | None]:
-    """The subjects declared in ``path`` (their images read) and each subject's output mask files (or None)."""
+    """The subjects declared in ``path`` (their images read) and each subject's output mask files (or None).
+
+    Everything the file says is checked (its JSON, the number of subjects, each subject's keys, names and
+    file counts) before any image is decoded: a crafted file costs no memory before it is refused.
+    """
     from ..images import load_image_file, load_mask_file
 
+    label = shown(path)
     try:
         if os.path.getsize(path) > MAX_FILE_BYTES:
-            raise MascInputError(f"--subjects '{path}' is over 1 MB: a subjects file lists a few file names")
-        with open(path, encoding="utf-8") as handle:
-            document = json.load(handle)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise MascInputError(f"--subjects '{path}' could not be read as JSON ({type(error).__name__}): give a JSON file as in --help") from None
+            raise MascInputError(f"--subjects {label} is over 1 MB: a subjects file lists a few file names")
+        with open(path, "rb") as handle:
+            document = parse_json(handle.read())
+    except (OSError, JSONUnreadable) as error:
+        why = type(error).__name__ if isinstance(error, OSError) else printable(error)
+        raise MascInputError(f"--subjects {label} could not be read as JSON ({why}): give a JSON file as in --help") from None
     entries = document.get("subjects") if isinstance(document, dict) else None
     if not isinstance(entries, list) or not entries:
-        raise MascInputError(f"--subjects '{path}' has no 'subjects' list: give {{\"subjects\": [{{\"names\": ..., ...}}, ...]}}")
+        raise MascInputError(f"--subjects {label} has no 'subjects' list: give {{\"subjects\": [{{\"names\": ..., ...}}, ...]}}")
+    if len(entries) > MAX_SUBJECTS:
+        raise MascInputError(f"--subjects {label} declares {len(entries)} subjects: at most {MAX_SUBJECTS} are supported in one image")
     folder = os.path.dirname(os.path.abspath(path))
-    subjects, output_masks = [], []
+    declared = []
     for k, entry in enumerate(entries):
-        where = f"--subjects '{path}', subject {k}"
+        where = f"--subjects {label}, subject {k}"
         if not isinstance(entry, dict):
             raise MascInputError(f"{where} is not an object: give names, references, reference_masks (and output_masks)")
         unknown = sorted(set(entry) - KEYS)
         if unknown:
-            raise MascInputError(f"{where} has the unknown key '{unknown[0]}': the keys are {', '.join(sorted(KEYS))}")
+            raise MascInputError(f"{where} has the unknown key {shown(unknown[0], 40)}: the keys are {', '.join(sorted(KEYS))}")
         names = entry.get("names")
-        if not isinstance(names, (str, list)) or not names:
+        if not isinstance(names, (str, list)) or not names or (isinstance(names, list) and not all(isinstance(n, str) for n in names)):
             raise MascInputError(f"{where}: 'names' must be the subject's name(s), e.g. \"sks dog, dog\"")
+        parse_subject_names(names, what=f"{where} 'names'")
         refs = _paths(entry, "references", where, folder, required=True)
         masks = _paths(entry, "reference_masks", where, folder, required=True)
         if len(masks) not in (1, len(refs)):
             raise MascInputError(f"{where} has {len(masks)} reference_masks for {len(refs)} references: give one per reference")
-        subjects.append(Subject(names, [load_image_file(p, f"{where} reference") for p in refs],
-                                [load_mask_file(p, f"{where} reference mask") for p in masks]))
-        output_masks.append(_paths(entry, "output_masks", where, folder, required=False))
-    try:
-        output_masks = every_or_none(subjects, output_masks)
+        out_masks = _paths(entry, "output_masks", where, folder, required=False)
+        if out_masks is not None and len(out_masks) != outputs:
+            raise MascInputError(f"--subjects {label}, subject {k} has {len(out_masks)} output_masks for {outputs} --out images: give one per output")
+        declared.append((where, names, refs, masks, out_masks))
+    try:  # names shared between subjects, output masks for some but not all: still before any image is read
+        named = check_subjects([Subject(d[1], None, None) for d in declared])
+        output_masks = every_or_none(named, [d[4] for d in declared])
     except MascInputError as exc:
-        raise MascInputError(f"--subjects '{path}': {exc}") from None
-    if output_masks is None:
-        return subjects, None
-    for k, masks in enumerate(output_masks):
-        if len(masks) != outputs:
-            raise MascInputError(f"--subjects '{path}', subject {k} has {len(masks)} output_masks for {outputs} --out images: give one per output")
+        raise MascInputError(f"--subjects {label}: {exc}") from None
+    subjects = [Subject(names, [load_image_file(p, f"{where} reference") for p in refs],
+                        [load_mask_file(p, f"{where} reference mask") for p in masks])
+                for where, names, refs, masks, _ in declared]
     return subjects, output_masks
 
 

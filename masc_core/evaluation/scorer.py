@@ -16,7 +16,7 @@ from ..errors import MascInputError
 from ..images import load_image_file, load_mask_file
 from ..models.encoder import MascEncoder
 from ..scores import ImageScore, subject_figures
-from ..stripping import strip_subject
+from ..stripping import strip_each
 from . import metrics
 from .manifest import ManifestRow
 from .metrics import masc
@@ -96,12 +96,12 @@ class RowScorer:
         prompts = [r.prompt for r in rows]
         subjects = [r.subject for r in rows]
         if not self.group.views_per_subject:
-            return metrics.ChunkInputs(outs, masks, prompts, subjects, [strip_subject(p, s) for p, s in zip(prompts, subjects)])
+            return metrics.ChunkInputs(outs, masks, prompts, subjects, strip_each(prompts, subjects))
         with self.clock.phase("loading_files"):
             subject_masks = [_subject_masks(r, mask) for r, mask in zip(rows, masks)]
         return metrics.ChunkInputs(
             outs, [None if m is None else np.maximum.reduce(m) for m in subject_masks], prompts, subjects,
-            [strip_subject(p, all_names_of(r)) for p, r in zip(prompts, rows)],
+            strip_each(prompts, [all_names_of(r) for r in rows]),
             subject_names=[[r.subject] + [s.subject for s in r.extra_subjects] for r in rows], subject_masks=subject_masks,
         )
 
