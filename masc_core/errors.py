@@ -2,16 +2,20 @@
 
 Every error raised on bad input says which input was wrong, what was wrong
 with it and what to do about it, in a single line. Callers (the CLI, the
-ComfyUI nodes) print ``str(error)`` and never a traceback.
+ComfyUI nodes) print ``str(error)`` and never a traceback. A message often
+quotes a value from a file or a shared workflow, so it is escaped here, once
+(``safe_text.printable``): no terminal control sequence reaches a console.
 """
+
+from .safe_text import printable
 
 
 class MascError(Exception):
     """Base class of the errors this package raises on purpose."""
 
     def __init__(self, message: str):
-        # One line, always: a multi-line message would be cut by the UIs.
-        super().__init__(" ".join(str(message).split()))
+        # One line, always: a multi-line message would be cut by the UIs; and visible characters only.
+        super().__init__(printable(" ".join(str(message).split())))
 
 
 class MascInputError(MascError, ValueError):

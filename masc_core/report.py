@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from .safe_text import printable
 from .scores import ImageScore
 
 
@@ -93,7 +94,8 @@ def caption(score: ImageScore) -> str:
 def subject_line(figures: Sequence[dict], blends: Sequence[str] = ()) -> str:
     """Each subject's CP and mask share on one line (``ImageScore.subjects`` or a saved record's), then one line per blend."""
     line = "  ".join(f"{f['subject']} CP {format_score(f.get('cp'))} mask {format_share(f.get('mask')).strip()}" for f in figures)
-    return "\n".join([line] + [f"blend: {b}" for b in blends])
+    # Subject names come from a subjects file or a shared workflow: escaped, so each line stays one visible line.
+    return "\n".join(printable(text) for text in [line] + [f"blend: {b}" for b in blends])
 
 
 def subjects_table(batch, names: Sequence[str] | None = None) -> str:
@@ -110,4 +112,4 @@ def subjects_table(batch, names: Sequence[str] | None = None) -> str:
         if item.pf_undefined:
             notes.append(f"PF: {item.pf_undefined}")
         lines.append(f"{name:<{width}}  {format_score(item.cp_min):>7}  {format_score(item.cp_mean):>7}  {format_score(item.pf):>7}{per}  {'; '.join(notes)}".rstrip())
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)  # names from a subjects file: no control sequence reaches a terminal

@@ -25,6 +25,7 @@ import sys
 from typing import Sequence
 
 from ..errors import MascError
+from ..safe_text import printable
 from . import calibrate, evaluate, manifest, mask, prune_report, rank, read, score
 from .options import OneLineParser
 
@@ -59,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.run(args)
     except MascError as exc:
-        sys.stderr.write(f"error: {exc}\n")
+        sys.stderr.write(f"error: {printable(exc)}\n")  # escaped when raised; again for errors made elsewhere
         return 2
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
@@ -71,5 +72,5 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         from ..errors import first_line
 
-        sys.stderr.write(f"error: internal error ({type(exc).__name__}: {first_line(exc)}); rerun with MASC_DEBUG=1 and report it\n")
+        sys.stderr.write(f"error: internal error ({type(exc).__name__}: {printable(first_line(exc))}); rerun with MASC_DEBUG=1 and report it\n")
         return 1
