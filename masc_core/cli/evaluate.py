@@ -18,7 +18,7 @@ from ..evaluation.plan import parse_shard
 from ..evaluation.report import summary_tables, timing_lines
 from ..evaluation.options import DEFAULT_CHUNK_SIZE, ENGINES, EngineOptions
 from ..evaluation.summary import SummaryOptions
-from .options import add_min_foreground, add_model_options, positive_int
+from .options import add_min_foreground, add_model_options, bootstrap_count, bootstrap_seed, positive_int
 
 
 class ProgressLine:
@@ -174,8 +174,8 @@ def register(commands) -> None:
         help="the human rating scale metrics are mapped onto for alpha (default 0 4)",
     )
     eval_parser.add_argument("--rating-map", choices=MAPPINGS, default=defaults.rating_map, help="metric -> rating scale before alpha (default minmax)")
-    eval_parser.add_argument("--bootstrap", type=int, default=defaults.bootstrap, help="bootstrap resamples for the 95%% CIs (default 1000; 0 = none)")
-    eval_parser.add_argument("--seed", type=int, default=defaults.seed, help="bootstrap seed (default 0)")
+    eval_parser.add_argument("--bootstrap", type=bootstrap_count, default=defaults.bootstrap, help="bootstrap resamples for the 95%% CIs, 0 to 100000 (default 1000; 0 = none)")
+    eval_parser.add_argument("--seed", type=bootstrap_seed, default=defaults.seed, help="bootstrap seed, 0 to 2^32-1 (default 0)")
     engine = eval_parser.add_argument_group("engine", "where the chunks are scored (the result files are the same)")
     engine.add_argument("--engine", choices=ENGINES, default="single", help="single: this process (default); ray: actors on a Ray cluster (pip install 'masc-comfyui[ray]')")
     engine.add_argument("--address", default=None, metavar="ADDR", help="ray: the cluster's head, HOST:PORT as 'ray start --head' prints it, or auto (default: start a local cluster)")

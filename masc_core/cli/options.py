@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 
 from ..errors import MascInputError
 from ..masks import MIN_FOREGROUND_FRACTION
@@ -38,14 +39,41 @@ def bootstrap_count(text: str) -> int:
     return value
 
 
+MAX_WEIGHT = 100.0
+"""The largest ranking weight, as the nodes' cp_weight / pf_weight widgets."""
+MAX_SEED = 2**32 - 1
+
+
+def ranking_weight(text: str) -> float:
+    """argparse type: a ranking weight, a finite number from 0 to ``MAX_WEIGHT`` (as the nodes' widgets)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and 0.0 <= value <= MAX_WEIGHT):
+        raise argparse.ArgumentTypeError(f"{text} must be a number from 0 to {MAX_WEIGHT:g}")
+    return value
+
+
+def bootstrap_seed(text: str) -> int:
+    """argparse type: a bootstrap seed, a whole number from 0 to 2^32 - 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{text} must be from 0 to {MAX_SEED}")
+    return value
+
+
 def add_log_report_options(parser: argparse.ArgumentParser, what: str) -> None:
     """What the commands reading score logs share: the weights of the sum, the bootstrap, its seed, --json."""
     from ..evaluation.agreement import DEFAULT_BOOTSTRAP, DEFAULT_SEED
 
-    parser.add_argument("--cp-weight", type=float, default=1.0, help="weight of CP in the weighted sum (default 1, as rank_by both)")
-    parser.add_argument("--pf-weight", type=float, default=1.0, help="weight of PF in the weighted sum (default 1)")
+    parser.add_argument("--cp-weight", type=ranking_weight, default=1.0, help="weight of CP in the weighted sum, 0 to 100 (default 1, as rank_by both)")
+    parser.add_argument("--pf-weight", type=ranking_weight, default=1.0, help="weight of PF in the weighted sum, 0 to 100 (default 1)")
     parser.add_argument("--bootstrap", type=bootstrap_count, default=DEFAULT_BOOTSTRAP, help="bootstrap resamples for the intervals (default 1000; 0 = none)")
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the bootstrap (default 0): the same log gives the same report")
+    parser.add_argument("--seed", type=bootstrap_seed, default=DEFAULT_SEED, help="seed of the bootstrap, 0 to 2^32-1 (default 0): the same log gives the same report")
     parser.add_argument("--json", action="store_true", help=f"print one JSON document instead of the {what}")
 
 

@@ -211,6 +211,18 @@ def stable_seed(seed: int, *labels: str) -> list[int]:
     return [int(seed)] + [zlib.crc32(label.encode("utf-8")) for label in labels]
 
 
+def resampled(rng: np.random.Generator, count: int, bootstrap: int, statistic) -> np.ndarray:
+    """``statistic(draws)`` over ``bootstrap`` resamples of ``count`` units, drawn and evaluated a block at a time.
+
+    The draws are exactly those of one ``rng.integers(0, count, size=(bootstrap, count))`` (the generator's
+    stream does not depend on how it is cut), but at most ``_BLOCK_ELEMENTS`` of them are held at once, so a
+    night's log is read in bounded memory.
+    """
+    rows = max(1, _BLOCK_ELEMENTS // max(1, count))
+    blocks = [statistic(rng.integers(0, count, size=(min(rows, bootstrap - start), count))) for start in range(0, bootstrap, rows)]
+    return np.concatenate(blocks) if blocks else np.empty(0)
+
+
 def _interval(values: np.ndarray) -> list[float] | None:
     finite = values[np.isfinite(values)]
     if finite.size < max(2, values.size // 2):

@@ -18,11 +18,14 @@ artist saw is "picked" or "passed over"; candidates not shown and defaults
 
 Picks are taken as independent: the bootstrap resamples candidates, not
 rounds, so with a few long rounds the interval is too narrow. It says so.
+A labelled row MaSC would not write (a run id that is a list, a cp that is
+text) is left out and counted in the report.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any, Iterable
 
 from ..errors import MascInputError
@@ -31,6 +34,7 @@ from ..ranking import ranking_key
 from ..scores import ImageScore
 from .agreement import DEFAULT_BOOTSTRAP, DEFAULT_SEED
 from .discrimination import compare
+from .score_log import left_out_line, log_key, log_score
 
 DEFAULT_KEEP = 0.95
 """Share of the picked candidates a suggested threshold keeps."""
@@ -70,10 +74,19 @@ def calibrate(
     """Agreement with the picks and suggested ``min_cp`` / ``min_pf`` from score-log rows; one line when there are no picks."""
     if not 0.0 < keep <= 1.0:
         raise MascInputError(f"--keep {keep} must be above 0 and at most 1 (the share of picks a threshold keeps)")
-    labelled = [row for row in rows if row.get("label") in LABELS]
+    labelled, left_out = [], Counter()
+    for row in rows:
+        if row.get("label") not in LABELS:
+            continue
+        if not log_key(row.get("run")):
+            left_out["run is not a text or whole number"] += 1
+        elif not (log_score(row.get("cp")) and log_score(row.get("pf"))):
+            left_out["cp or pf is not a number"] += 1
+        else:
+            labelled.append(row)
     if not labelled:
         raise MascInputError(
-            f"{source} holds no picks (no row labelled picked or passed over): log MaSC Pick's scores with MaSC Log Scores, "
+            f"{source} holds no picks (no usable row labelled picked or passed over{'; ' + left_out_line(left_out) if left_out else ''}): log MaSC Pick's scores with MaSC Log Scores, "
             "pick in the browser a few times, then calibrate"
         )
     picked_rows = [row for row in labelled if row["label"] == PICKED]
@@ -115,7 +128,7 @@ def calibrate(
     return {
         "source": source, "labelled": len(labelled), "picked": len(picked_rows), "passed_over": passed_count,
         "runs": len(runs), "keep": keep, "weights": {"cp": cp_weight, "pf": pf_weight}, "bootstrap": bootstrap,
-        "seed": seed, "scores": scores, "warnings": warnings,
+        "seed": seed, "scores": scores, "warnings": warnings, "left_out": dict(left_out),
     }
 
 
@@ -150,4 +163,7 @@ def calibration_text(result: dict[str, Any]) -> str:
         )
     lines.append("  (the picks are taken as independent; candidates of one round are not, so the intervals are optimistic)")
     lines.extend(f"warning: {w}" for w in result["warnings"])
+    left_out = left_out_line(result.get("left_out") or {})
+    if left_out:
+        lines.append(left_out)
     return "\n".join(lines)

@@ -12,12 +12,16 @@ scores (``previews``) beside the final ones. Per judged step this reports:
 
 The ranking key is the run's (``--by`` cp, pf or both with weights), as
 pruning uses it. Rows without previews are ignored; a log without any is
-one line.
+one line. A row MaSC would not write (a run id that is a list, previews
+that are not a list of {round, step, steps, cp, pf} with whole-number
+steps, a score that is text) is left out and counted in the report. The
+bootstrap draws its resamples a block at a time (``agreement.resampled``),
+so memory stays bounded however long the log.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any, Iterable
 
 import numpy as np
@@ -25,7 +29,8 @@ import numpy as np
 from ..errors import MascInputError
 from ..ranking import ranking_key
 from ..scores import ImageScore
-from .agreement import DEFAULT_BOOTSTRAP, DEFAULT_SEED, _interval, require, spearman, spearman_resampled, stable_seed
+from .agreement import DEFAULT_BOOTSTRAP, DEFAULT_SEED, _interval, require, resampled, spearman, spearman_resampled, stable_seed
+from .score_log import left_out_line, log_key, log_score
 
 
 def _key(cp, pf, by: str, cp_weight: float, pf_weight: float) -> float | None:
@@ -33,16 +38,51 @@ def _key(cp, pf, by: str, cp_weight: float, pf_weight: float) -> float | None:
     return ranking_key(ImageScore(index=0, cp=cp, pf=pf), by, cp_weight, pf_weight)
 
 
-def _rounds(rows: Iterable[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:
+def _whole(value: Any, low: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+
+def _preview_problem(preview: Any) -> str | None:
+    if not isinstance(preview, dict):
+        return "a preview is not an object"
+    if not _whole(preview.get("steps"), 1) or not _whole(preview.get("step"), 0):
+        return "a preview's step or steps is not a whole number (steps at least 1)"
+    if preview["step"] > preview["steps"]:
+        return "a preview's step is past its steps"
+    if not log_key(preview.get("round")):
+        return "a preview's round is not a text or whole number"
+    if not (log_score(preview.get("cp")) and log_score(preview.get("pf"))):
+        return "a preview's cp or pf is not a number"
+    return None
+
+
+def _row_problem(row: dict[str, Any]) -> str | None:
+    """Why prune-report cannot use a study row, or None (``_rounds`` has set rows without previews aside)."""
+    if not log_key(row.get("run")):
+        return "run is not a text or whole number"
+    if not (log_score(row.get("cp")) and log_score(row.get("pf"))):
+        return "the final cp or pf is not a number"
+    if not isinstance(row["previews"], list):
+        return "previews is not a list"
+    return next((problem for problem in map(_preview_problem, row["previews"]) if problem), None)
+
+
+def _rounds(rows: Iterable[dict[str, Any]]) -> tuple[dict[tuple, list[dict[str, Any]]], Counter]:
+    """The study's candidates by round (run, round), and how many rows were left out for which reason."""
     grouped: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    left_out: Counter = Counter()
     for row in rows:
         previews = row.get("previews")
         if isinstance(previews, str):  # a CSV cell: not parsed back (use the .jsonl log)
             raise MascInputError("prune-report reads .jsonl score logs (a CSV cell does not keep the previews' structure): log the study to a .jsonl file")
-        if not previews or row.get("cp") is None and row.get("pf") is None:
+        if previews is None or previews == [] or row.get("cp") is None and row.get("pf") is None:
+            continue
+        problem = _row_problem(row)
+        if problem:
+            left_out[problem] += 1
             continue
         grouped[(row.get("run"), previews[0].get("round"))].append(row)
-    return grouped
+    return grouped, left_out
 
 
 def prune_report(rows: Iterable[dict[str, Any]], *, keep: int = 4, best: int = 1, by: str = "cp", cp_weight: float = 1.0,
@@ -50,9 +90,10 @@ def prune_report(rows: Iterable[dict[str, Any]], *, keep: int = 4, best: int = 1
     """Per judged step: rho of preview against final CP and PF, and how often ``keep`` of a round kept its final ``best``."""
     if best > keep:
         raise MascInputError(f"--best {best} is more than --keep {keep}: keeping {keep} can keep at most {keep} of the final best")
-    rounds = _rounds(rows)
+    rounds, left_out = _rounds(rows)
     if not rounds:
-        raise MascInputError(f"{source} holds no candidates with previews and final scores: run MaSC Sample Until with prune_study on, log its scores to a .jsonl file, then report")
+        also = f" ({left_out_line(left_out)})" if left_out else ""
+        raise MascInputError(f"{source} holds no candidates with previews and final scores{also}: run MaSC Sample Until with prune_study on, log its scores to a .jsonl file, then report")
     require("scipy.stats")
     steps = sorted({(p["step"], p["steps"]) for members in rounds.values() for row in members for p in row["previews"]})
     result_steps = []
@@ -83,19 +124,19 @@ def prune_report(rows: Iterable[dict[str, Any]], *, keep: int = 4, best: int = 1
             rho, _ = spearman(preview, final) if len(preview) >= 3 else (None, None)
             ci = None
             if rho is not None and bootstrap > 0:
-                x, y = np.asarray(preview), np.asarray(final)
-                ci = _interval(spearman_resampled(x, y, rng.integers(0, x.size, size=(bootstrap, x.size))))
+                x, y = np.asarray(preview, dtype=np.float64), np.asarray(final, dtype=np.float64)
+                ci = _interval(resampled(rng, x.size, bootstrap, lambda draws: spearman_resampled(x, y, draws)))
             entry[f"rho_{name}"] = {"n": len(preview), "rho": rho, "ci95": ci}
         if considered:
             hits = np.asarray(kept_best, dtype=np.float64)
-            ci = _interval(hits[rng.integers(0, hits.size, size=(bootstrap, hits.size))].mean(axis=1)) if bootstrap > 0 and hits.size > 1 else None
+            ci = _interval(resampled(rng, hits.size, bootstrap, lambda draws: hits[draws].mean(axis=1))) if bootstrap > 0 and hits.size > 1 else None
             entry["kept_best"] = {"keep": keep, "best": best, "hits": int(hits.sum()), "rounds": considered,
                                   "rate": float(hits.mean()), "ci95": ci}
         else:
             entry["kept_best"] = None
         result_steps.append(entry)
     return {"source": source, "rounds": len(rounds), "candidates": sum(len(m) for m in rounds.values()), "by": by,
-            "keep": keep, "best": best, "bootstrap": bootstrap, "seed": seed, "steps": result_steps}
+            "keep": keep, "best": best, "bootstrap": bootstrap, "seed": seed, "steps": result_steps, "left_out": dict(left_out)}
 
 
 def _ci(ci) -> str:
@@ -121,4 +162,7 @@ def prune_report_text(result: dict[str, Any]) -> str:
         lines.append(f"{where:<10} {rho[0]:<28} {rho[1]:<28} {kept_text}")
     lines.append("prune_at is safe where rho is high and keeping prune_keep kept the final best in (nearly) every round; "
                  "the intervals take candidates (rho) and rounds (kept) as independent")
+    left_out = left_out_line(result.get("left_out") or {})
+    if left_out:
+        lines.append(left_out)
     return "\n".join(lines)

@@ -34,11 +34,12 @@ from __future__ import annotations
 
 import csv
 import io
-import json
+import math
 import os
 from typing import Any
 
 from ..errors import MascInputError
+from ..files import JSONUnreadable, parse_json
 from ..scores import ScoreBatch, defined_number, subject_figures
 from ..version import __version__
 from ..safe_text import shown
@@ -102,18 +103,54 @@ def log_rows(batch: ScoreBatch, *, time: str, run: str, node_id: Any = None, met
     return rows
 
 
-def log_path(folder: str, filename: str) -> str:
-    """Where ``filename`` lives inside ``folder`` (subfolders created); one-line errors for names that cannot work."""
-    name = (filename or "").strip()
+MAX_FILENAME_CHARS = 200
+"""Longest log name a workflow may give (subfolders included)."""
+MAX_FILENAME_FOLDERS = 8
+"""Deepest subfolder a log may be written to: a shared workflow must not build a tree in the output folder."""
+MAX_PART_BYTES = 255
+"""Longest single file or folder name, in UTF-8 bytes (the limit of common file systems)."""
+
+
+def _filename_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a log's name inside the output folder, or None."""
+    if len(name) > MAX_FILENAME_CHARS:
+        return f"is {len(name):,} characters long: give at most {MAX_FILENAME_CHARS}"
+    if not name.isprintable() or "\\" in name:
+        return "holds a control character, NUL or backslash: use letters, digits, spaces, '-', '_', '.' and '/' between folders"
     if not name.endswith(LOG_SUFFIXES):
-        raise MascInputError(f"filename {shown(filename)} must end in .jsonl or .csv (the log's format)")
+        return "must end in .jsonl or .csv (the log's format)"
+    parts = name.split("/")
+    if os.path.isabs(name) or any(part in ("", ".", "..") for part in parts):
+        return "leaves the output folder: give a name inside it (subfolders allowed, no '..')"
+    if len(parts) - 1 > MAX_FILENAME_FOLDERS:
+        return f"is {len(parts) - 1} folders deep: give at most {MAX_FILENAME_FOLDERS}"
+    if any(len(part.encode("utf-8")) > MAX_PART_BYTES for part in parts):
+        return f"has a file or folder name over {MAX_PART_BYTES} bytes: shorten it"
+    return None
+
+
+def log_path(folder: str, filename: str) -> str:
+    """Where ``filename`` lives inside ``folder`` (subfolders created); one-line errors for names that cannot work.
+
+    The name is bounded (length, depth, characters) and every refusal names only what the workflow gave,
+    never the server's own folders.
+    """
+    name = (filename or "").strip() if isinstance(filename, str) else filename
+    if not isinstance(name, str):
+        raise MascInputError(f"filename {shown(filename)} is not text: give a file name ending in .jsonl or .csv")
+    problem = _filename_problem(name)
+    if problem:
+        raise MascInputError(f"filename {shown(filename)} {problem}")
     root = os.path.realpath(folder)
     path = os.path.realpath(os.path.join(root, name))
-    if os.path.isabs(name) or os.path.commonpath([root, path]) != root:
+    if os.path.commonpath([root, path]) != root:  # a link inside the output folder that points out of it
         raise MascInputError(f"filename {shown(filename)} leaves the output folder: give a name inside it (subfolders allowed, no '..')")
     if os.path.isdir(path):
         raise MascInputError(f"filename {shown(filename)} is a folder in the output folder: give a file name")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+    except OSError as error:
+        raise MascInputError(f"filename {shown(filename)}: its folder cannot be made in the output folder ({error.strerror}): give another name") from None
     return path
 
 
@@ -175,8 +212,11 @@ def append_rows(path: str, rows: list[dict[str, Any]]) -> None:
     log_format = JSONL_LOG if path.endswith(".jsonl") else CSV_LOG
     label = f"filename {shown(os.path.basename(path))}"
     columns = LOG_COLUMNS if path.endswith(".jsonl") else _csv_columns(path, rows, label)
-    with AppendLog(path, log_format, label=label, hint="choose another filename, or move that file away") as log:
-        log.write(log_text(path, rows, columns))
+    try:
+        with AppendLog(path, log_format, label=label, hint="choose another filename, or move that file away") as log:
+            log.write(log_text(path, rows, columns))
+    except OSError as error:  # its message holds the server's path: only the name the workflow gave goes out
+        raise MascInputError(f"{label} cannot be written ({error.strerror}): choose another filename") from None
 
 
 NUMBER_COLUMNS = ("cp", "pf", "out_foreground")
@@ -188,9 +228,12 @@ def _csv_value(column: str, cell: str, label: str, line: int) -> Any:
         if cell == "":
             return None
         try:
-            return float(cell)
+            value = float(cell)
         except ValueError:
-            raise MascInputError(f"{label} record {line}: {column} {shown(cell)} is not a number") from None
+            value = math.nan
+        if not math.isfinite(value):  # "nan" and "inf" parse as floats; MaSC never writes them
+            raise MascInputError(f"{label} record {line}: {column} {shown(cell)} is not a number")
+        return value
     if cell == "":
         return None
     return cell[1:] if cell.startswith("'") else cell  # undo spreadsheet_text: every leading ' was added
@@ -224,9 +267,9 @@ def read_log(path: str) -> list[dict[str, Any]]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
-            except ValueError:
-                raise MascInputError(f"{label} line {number} is not JSON: not a score log") from None
+                row = parse_json(line)
+            except JSONUnreadable as why:  # deep nesting, NaN, a 5,000-digit number: refused like any other non-JSON
+                raise MascInputError(f"{label} line {number} is not JSON MaSC Log Scores writes ({why}): not a score log") from None
             if not isinstance(row, dict) or not {"time", "run", "metric_version"} <= set(row):
                 raise MascInputError(f"{label} line {number} is not a row MaSC Log Scores writes")
             rows.append(row)
@@ -241,3 +284,22 @@ def read_log(path: str) -> list[dict[str, Any]]:
             raise MascInputError(f"{label} record {number} has {len(cells)} cells for {len(columns)} columns")
         rows.append({c: _csv_value(c, cell, label, number) for c, cell in zip(columns, cells)})
     return rows
+
+
+def log_score(value: Any) -> bool:
+    """Whether a logged cp or pf is usable: empty (undefined) or a finite number."""
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value))
+
+
+def log_key(value: Any) -> bool:
+    """Whether a logged run or round id is usable as a key: empty, a text or a whole number."""
+    return value is None or isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def left_out_line(left_out: dict[str, int]) -> str | None:
+    """The report's line for rows a command could not use, most common reason first (None when there were none)."""
+    if not left_out:
+        return None
+    total = sum(left_out.values())
+    reasons = "; ".join(f"{reason} ({count})" for reason, count in sorted(left_out.items(), key=lambda item: -item[1]))
+    return f"left out {total} row{'s' if total != 1 else ''} MaSC does not write: {reasons}"
