@@ -9,10 +9,21 @@ server), the node id must be that node's, and the picks must be distinct
 positions among the candidates shown, at least one. Nothing else is
 accepted, and an answer is taken once.
 
+Who is asked: only a page that has said it can answer (the pack's script
+announces itself for its client id, ``announce``, on every load and every
+reconnect of its websocket). Any other client (an API script following
+progress over the websocket, a front end without the pack) gets the default
+at once, as an API prompt does.
+
 Waiting polls in short slices so that Cancel (``check_interrupt``) is
 honoured within a fraction of a second, and ends at the timeout with the
-default (the score order). The board knows no ComfyUI: the node passes the
-interrupt check in, and the route lives in ``nodes.host``.
+default (the score order). While it waits, the ``Audience`` is watched: when
+the page announces itself again (a reload, a reconnect) the request is shown
+again; when its socket is gone for ``GRACE_SECONDS`` the default goes on. The
+deadline and an answer are decided under one lock: an answer the route
+accepted is the one used, and one that comes after the deadline is refused.
+The board knows no ComfyUI: the node passes the interrupt check and the
+audience in, and the route lives in ``nodes.host``.
 """
 
 from __future__ import annotations
@@ -22,9 +33,11 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from collections import OrderedDict
+from typing import Any, Callable, Protocol
 
 from .errors import MascInputError
+from .limits import IntRange
 
 PICKED = "picked"
 PASSED_OVER = "passed over"
@@ -38,9 +51,31 @@ OUTCOMES = (CHOSEN, TIMED_OUT, NO_BROWSER)
 """How a wait ended: the artist chose, the timeout passed, or nobody could be asked (an API prompt)."""
 
 POLL_SECONDS = 0.1
-"""How often a waiting node checks for Cancel."""
+"""How often a waiting node checks for Cancel and for its page."""
+GRACE_SECONDS = 10.0
+"""How long a waiting node waits for its page's socket to come back (a reload takes a few seconds) before the default."""
 MAX_BODY_BYTES = 4096
-"""A pick is a token, a node id and at most a few hundred small integers: anything longer is refused unread."""
+"""A pick is a token, a node id and at most ``SHOWN.high`` small integers: anything longer is refused unread."""
+SHOWN = IntRange("show", 1, 64)
+"""How many candidates a dialog shows (and ``keep`` at most): a person can compare a few dozen tiles, not thousands.
+The largest answer (every shown position picked, a long subgraph node id) stays far below ``MAX_BODY_BYTES``."""
+MAX_CLIENT_ID = 128
+"""Longest client id a page may announce (ComfyUI's are 32 hex digits)."""
+MAX_ANNOUNCED = 1024
+"""Pages remembered as able to answer; the oldest is forgotten first."""
+
+
+class Audience(Protocol):
+    """The page a waiting pick is shown on, as ``PickBoard.wait`` watches it."""
+
+    def reachable(self) -> bool:
+        """Whether the page's socket is connected now."""
+
+    def announcements(self) -> int:
+        """How many times the page has announced itself (each load and reconnect adds one)."""
+
+    def show(self) -> None:
+        """Send the open request to the page (again)."""
 
 
 class PickRefused(MascInputError):
@@ -81,8 +116,26 @@ class PickBoard:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic):
         self._open: dict[str, PickRequest] = {}
+        self._announced: OrderedDict[str, int] = OrderedDict()
         self._lock = threading.Lock()
         self._clock = clock
+
+    def announce(self, body: Any) -> int:
+        """A page says it can answer picks: ``{"client": its client id}``; ``PickRefused`` otherwise. Returns the count."""
+        client = body.get("client") if isinstance(body, dict) and set(body) == {"client"} else None
+        if not isinstance(client, str) or not 0 < len(client) <= MAX_CLIENT_ID or not client.isprintable():
+            raise PickRefused(400, f"an announcement is a JSON object with exactly client, a client id of at most {MAX_CLIENT_ID} characters")
+        with self._lock:
+            count = self._announced.pop(client, 0) + 1
+            self._announced[client] = count
+            while len(self._announced) > MAX_ANNOUNCED:
+                self._announced.popitem(last=False)
+        return count
+
+    def announcements(self, client: str | None) -> int:
+        """How many times the page of ``client`` has announced itself; 0 when it never did (it cannot answer)."""
+        with self._lock:
+            return self._announced.get(client, 0) if client is not None else 0
 
     def open(self, node_id: Any, count: int, default: list[int]) -> PickRequest:
         if count < 1 or not default or any(not 0 <= d < count for d in default):
@@ -126,22 +179,53 @@ class PickBoard:
             request._answered.set()
         return request
 
-    def wait(self, request: PickRequest, timeout: float, check_interrupt: Callable[[], None]) -> PickOutcome:
+    def _settle(self, request: PickRequest, how: str) -> PickOutcome:
+        """Under the lock: the artist's answer if the route took one, else close the request (later answers get 404)."""
+        with self._lock:
+            if request.answer is not None:
+                return PickOutcome(list(request.answer), CHOSEN, 0.0)
+            self._open.pop(request.token, None)
+        return PickOutcome(list(request.default), how, 0.0)
+
+    def wait(self, request: PickRequest, timeout: float, check_interrupt: Callable[[], None],
+             audience: Audience | None = None) -> PickOutcome:
         """Block until the artist answers, ``timeout`` seconds pass (the default), or ``check_interrupt`` raises.
 
+        With an ``audience``, the request is shown on it first and again whenever the page announces itself
+        anew; when the page's socket stays gone for ``GRACE_SECONDS`` the default goes on (``NO_BROWSER``).
         The request is closed however the wait ends, so an answer that comes later is refused.
         """
         started = self._clock()
+        gone_since = None
+        shown = audience.announcements() if audience is not None else 0
+        if audience is not None:
+            audience.show()
         try:
             while True:
                 check_interrupt()
                 left = timeout - (self._clock() - started)
                 if request._answered.wait(max(0.0, min(POLL_SECONDS, left))):
-                    return PickOutcome(list(request.answer), CHOSEN, self._clock() - started)
-                if self._clock() - started >= timeout:
-                    return PickOutcome(list(request.default), TIMED_OUT, self._clock() - started)
+                    return self._timed(self._settle(request, CHOSEN), started)
+                now = self._clock()
+                if now - started >= timeout:
+                    return self._timed(self._settle(request, TIMED_OUT), started)
+                if audience is None:
+                    continue
+                if audience.reachable():
+                    gone_since = None
+                    announced = audience.announcements()
+                    if announced != shown:  # the page loaded again or reconnected: it lost the dialog
+                        shown = announced
+                        audience.show()
+                elif gone_since is None:
+                    gone_since = now
+                elif now - gone_since >= GRACE_SECONDS:
+                    return self._timed(self._settle(request, NO_BROWSER), started)
         finally:
             self.close(request)
+
+    def _timed(self, outcome: PickOutcome, started: float) -> PickOutcome:
+        return PickOutcome(outcome.picks, outcome.how, self._clock() - started)
 
 
 BOARD = PickBoard()
@@ -165,6 +249,8 @@ def pick_labels(shown: list[int], count: int, outcome: PickOutcome) -> list[str 
 
 def check_counts(show: int, keep: int, count: int) -> None:
     """One-line errors for a pick that cannot be shown: more to show than the batch has, a default larger than shown."""
+    SHOWN.check(show)
+    IntRange("keep", SHOWN.low, SHOWN.high).check(keep)
     if show > count:
         raise MascInputError(f"show is {show} but the batch has {count} images: show at most {count}")
     if keep > show:

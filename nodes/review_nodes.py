@@ -10,8 +10,7 @@ from dataclasses import replace
 
 from ..masc_core.contact_sheet import MAX_TILE, MIN_TILE, ORDERS, contact_sheet, tiles_from
 from ..masc_core.errors import MascInputError
-from ..masc_core.limits import TOP_K
-from ..masc_core.picks import BOARD, NO_BROWSER, TIMED_OUT, PickOutcome, check_counts, pick_labels, timeout_seconds
+from ..masc_core.picks import BOARD, NO_BROWSER, SHOWN, TIMED_OUT, PickOutcome, check_counts, pick_labels, timeout_seconds
 from ..masc_core.ranking import RANK_KEYS, rank
 from ..masc_core.scores import ScoreBatch
 from . import host
@@ -116,8 +115,8 @@ class MaSCPick:
             "required": {
                 "scores": (MASC_SCORES, {"tooltip": "From a MaSC scoring node or MaSC Sample Until, for the same batch as 'images'."}),
                 "images": ("IMAGE", {"tooltip": "The scored batch."}),
-                "show": ("INT", {"default": 4, "min": 1, "max": TOP_K.high, "tooltip": "How many candidates to show, best first (at most the batch)."}),
-                "keep": ("INT", {"default": 1, "min": 1, "max": TOP_K.high, "tooltip": "How many the default keeps (the first in score order) when nobody picks."}),
+                "show": ("INT", {"default": 4, "min": SHOWN.low, "max": SHOWN.high, "tooltip": f"How many candidates to show, best first (at most the batch, at most {SHOWN.high})."}),
+                "keep": ("INT", {"default": 1, "min": SHOWN.low, "max": SHOWN.high, "tooltip": "How many the default keeps (the first in score order) when nobody picks."}),
                 "rank_by": (list(RANK_KEYS), {"default": "both", "tooltip": "The score order: cp, pf, or both = cp_weight*CP + pf_weight*PF."}),
                 "cp_weight": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of CP when ranking by both."}),
                 "pf_weight": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of PF when ranking by both."}),
@@ -170,24 +169,46 @@ class MaSCPick:
 
     @staticmethod
     def _ask(scores, images, shown, keep, seconds, heatmap_arrays, rank_by, unique_id) -> PickOutcome:
-        """Show ``shown`` in the browser and wait; the default at once when nobody can be asked or timeout is 0."""
+        """Show ``shown`` in the browser and wait; the default at once when nobody can be asked or timeout is 0.
+
+        Only a page whose script announced it can answer is asked (an API script on the websocket is not).
+        """
         default = list(range(keep))
+        board = host.pick_board(BOARD)
         browser = host.pick_browser()
         client = browser.client() if browser is not None else None
-        if client is None or seconds == 0:
-            return PickOutcome(default, NO_BROWSER if client is None else TIMED_OUT, 0.0)
+        if client is None or board.announcements(client) == 0:
+            return PickOutcome(default, NO_BROWSER, 0.0)
+        if seconds == 0:
+            return PickOutcome(default, TIMED_OUT, 0.0)
         pictures = comfy_images(images[shown], "images")
         tiles = {tile.index: tile for tile in tiles_from(scores, by=rank_by)}
-        request = BOARD.open(unique_id, len(shown), default)
+        request = board.open(unique_id, len(shown), default)
+        shown_request = {
+            "token": request.token, "node": request.node_id, "timeout": seconds, "keep": keep,
+            "images": host.save_previews(pictures, "masc_pick"),
+            "heatmaps": host.save_previews([heatmap_arrays[i] for i in shown], "masc_pick_heatmap") if heatmap_arrays else [],
+            "captions": [tiles[i].lines()[:2] for i in shown],
+            "indices": list(shown),
+        }
         try:
-            browser.send(host.PICK_EVENT, {
-                "token": request.token, "node": request.node_id, "timeout": seconds, "keep": keep,
-                "images": host.save_previews(pictures, "masc_pick"),
-                "heatmaps": host.save_previews([heatmap_arrays[i] for i in shown], "masc_pick_heatmap") if heatmap_arrays else [],
-                "captions": [tiles[i].lines()[:2] for i in shown],
-                "indices": list(shown),
-            }, client)
-            return BOARD.wait(request, seconds, host.check_interrupt)
+            return board.wait(request, seconds, host.check_interrupt, _Page(board, browser, client, shown_request))
         finally:
-            BOARD.close(request)
+            board.close(request)
             browser.send(host.PICK_CLOSED_EVENT, {"token": request.token, "node": request.node_id}, client)
+
+
+class _Page:
+    """The tab a pick is shown on (``picks.Audience``): its socket, its announcements, and the request to (re)send."""
+
+    def __init__(self, board, browser, client: str, request: dict):
+        self.board, self.browser, self.client, self.request = board, browser, client, request
+
+    def reachable(self) -> bool:
+        return self.browser.connected(self.client)
+
+    def announcements(self) -> int:
+        return self.board.announcements(self.client)
+
+    def show(self) -> None:
+        self.browser.send(host.PICK_EVENT, self.request, self.client)

@@ -78,15 +78,20 @@ def test_labels_come_only_from_the_artists_choice():
 class Browser:
     """A stand-in tab: records what the node sends and answers a pick like the dialog would (from another thread)."""
 
-    def __init__(self, board, picks=None, before_answer=None):
+    def __init__(self, board, picks=None, before_answer=None, client="tab-1", script=True):
         self.board, self.picks, self.before_answer = board, picks, before_answer
-        self.events, self.threads = [], []
+        self.events, self.threads, self.id = [], [], client
+        if script:  # the pack's script announces its page as it loads
+            board.announce({"client": client})
 
     def client(self):
-        return "tab-1"
+        return self.id
+
+    def connected(self, client):
+        return client == self.id
 
     def send(self, event, data, client):
-        assert client == "tab-1"
+        assert client == self.id
         self.events.append((event, json.loads(json.dumps(data))))  # what goes over the websocket must be JSON
         if event == "masc.pick" and self.picks is not None:
             answer = {"token": data["token"], "node": data["node"], "picks": self.picks}

@@ -3,6 +3,11 @@
 // to /masc/pick. The server checks everything it receives (masc_core/picks.py); the dialog closes on "masc.pick.closed"
 // (answered, timed out or cancelled), so it never outlives the wait. Plain DOM and the front end's public api only:
 // the same code runs in front end 1.27, 1.49 and 1.58.
+//
+// The server asks only a page that said it can answer: this script announces its client id to /masc/pick/hello when
+// it loads and whenever the websocket reconnects. A reloaded tab keeps its client id (the front end keeps it in
+// sessionStorage), so the server sees the announcement and shows the open pick again; any other websocket client (an
+// API script) is never asked and gets the default at once.
 import { app } from "../../scripts/app.js";
 import { api } from "../../scripts/api.js";
 
@@ -58,7 +63,21 @@ async function send(detail, picks, status) {
   }
 }
 
+let announced = null; // {client, socket}: what the server was last told
+
+function announce(force = false) {
+  const client = api.clientId;
+  if (!client || (!force && announced?.client === client && announced?.socket === api.socket)) return;
+  announced = { client, socket: api.socket };
+  api.fetchApi("/masc/pick/hello", {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ client }),
+  }).catch(() => { announced = null; }); // try again on the next status message
+}
+
 function show(detail) {
+  if (open && open.token === detail.token) return; // shown again after a reconnect: this page still has it
   close();
   const root = element("div", {
     position: "fixed", inset: "0", zIndex: "10000", background: "rgba(0,0,0,0.7)", display: "flex",
@@ -141,6 +160,10 @@ function show(detail) {
 app.registerExtension({
   name: "masc.pick",
   setup() {
+    // The client id is known once the socket's first status message arrived (before or after this runs).
+    api.addEventListener("status", () => announce());
+    api.addEventListener("reconnected", () => announce(true));
+    announce();
     api.addEventListener("masc.pick", (event) => show(event.detail));
     api.addEventListener("masc.pick.closed", (event) => close(event.detail?.token));
     api.addEventListener("execution_interrupted", () => close());
