@@ -9,7 +9,9 @@ PLAN: ``url``, ``out`` (screenshots), ``pack`` (the pack's folder name), ``workf
 machine: ``{"byType": {type: {widget: value}}, "byWidget": {widget: value}, "atMost": {widget: number}}``),
 ``templates`` (open the templates browser and read the cards of those workflows), ``blueprints`` (subgraph
 blueprints to place from the search box: ``{"name", "wire": {input: {"type", "widgets", "slot"}}, "typed": {widget:
-value}, "show": [output names]}``), ``help`` (node types whose help panel to open with the Node Info button). The page's settings (Vue renderer
+value}, "show": [output names]}``), ``help`` (node types whose help panel to open with the Node Info button),
+``pick_reload`` (``{"path", "pick"}``: queue that graph, reload the tab while MaSC Pick's dialog is open, pick in the
+dialog the reloaded page shows). The page's settings (Vue renderer
 or not) come from the server's user folder, written by the test before the page loads.
 RESULT: for each workflow, what loaded (unknown node types, widget values, nodes flagged with errors), what ran
 (the outcome, the text and images the server sent to each node),
@@ -357,7 +359,7 @@ def main(plan_path: str, result_path: str) -> None:
             if result["vue"] and checked.get("preview_any") and not any(checked["preview_any"].values()):
                 break  # this Vue renderer shows no node text at all: the rest would show nothing either
         # After the workflows (their screenshots and thumbnails are taken with no side panel open).
-        from browser_places import blueprint_defs, check_blueprint, check_help  # beside this script
+        from browser_places import blueprint_defs, check_blueprint, check_help, check_pick_after_reload  # beside this script
         if plan.get("blueprints") is not None:
             result["blueprint_defs"] = listed = blueprint_defs(page) or {}
             result["blueprints"] = {item["name"]: check_blueprint(page, item, plan.get("widgets", {}), plan["out"])
@@ -369,6 +371,8 @@ def main(plan_path: str, result_path: str) -> None:
                 result["help"][node_type] = opened
                 result["help"]["_button"] = opened["button"]  # a front end without the button: not tried again
             result["help"].pop("_button")
+        if plan.get("pick_reload"):  # last: the reload drops the page's helpers
+            result["pick_reload"] = check_pick_after_reload(page, plan["pick_reload"], plan.get("widgets", {}), plan["out"])
         result["console"] = console
         browser.close()
     with open(result_path, "w", encoding="utf-8") as handle:

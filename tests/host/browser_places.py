@@ -139,3 +139,53 @@ def check_help(page, node_type: str, out: str) -> dict:
     )
     page.screenshot(path=os.path.join(out, f"help-{node_type}.png"))
     return {"button": True, "shown": shown}
+
+
+def _page_ready(page) -> None:
+    page.wait_for_function("() => window.app && window.app.graph && window.LiteGraph && window.app.canvas", timeout=120_000)
+
+
+def _dialog_tiles(page) -> list[str]:
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.masc-pick img')].every(i => i.complete && i.naturalWidth > 0)", timeout=60_000
+    )
+    return page.evaluate("() => [...document.querySelectorAll('.masc-pick [data-position]')].map(t => t.innerText)")
+
+
+def check_pick_after_reload(page, item: dict, widgets: dict, out: str) -> dict:
+    """Queue a graph with MaSC Pick, reload the tab while its dialog is open, pick in the dialog the reloaded page shows.
+
+    The page's client id, the dialog's tiles before and after, and the prompt's id (the test reads its outcome from
+    the server's history). Reloading loses the page's helpers: this runs last in a session.
+    """
+    import json
+
+    with open(item["path"], encoding="utf-8") as handle:
+        graph = json.load(handle)
+    page.evaluate("async (g) => { await app.loadGraphData(g); }", graph)
+    page.wait_for_timeout(1500)
+    page.evaluate("(w) => window.__masc.setWidgets(w)", widgets)
+    client_before = page.evaluate(
+        """async () => {
+            const { api } = await import('/scripts/api.js');
+            api.addEventListener('execution_start', e => { window.__mascPromptId = e.detail.prompt_id; });
+            app.queuePrompt(0, 1);
+            return api.clientId;
+        }"""
+    )
+    page.wait_for_selector(".masc-pick [data-position]", timeout=900_000)
+    prompt_id = page.evaluate("() => window.__mascPromptId ?? null")
+    tiles_before = _dialog_tiles(page)
+    page.screenshot(path=os.path.join(out, "pick-before-reload.png"))
+    page.reload(wait_until="load", timeout=120_000)
+    _page_ready(page)
+    page.wait_for_selector(".masc-pick [data-position]", timeout=120_000)  # shown again, without a new queue press
+    tiles_after = _dialog_tiles(page)
+    client_after = page.evaluate("async () => (await import('/scripts/api.js')).api.clientId")
+    page.screenshot(path=os.path.join(out, "pick-after-reload.png"))
+    for position in item["pick"]:
+        page.click(f".masc-pick [data-position='{position}']")
+    page.click(".masc-pick button[data-action='keep']")
+    page.wait_for_selector(".masc-pick", state="detached", timeout=60_000)
+    return {"client_before": client_before, "client_after": client_after, "prompt_id": prompt_id,
+            "tiles_before": tiles_before, "tiles_after": tiles_after, "picked": item["pick"]}

@@ -174,7 +174,8 @@ def start_server(python: str, comfy_dir: str, args: list[str], log_path: str, ti
 class Messages:
     """The websocket messages ComfyUI sends to ``client_id``, collected by a thread (with arrival times)."""
 
-    def __init__(self, server: Server):
+    def __init__(self, server: Server, *, announce: bool = False):
+        """``announce``: say, as the pack's script does for its page, that this client can answer MaSC Pick."""
         self.items: list[tuple[float, dict]] = []
         self._sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)
         key = base64.b64encode(os.urandom(16)).decode()
@@ -192,6 +193,8 @@ class Messages:
         self._sock.settimeout(None)
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
+        if announce:
+            server.request("/masc/pick/hello", {"client": server.client_id})
 
     def _exactly(self, count: int) -> bytes:
         data = b""

@@ -71,6 +71,7 @@ def _browse(host, server, installed, out_dir, sd15, vue: bool) -> dict:
         # The front end's other places, once (classic session): help pages, blueprints placed from the search box.
         "help": None if vue else sorted(pack_mappings().NODE_CLASS_MAPPINGS),
         "blueprints": None if vue else BLUEPRINT_PLAN,
+        "pick_reload": None if vue else {"path": next(p for p in UI_WORKFLOWS if any(n["type"] == "MaSCPick" for n in load(p)["nodes"])), "pick": [1]},
         "workflows": [
             {"name": name, "path": path, "run": True, "thumbnail": None if vue else os.path.join(thumbnails, name + ".jpg"),
              "pick": PICK_TILES if any(n["type"] == "MaSCPick" for n in load(path)["nodes"]) else None}
@@ -194,6 +195,19 @@ def test_sample_until_samples_its_candidates_in_one_queue_press(session, name):
         saves = [i for i, n in prompt.items() if n["class_type"] == "SaveImage" and n["inputs"]["images"] == [node_id, 0]]
         shown = sum(len(ran["sent_images"].get(i, [])) for i in saves)
         assert shown == kept * len(saves), (report, ran["sent_images"])
+
+
+def test_a_tab_reloaded_while_the_pick_dialog_is_open_is_shown_it_again_and_its_pick_is_used(classic, server):
+    """The reloaded page keeps its client id, announces itself, and the server shows it the open pick again: the
+    artist's click there is the pick the graph goes on with (not the timeout's default)."""
+    reloaded = classic["pick_reload"]
+    assert reloaded["client_before"] and reloaded["client_after"] == reloaded["client_before"], reloaded
+    assert reloaded["tiles_after"] == reloaded["tiles_before"] and len(reloaded["tiles_after"]) >= 2, reloaded
+    entry = server.wait(reloaded["prompt_id"], timeout=300)
+    assert hostapi.status(entry) == "success", hostapi.explain(entry)
+    pick_id = next(i for i, n in entry["prompt"][2].items() if n["class_type"] == "MaSCPick")
+    picked = reloaded["tiles_after"][reloaded["picked"][0]].split()[0]  # "#3" from the tile's caption
+    assert hostapi.ui_text(entry, pick_id).startswith(f"you picked {picked}\n"), hostapi.ui_text(entry, pick_id)
 
 
 @pytest.mark.parametrize("name", _with_node("MaSCPick"))

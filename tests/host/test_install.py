@@ -142,3 +142,35 @@ def test_the_hosts_own_reader_of_pyproject_sees_the_registry_fields(host, instal
     assert seen["os"] == ["OS Independent"] and seen["accelerators"] == [], seen
     assert seen["comfyui"].startswith(">=") and seen["repository"].startswith("https://") and seen["icon"].endswith(".png")
     assert seen["publisher"], seen
+
+
+def test_comfyui_starts_and_serves_with_two_copies_of_the_pack(host, installed, out_dir):
+    """A Registry or Manager install beside a git clone under another folder name: the server must start, serve both
+    copies' nodes and MaSC Pick's routes (registered once), and say in the log that a second copy was found."""
+    import json
+    import shutil
+    import urllib.request
+
+    from . import hostapi
+    from .conftest import server_args
+
+    second = host.pack_dir + "-second-copy"
+    shutil.rmtree(second, ignore_errors=True)
+    shutil.copytree(host.pack_dir, second, ignore=shutil.ignore_patterns("__pycache__"))
+    args = server_args(host, installed)
+    args[args.index("--whitelist-custom-nodes") + 1:args.index("--whitelist-custom-nodes") + 2] = [host.pack_name, os.path.basename(second)]
+    try:
+        started = hostapi.start_server(host.python, host.dir, args, os.path.join(out_dir, "server-two-copies.log"))
+        try:
+            info = started.request("/object_info/MaSCPick")
+            request = urllib.request.Request(started.url + "/masc/pick/hello", data=json.dumps({"client": "tab"}).encode(),
+                                             headers={"Content-Type": "application/json"}, method="POST")
+            with urllib.request.urlopen(request, timeout=30) as response:
+                hello = response.status
+            log = started.log()
+        finally:
+            started.stop()
+    finally:
+        shutil.rmtree(second, ignore_errors=True)
+    assert "MaSCPick" in info and hello == 200
+    assert "another copy of the pack is installed" in log and "IMPORT FAILED" not in log

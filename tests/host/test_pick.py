@@ -4,9 +4,11 @@ Cancel while waiting frees the queue."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
+import uuid
 import urllib.parse
 import urllib.request
 
@@ -72,7 +74,7 @@ def test_an_api_prompt_never_waits_and_takes_the_score_order(server, sd15, insta
 
 def test_the_route_takes_only_a_checked_answer_for_the_node_waiting_now(server, sd15, installed, out_dir):
     graph, pick_id = pick_graph(sd15, timeout=600)
-    messages = hostapi.Messages(server)
+    messages = hostapi.Messages(server, announce=True)
     try:
         prompt_id = server.queue(graph, extra_data=hostapi.FROM_FRONT_END)
         asked = _asked(messages)
@@ -112,7 +114,7 @@ def test_the_route_takes_only_a_checked_answer_for_the_node_waiting_now(server, 
 
 def test_the_timeout_keeps_the_default_and_logs_no_pick(server, sd15, installed):
     graph, pick_id = pick_graph(sd15, timeout=2)
-    messages = hostapi.Messages(server)
+    messages = hostapi.Messages(server, announce=True)
     try:
         entry = server.run(graph, extra_data=hostapi.FROM_FRONT_END)
         asked = messages.of_type("masc.pick")
@@ -127,7 +129,7 @@ def test_the_timeout_keeps_the_default_and_logs_no_pick(server, sd15, installed)
 
 def test_cancel_while_waiting_frees_the_queue(server, sd15, installed):
     graph, pick_id = pick_graph(sd15, timeout=3600)
-    messages = hostapi.Messages(server)
+    messages = hostapi.Messages(server, announce=True)
     try:
         prompt_id = server.queue(graph, extra_data=hostapi.FROM_FRONT_END)
         token = _asked(messages)["token"]
@@ -142,3 +144,79 @@ def test_cancel_while_waiting_frees_the_queue(server, sd15, installed):
     assert server.request("/queue")["queue_running"] == []
     after, _ = pick_graph(sd15, timeout=0)
     assert hostapi.status(server.run(after)) == "success"  # the queue runs the next prompt
+
+
+def _post_to(server, route: str, body: bytes) -> tuple[int, dict]:
+    request = urllib.request.Request(server.url + route, data=body, headers={"Content-Type": "application/json"}, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
+
+
+def test_a_websocket_client_without_the_pack_script_is_never_asked(server, sd15):
+    """An automation script following progress over the websocket, as ComfyUI's own API examples do: the prompt
+    takes the default at once, whatever the timeout, and nothing is sent to the script."""
+    graph, pick_id = pick_graph(sd15, timeout=86400)
+    script = dataclasses.replace(server, client_id=uuid.uuid4().hex)  # a client id no page ever announced
+    messages = hostapi.Messages(script)  # connected, never announced
+    try:
+        entry = script.run(graph, extra_data=hostapi.FROM_FRONT_END, timeout=600)
+        asked = messages.of_type("masc.pick")
+    finally:
+        messages.close()
+    assert hostapi.status(entry) == "success", hostapi.explain(entry)
+    assert asked == [] and hostapi.ui_text(entry, pick_id).startswith("no browser to ask")
+
+
+def test_a_page_whose_socket_closes_for_good_gets_the_default_after_the_grace_period(server, sd15, installed):
+    graph, pick_id = pick_graph(sd15, timeout=86400)
+    messages = hostapi.Messages(server, announce=True)
+    try:
+        prompt_id = server.queue(graph, extra_data=hostapi.FROM_FRONT_END)
+        _asked(messages)
+    finally:
+        messages.close()  # the tab is closed and never comes back
+    entry = server.wait(prompt_id, timeout=300)  # not the day-long timeout
+    assert hostapi.status(entry) == "success", hostapi.explain(entry)
+    assert hostapi.ui_text(entry, pick_id).startswith("no browser to ask")
+    assert [row["label"] for row in _log_rows(installed, graph, "")] == [None, None]
+
+
+def test_a_page_that_reconnects_is_shown_the_open_pick_again_and_its_answer_is_used(server, sd15, installed):
+    graph, pick_id = pick_graph(sd15, timeout=600)
+    first = hostapi.Messages(server, announce=True)
+    try:
+        prompt_id = server.queue(graph, extra_data=hostapi.FROM_FRONT_END)
+        asked = _asked(first)
+    finally:
+        first.close()  # the websocket drops (a reload, a network blip) ...
+    again = hostapi.Messages(server, announce=True)  # ... and the same client id comes back and announces itself
+    try:
+        shown_again = _asked(again, deadline_s=60)
+        assert shown_again["token"] == asked["token"] and shown_again["indices"] == asked["indices"]
+        status = _post(server, json.dumps({"token": asked["token"], "node": pick_id, "picks": [1]}).encode())
+        entry = server.wait(prompt_id)
+    finally:
+        again.close()
+    assert status == (200, {"ok": True})
+    assert hostapi.status(entry) == "success", hostapi.explain(entry)
+    assert hostapi.ui_text(entry, pick_id).startswith(f"you picked #{asked['indices'][1]}\n")
+
+
+def test_crafted_bodies_are_one_line_refusals_never_a_server_error(server):
+    nested = b"[" * 2000 + b"]" * 2000  # 4 KB: Python's JSON parser alone raises RecursionError (HTTP 500)
+    answers = {
+        "pick nested": _post_to(server, "/masc/pick", nested),
+        "pick huge number": _post_to(server, "/masc/pick", b'{"token": "a", "node": "1", "picks": [' + b"9" * 3000 + b"]}"),
+        "hello nested": _post_to(server, "/masc/pick/hello", nested),
+        "hello no client": _post_to(server, "/masc/pick/hello", b"{}"),
+        "hello control": _post_to(server, "/masc/pick/hello", json.dumps({"client": "a\x1b[2J"}).encode()),
+        "hello too long": _post_to(server, "/masc/pick/hello", json.dumps({"client": "x" * 5000}).encode()),
+    }
+    assert {k: s for k, (s, _) in answers.items()} == {
+        "pick nested": 400, "pick huge number": 400, "hello nested": 400, "hello no client": 400, "hello control": 400,
+        "hello too long": 413}
+    assert all(isinstance(b.get("error"), str) and "\n" not in b["error"] for _, b in answers.values())
+    assert _post_to(server, "/masc/pick/hello", json.dumps({"client": "some-page"}).encode()) == (200, {"ok": True})
