@@ -166,3 +166,27 @@ def load_mask_file(path: str | os.PathLike, name: str = "mask") -> np.ndarray:
     """Read a mask file as [H, W] uint8 luminance; white (non-zero) is foreground."""
     image = _open_image(path, name)
     return np.asarray(image.convert("L"), dtype=np.uint8)
+
+
+PREVIEW_SIZE = 512
+"""Longest side of the thumbnails shown on a node (IMAGE outputs keep the image's size)."""
+
+
+def thumbnail_size(width: int, height: int) -> tuple[int, int]:
+    """(width, height) of a picture's thumbnail: at most PREVIEW_SIZE on the longest side, aspect kept."""
+    longest = max(width, height)
+    if longest <= PREVIEW_SIZE:
+        return width, height
+    return max(1, round(width * PREVIEW_SIZE / longest)), max(1, round(height * PREVIEW_SIZE / longest))
+
+
+def preview_thumbnail(pixels: np.ndarray) -> Image.Image:
+    """An RGB uint8 picture as a PIL thumbnail (``thumbnail_size``)."""
+    picture = Image.fromarray(pixels)
+    size = thumbnail_size(*picture.size)
+    if size == picture.size:
+        return picture
+    factor = picture.width // size[0]
+    if (size[0] * factor, size[1] * factor) == picture.size:
+        return picture.reduce(factor)  # 1024 -> 512 and the like: a box average, the cheapest good reduction
+    return picture.resize(size, Image.Resampling.BOX)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ..masc_core.captions import with_caption
 from ..masc_core.heatmaps import HeatmapImages, render_heatmaps
+from ..masc_core.images import preview_thumbnail
 from ..masc_core.report import caption, score_table
 from ..masc_core.scores import ScoreBatch
 from ..masc_core.scoring import score_images
@@ -105,7 +106,7 @@ def previews(batch: ScoreBatch, overlays: list | None, outputs: list) -> list:
     when heatmaps are off, the outputs, captioned at thumbnail size (nothing else uses them)."""
     if overlays:
         return overlays
-    return [with_caption(host.preview_thumbnail(img), caption(score)) for img, score in zip(outputs, batch.scores)]
+    return [with_caption(preview_thumbnail(img), caption(score)) for img, score in zip(outputs, batch.scores)]
 
 
 def maps(pictures: HeatmapImages | None, kind: str) -> list:

@@ -5,7 +5,7 @@
 - the layers only import downwards: pure < models < scoring < evaluation < cli;
 - nothing imports ``masc_core.cli`` but ``masc_core.__main__``, and nothing imports ``masc_core.testing``;
 - inside the pack every import of the pack is relative (ComfyUI has a top-level ``nodes`` of its own),
-  and only ``nodes/host.py`` talks to ComfyUI;
+  and only ``nodes/host/`` talks to ComfyUI;
 - no import cycles, function-level imports included;
 - no module over 400 lines without a reason at its top, no function over 80 lines in ``masc_core``.
 """
@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import os
 
 import pytest
@@ -154,8 +155,8 @@ def test_the_pack_imports_itself_relatively_and_only_host_talks_to_comfyui():
             top = name.split(".")[0]
             if not relative and top in ("masc_core", "nodes"):
                 bad.append(f"{module}:{line} imports {name} absolutely (ComfyUI's own 'nodes' would win)")
-            elif not relative and top in COMFYUI_MODULES and module != "nodes.host":
-                bad.append(f"{module}:{line} imports ComfyUI's {name}: go through nodes/host.py")
+            elif not relative and top in COMFYUI_MODULES and not (module == "nodes.host" or module.startswith("nodes.host.")):
+                bad.append(f"{module}:{line} imports ComfyUI's {name}: go through nodes/host/")
     assert not bad, bad
 
 
@@ -204,8 +205,10 @@ def test_modules_and_functions_stay_readable():
         text = open(path, encoding="utf-8").read()
         lines = text.count("\n")
         docstring = ast.get_docstring(ast.parse(text)) or ""
-        if lines > 400 and "lines" not in docstring:
-            bad.append(f"{module}: {lines} lines and no reason given at its top")
+        # The reason is a sentence a reviewer can weigh ("Over 400 lines: ..."), not the word "lines" anywhere.
+        reason = re.search(r"Over \d+ lines: (.+)", " ".join(docstring.split()))
+        if lines > 400 and (reason is None or len(reason.group(1)) < 40):
+            bad.append(f"{module}: {lines} lines and no reason given at its top ('Over 400 lines: why')")
         if not module.startswith("masc_core"):
             continue
         for node in ast.walk(ast.parse(text)):

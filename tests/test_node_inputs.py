@@ -161,7 +161,7 @@ def test_only_the_packs_own_hub_ids_download(pack, comfy_dirs, monkeypatch):
         raise errors(pack).MascModelError("offline in this test")
 
     monkeypatch.setattr(checkpoints, "download", download)
-    monkeypatch.setattr(host, "list_checkpoints", lambda kind: [])  # as on a server without the checkpoints
+    monkeypatch.setattr(host.models, "list_checkpoints", lambda kind: [])  # as on a server without the checkpoints
     for node_id, known in (("MaSCLoadEncoder", "google/siglip2-so400m-patch16-naflex"), ("MaSCLoadAutoMaskModel", "CIDAS/clipseg-rd64-refined")):
         loader = host.checkpoint_folder
         with pytest.raises(errors(pack).MascInputError):

@@ -1,8 +1,8 @@
 """``eval --engine ray``: the chunks scored by ``BatchScorer`` actors on a Ray cluster; this process writes the files.
 
-Ray is imported here only, when this engine starts (``pip install 'masc-comfyui[ray]'``). About 400 lines, kept in one
-module for that reason: planning the units, driving the actors and turning Ray's failures into
-one-line errors all touch Ray.
+Ray is imported here only, when this engine starts (``pip install 'masc-comfyui[ray]'``). Over 400 lines: planning
+the units, driving the actors and turning Ray's failures into one-line errors all touch Ray, and Ray is imported in
+this one module only.
 
 How the work maps onto Ray Data (``ray.data``):
 

@@ -1,0 +1,45 @@
+"""What the nodes need from ComfyUI, with stand-ins when ComfyUI is absent: the only part of the pack that talks to it.
+
+One module per concern, each usable without ComfyUI (the pack's tests, scripts), so node code has a single path:
+
+- ``comfy``: ComfyUI's modules, imported once (``IN_COMFYUI``), ``ExecutionBlocker``, the PromptServer;
+- ``models``: the model folders and checkpoint lookup, the example inputs, the output folder;
+- ``execution``: devices and dtypes, ModelPatcher memory management and the shared models, the progress bar,
+  Cancel, the previews shown on a node;
+- ``sampling``: core's sampling for MaSC Sample Until, pruning's phases included (``use_sampling`` installs the
+  tests' stand-in);
+- ``browser``: MaSC Pick's tab and routes (``use_pick_browser`` installs the tests' stand-in).
+
+Nodes use ``host.<name>`` for everything listed here.
+"""
+
+from __future__ import annotations
+
+from ...masc_core.images import preview_thumbnail, thumbnail_size
+from .browser import (
+    PICK_CLOSED_EVENT, PICK_EVENT, PICK_HELLO_ROUTE, PICK_ROUTE, ComfyBrowser, pick_board, pick_browser, register_pick_route,
+    use_pick_browser,
+)
+from .comfy import IN_COMFYUI, ExecutionBlocker
+from .execution import (
+    DEVICE_INPUT, PREVIEW_DIR_ENV, ManagedModel, check_interrupt, interrupt_callback, load_shared, make_patcher,
+    precision_input, progress_callback, save_previews,
+)
+from .models import (
+    EXAMPLE_PREFIX, MODEL_FOLDERS, checkpoint_choices, checkpoint_folder, copy_example_inputs, list_checkpoints,
+    output_directory, register_model_folders,
+)
+from .sampling import (
+    BATCH_EXACT_SAMPLERS, CandidateProgress, CoreSampling, sampler_names, samples_one_by_one, sampling, scheduler_names,
+    use_sampling,
+)
+
+__all__ = [
+    "BATCH_EXACT_SAMPLERS", "DEVICE_INPUT", "EXAMPLE_PREFIX", "IN_COMFYUI", "MODEL_FOLDERS", "PICK_CLOSED_EVENT",
+    "PICK_EVENT", "PICK_HELLO_ROUTE", "PICK_ROUTE", "PREVIEW_DIR_ENV", "CandidateProgress", "ComfyBrowser", "CoreSampling",
+    "ExecutionBlocker", "ManagedModel", "check_interrupt", "checkpoint_choices", "checkpoint_folder", "copy_example_inputs",
+    "interrupt_callback", "list_checkpoints", "load_shared", "make_patcher", "output_directory", "pick_board", "pick_browser",
+    "precision_input", "preview_thumbnail", "progress_callback", "register_model_folders", "register_pick_route",
+    "sampler_names", "samples_one_by_one", "sampling", "save_previews", "scheduler_names", "thumbnail_size",
+    "use_pick_browser", "use_sampling",
+]
