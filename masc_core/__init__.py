@@ -32,7 +32,7 @@ from .masks import DEFAULT_MASK_THRESHOLD, FOREGROUND_THRESHOLD, MIN_FOREGROUND_
 from .models.checkpoints import PAPER_MODEL_ID
 from .models.clipseg import CLIPSEG_MODEL_ID, ClipSegSegmenter
 from .models.encoder import ImageTokens, MascEncoder
-from .ranking import RANK_KEYS, Ranking, rank
+from .ranking import RANK_KEYS, PassRules, Ranking, rank
 from .scores import Heatmaps, ImageScore, ReferenceInfo, ScoreBatch
 from .scoring import score_images
 from .subject_scoring import score_subjects
@@ -56,6 +56,7 @@ __all__ = [
     "MascError",
     "MascInputError",
     "MascModelError",
+    "PassRules",
     "Ranking",
     "ReferenceInfo",
     "ScoreBatch",

@@ -33,7 +33,7 @@ from typing import Any, Callable, Sequence
 from .errors import MascInputError
 from .limits import ACCEPT, BATCH_SIZE, MAX_CANDIDATES
 from .masks import MIN_FOREGROUND_FRACTION
-from .ranking import KEEP_BUT_MARK, RANK_KEYS, UNCERTAIN_CHOICES, key_label, rank, uncertain_mark
+from .ranking import KEEP_BUT_MARK, PassRules, uncertain_mark
 from .report import key_columns, key_columns_header, subject_line
 from .scores import ImageScore
 
@@ -63,6 +63,8 @@ class AcceptanceRules:
     on_shortfall: str = RETURN_BEST
     on_uncertain: str = KEEP_BUT_MARK
     """What a candidate whose mask-sensitivity band straddles a threshold becomes (``masc_core.ranking``)."""
+    on_blend: str = "report"
+    """With several subjects: whether a blend warning rejects the candidate (``PassRules``)."""
 
     def check(self) -> "AcceptanceRules":
         """These rules, or a one-line error naming the input that cannot work."""
@@ -74,10 +76,7 @@ class AcceptanceRules:
                 "raise max_candidates or lower accept"
             )
         BATCH_SIZE.check(self.batch_size)
-        if self.by not in RANK_KEYS:
-            raise MascInputError(f"rank_by '{self.by}' is unknown: use cp, pf or both")
-        if self.on_uncertain not in UNCERTAIN_CHOICES:
-            raise MascInputError(f"on_uncertain '{self.on_uncertain}' is unknown: use {', '.join(UNCERTAIN_CHOICES)}")
+        self.passing.check(by_name="rank_by")
         if self.on_shortfall not in SHORTFALL_CHOICES:
             raise MascInputError(f"on_shortfall '{self.on_shortfall}' is unknown: use '{RETURN_BEST}' or '{BLOCK}'")
         if not 0 <= self.seed <= SEED_LIMIT - (self.max_candidates - 1):
@@ -88,20 +87,21 @@ class AcceptanceRules:
         return self
 
     @property
+    def passing(self) -> PassRules:
+        """What passes and in which order, as Select Best, Gate and Pick take it."""
+        return PassRules(by=self.by, cp_weight=self.cp_weight, pf_weight=self.pf_weight, min_cp=self.min_cp, min_pf=self.min_pf,
+                         reject_small_masks=self.reject_small_masks, min_foreground=self.min_foreground,
+                         on_uncertain=self.on_uncertain, on_blend=self.on_blend)
+
+    @property
     def key_label(self) -> str:
         """What the key column holds (as in ranking tables)."""
-        return key_label(self.by, self.cp_weight, self.pf_weight)
+        return self.passing.key_label
 
     def describe(self) -> str:
         """The rules in one line, for the report."""
-        tests = [f"CP >= {self.min_cp:g}" if self.min_cp is not None else "", f"PF >= {self.min_pf:g}" if self.min_pf is not None else ""]
-        if self.reject_small_masks:
-            tests.append(f"mask >= {100 * self.min_foreground:g}%")
-        passes = ", ".join(t for t in tests if t) or f"{self.key_label} defined"
-        return (
-            f"rank by {self.key_label}; pass: {passes}; accept {self.accept} of at most {self.max_candidates}, "
-            f"{self.batch_size} per round; on shortfall: {self.on_shortfall}"
-            + ("" if self.on_uncertain == KEEP_BUT_MARK else f"; uncertain: {self.on_uncertain}")
+        return self.passing.describe(
+            f"; accept {self.accept} of at most {self.max_candidates}, {self.batch_size} per round; on shortfall: {self.on_shortfall}"
         )
 
 
@@ -211,11 +211,7 @@ class AcceptanceLoop:
         rules = self.rules
         first = self.used
         numbered = [replace(score, index=first + j) for j, score in enumerate(scores)]
-        ranking = rank(
-            numbered, by=rules.by, cp_weight=rules.cp_weight, pf_weight=rules.pf_weight, min_cp=rules.min_cp,
-            min_pf=rules.min_pf, reject_small_masks=rules.reject_small_masks, min_foreground=rules.min_foreground,
-            on_uncertain=rules.on_uncertain,
-        )
+        ranking = rules.passing.rank(numbered)
         judged = {item.index: item for item in ranking.items}
         new = []
         pruned = pruned or {}

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from .errors import MascInputError
-from .ranking import rank
+from .ranking import PassRules
 from .scores import ImageScore, defined_number
 
 STUDY_FRACTIONS = (0.2, 0.3, 0.4, 0.5, 0.6)
@@ -140,11 +140,18 @@ def phase_plan(stops: Sequence[int], last: int, sampler_name: str, prunes: bool)
     return PhasePlan(judged=tuple(s for s in stops if 0 < s < last), last=last, resume=resumes_at_split(sampler_name), prunes=prunes)
 
 
-def survivors(previews: Sequence[ImageScore], keep: int, *, by: str, cp_weight: float, pf_weight: float) -> list[int]:
-    """Positions (in the round) of the ``keep`` best previews by the run's key; undefined keys last, ties by position."""
+def survivors(previews: Sequence[ImageScore], keep: int, rules: PassRules) -> list[int]:
+    """Positions (in the round) of the ``keep`` best previews by the run's key (``rules``' order; its thresholds do not
+    prune: a preview is not the final image); undefined keys last, ties by position."""
     numbered = [ImageScore(index=j, cp=p.cp, pf=p.pf, foreground_fraction=p.foreground_fraction) for j, p in enumerate(previews)]
-    order = rank(numbered, by=by, cp_weight=cp_weight, pf_weight=pf_weight).order
-    return sorted(order[:keep])
+    return sorted(rules.rank(numbered).order[:keep])
+
+
+def pruned_reason(step: int, steps: int, preview: ImageScore, rules: PassRules) -> str:
+    """Why a candidate stopped early, as its verdict and the report say it."""
+    key = rules.key(preview)
+    shown = "undefined" if key is None else f"{key:+.4f}"
+    return f"pruned at step {step} of {steps} (preview {rules.key_label} {shown})"
 
 
 @dataclass

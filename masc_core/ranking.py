@@ -13,6 +13,10 @@ An output is *uncertain* when a score's mask-sensitivity band (``ImageScore.cp_b
 ``masc_core.mask_bands``) straddles its threshold: the score with the mask one patch smaller or larger
 would decide the other way. ``on_uncertain`` says what then: ``keep but mark`` (the score decides, the
 verdict says uncertain), ``accept`` (that threshold counts as cleared) or ``reject`` (it counts as failed).
+
+``PassRules`` holds all of this in one value (the key and its weights, the thresholds, the mask filter,
+``on_uncertain``, ``on_blend``): what Select Best, Gate, Pick, MaSC Sample Until's acceptance loop and
+pruning's survivors all rank and judge by, and one ``describe()`` for their reports.
 """
 
 from __future__ import annotations
@@ -99,6 +103,63 @@ def ranking_key(score: ImageScore, by: str, cp_weight: float = 1.0, pf_weight: f
     return cp_weight * score.cp + pf_weight * score.pf
 
 
+BLEND_CHOICES = ("report", "reject")
+"""With several subjects: a blend warning is reported only, or the output does not pass."""
+
+
+@dataclass(frozen=True)
+class PassRules:
+    """What passes and in which order: one value for every node and loop that ranks or judges outputs.
+
+    ``by`` / ``cp_weight`` / ``pf_weight``: the ranking key; ``min_cp`` / ``min_pf``: thresholds (None = off);
+    ``reject_small_masks`` with ``min_foreground``: the paper's mask filter (``min_foreground`` None = the flag
+    computed at scoring time); ``on_uncertain``: what a score whose band straddles a threshold becomes;
+    ``on_blend``: with several subjects, whether a blend warning only reports or rejects.
+    """
+
+    by: str = "both"
+    cp_weight: float = 1.0
+    pf_weight: float = 1.0
+    min_cp: float | None = None
+    min_pf: float | None = None
+    reject_small_masks: bool = False
+    min_foreground: float | None = None
+    on_uncertain: str = KEEP_BUT_MARK
+    on_blend: str = "report"
+
+    def check(self, by_name: str = "rank by") -> "PassRules":
+        """These rules, or a one-line error naming the setting that cannot work (``by_name``: how the key's is named)."""
+        if self.by not in RANK_KEYS:
+            raise MascInputError(f"{by_name} '{self.by}' is unknown: use cp, pf or both")
+        if self.on_uncertain not in UNCERTAIN_CHOICES:
+            raise MascInputError(f"on_uncertain '{self.on_uncertain}' is unknown: use {', '.join(UNCERTAIN_CHOICES)}")
+        if self.on_blend not in BLEND_CHOICES:
+            raise MascInputError(f"on_blend '{self.on_blend}' is unknown: use {' or '.join(BLEND_CHOICES)}")
+        return self
+
+    def key(self, score: ImageScore) -> float | None:
+        """The score's ranking key (``ranking_key``), None when undefined."""
+        return ranking_key(score, self.by, self.cp_weight, self.pf_weight)
+
+    @property
+    def key_label(self) -> str:
+        """What the key column holds (as in ranking tables)."""
+        return key_label(self.by, self.cp_weight, self.pf_weight)
+
+    def rank(self, scores: Sequence[ImageScore], *, top_k: int | None = None, reject: Mapping[int, str] | None = None) -> "Ranking":
+        """Rank ``scores`` by these rules and select the best ``top_k`` that pass (``rank``)."""
+        return _ranked(scores, self.check(), top_k, reject)
+
+    def describe(self, then: str = "") -> str:
+        """The rules in a few words, for a report: the key, what passes, ``then`` (a caller's own part), non-default choices."""
+        tests = [f"CP >= {self.min_cp:g}" if self.min_cp is not None else "", f"PF >= {self.min_pf:g}" if self.min_pf is not None else ""]
+        if self.reject_small_masks:
+            tests.append(f"mask >= {100 * self.min_foreground:g}%" if self.min_foreground is not None else "mask filter")
+        passes = ", ".join(t for t in tests if t) or f"{self.key_label} defined"
+        extra = "" if self.on_uncertain == KEEP_BUT_MARK else f"; uncertain: {self.on_uncertain}"
+        return f"rank by {self.key_label}; pass: {passes}{then}{extra}"
+
+
 def rank(
     scores: Sequence[ImageScore],
     *,
@@ -115,20 +176,24 @@ def rank(
 ) -> Ranking:
     """Rank scored outputs and select the best ``top_k`` that pass (all passing ones if ``top_k`` is None).
 
+    The keyword form of ``PassRules(...).rank(scores, top_k=..., reject=...)``.
     ``min_foreground`` re-decides the mask-size flag from each output's
     ``foreground_fraction`` (default: the flag computed at scoring time).
     ``reject``: output index -> why it does not pass whatever its scores (e.g. a multi-subject blend).
     ``on_uncertain``: what an output whose band straddles a threshold becomes (``UNCERTAIN_CHOICES``).
     """
-    if by not in RANK_KEYS:
-        raise MascInputError(f"rank by '{by}' is unknown: use cp, pf or both")
-    if on_uncertain not in UNCERTAIN_CHOICES:
-        raise MascInputError(f"on_uncertain '{on_uncertain}' is unknown: use {', '.join(UNCERTAIN_CHOICES)}")
+    rules = PassRules(by=by, cp_weight=cp_weight, pf_weight=pf_weight, min_cp=min_cp, min_pf=min_pf,
+                      reject_small_masks=reject_small_masks, min_foreground=min_foreground, on_uncertain=on_uncertain)
+    return rules.rank(scores, top_k=top_k, reject=reject)
+
+
+def _ranked(scores: Sequence[ImageScore], rules: PassRules, top_k: int | None, reject: Mapping[int, str] | None) -> Ranking:
     if top_k is not None:
         TOP_K.check(top_k)
+    by, min_cp, min_pf, on_uncertain = rules.by, rules.min_cp, rules.min_pf, rules.on_uncertain
     items = []
     for score in scores:
-        key = ranking_key(score, by, cp_weight, pf_weight)
+        key = rules.key(score)
         reasons = []
         if key is None:
             missing = [name for name, value in (("CP", score.cp), ("PF", score.pf)) if value is None and (by in (name.lower(), "both"))]
@@ -148,9 +213,9 @@ def rank(
             elif straddles and on_uncertain == "reject":
                 reasons.append(f"uncertain: {name} band straddles {threshold:g}")
         small = score.small_foreground
-        if min_foreground is not None and score.foreground_fraction is not None:
-            small = score.foreground_fraction < min_foreground
-        if reject_small_masks and small:
+        if rules.min_foreground is not None and score.foreground_fraction is not None:
+            small = score.foreground_fraction < rules.min_foreground
+        if rules.reject_small_masks and small:
             reasons.append("mask below the size filter (subject probably not rendered)")
         if reject and score.index in reject:
             reasons.append(reject[score.index])
@@ -159,4 +224,4 @@ def rank(
     items.sort(key=lambda item: (item.key is None, -(item.key if item.key is not None else 0.0), item.index))
     passing = [item.index for item in items if item.passed]
     selected = passing if top_k is None else passing[:top_k]
-    return Ranking(items=items, selected=selected, by=by, cp_weight=cp_weight, pf_weight=pf_weight)
+    return Ranking(items=items, selected=selected, by=by, cp_weight=rules.cp_weight, pf_weight=rules.pf_weight)

@@ -13,8 +13,7 @@ import torch
 from ..masc_core.acceptance import AcceptanceRules
 from ..masc_core.contact_sheet import thumbnail
 from ..masc_core.limits import BATCH_SIZE
-from ..masc_core.pruning import CandidateLedger, Ledger, PruneRules, preview_record, survivors
-from ..masc_core.ranking import ranking_key
+from ..masc_core.pruning import CandidateLedger, Ledger, PruneRules, preview_record, pruned_reason, survivors
 from .convert import comfy_images
 
 
@@ -66,13 +65,11 @@ class PrunedRound:
             self.last_preview[j] = (score, thumbnail(arrays[position]), step)
         if self.pruning.study:
             return list(alive)
-        rules = self.rules
-        chosen = [alive[p] for p in survivors(batch.scores, self.pruning.prune_keep, by=rules.by, cp_weight=rules.cp_weight, pf_weight=rules.pf_weight)]
+        passing = self.rules.passing
+        chosen = [alive[p] for p in survivors(batch.scores, self.pruning.prune_keep, passing)]
         for position, j in enumerate(alive):
             if j not in chosen:
-                key = ranking_key(batch.scores[position], rules.by, rules.cp_weight, rules.pf_weight)
-                shown = "undefined" if key is None else f"{key:+.4f}"
-                self.pruned[j] = f"pruned at step {step} of {self.steps} (preview {rules.key_label} {shown})"
+                self.pruned[j] = pruned_reason(step, self.steps, batch.scores[position], passing)
         return chosen
 
     def run(self, model, seeds, latent_image, progress, done, settings, ledger: Ledger):

@@ -11,13 +11,13 @@ from dataclasses import replace
 from ..masc_core.contact_sheet import MAX_TILE, MIN_TILE, ORDERS, contact_sheet, tiles_from
 from ..masc_core.errors import MascInputError
 from ..masc_core.picks import BOARD, NO_BROWSER, SHOWN, TIMED_OUT, PickOutcome, check_counts, pick_labels, timeout_seconds
-from ..masc_core.ranking import RANK_KEYS, rank
+from ..masc_core.ranking import RANK_KEYS
 from ..masc_core.scores import ScoreBatch
 from . import host
 from .convert import comfy_images, to_comfy_image_batch
 from .inputs import checked_inputs
 from .metadata import HIDDEN_INPUTS, image_digests, record
-from .selection_nodes import CARRIED_INPUTS, blocked, check_batch, select_images, select_latent, select_mask
+from .selection_nodes import CARRIED_INPUTS, check_batch, chosen_outputs, pass_rules
 from .types import CATEGORY, MASC_SCORES, Output, declare_outputs
 
 
@@ -145,7 +145,7 @@ class MaSCPick:
             heatmap_arrays = comfy_images(heatmaps, "heatmaps")
             if len(heatmap_arrays) != count:
                 raise MascInputError(f"heatmaps has {len(heatmap_arrays)} pictures for {count} images: connect one heatmap per scored image")
-        ranking = rank(scores.scores, by=rank_by, cp_weight=float(cp_weight), pf_weight=float(pf_weight))
+        ranking = pass_rules(rank_by, cp_weight, pf_weight).rank(scores.scores)
         shown = ranking.order[:show]
         outcome = self._ask(scores, images, shown, keep, seconds, heatmap_arrays, rank_by, unique_id)
         chosen = sorted((shown[p] for p in outcome.picks), key=shown.index)
@@ -157,10 +157,7 @@ class MaSCPick:
         outputs = [chosen.index(i) if i in chosen else None for i in range(count)]
         record(extra_pnginfo, unique_id, labelled, "MaSCPick", verdicts=verdicts, outputs=outputs, pixels=image_digests(images))
         report = _pick_report(count, shown, chosen, outcome, seconds)
-        result = (
-            select_images(images, chosen),
-            select_latent(latent, chosen, count) if latent is not None else blocked(1)[0],
-            select_mask(mask, chosen, count) if mask is not None else blocked(1)[0],
+        result = chosen_outputs(images, chosen, latent, mask) + (
             labelled,
             ", ".join(str(i) for i in chosen),
             report,

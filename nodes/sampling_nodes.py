@@ -131,7 +131,7 @@ class MaSCSampleUntil:
             seed=int(seed), accept=int(accept), max_candidates=int(max_candidates), batch_size=int(batch_size), by=rank_by,
             cp_weight=float(cp_weight), pf_weight=float(pf_weight), min_cp=threshold_value(min_cp), min_pf=threshold_value(min_pf),
             reject_small_masks=bool(reject_small_masks), min_foreground=float(min_foreground), on_shortfall=on_shortfall,
-            on_uncertain=on_uncertain or KEEP_BUT_MARK,  # absent in older graphs
+            on_uncertain=on_uncertain or KEEP_BUT_MARK, on_blend=on_blend or "report",  # both absent in older graphs
         ))
         rules = loop.rules
         check_pf_needs_masks(rules, segmenter)
@@ -141,7 +141,7 @@ class MaSCSampleUntil:
         ).check(batch_size=rules.batch_size, steps=int(steps), sampler_name=sampler_name, denoise=float(denoise),
                 noise_mask=latent_image.get("noise_mask") is not None)
         score_round, scored_subject = round_scorer(encoder, reference_image, reference_mask, subjects, subject, mask_subject,
-                                                   prompt, rules, segmenter, mask_threshold, on_blend or "report")  # absent in older graphs
+                                                   prompt, rules, segmenter, mask_threshold, rules.on_blend)
         sampling = host.sampling()
         progress = host.CandidateProgress(rules.max_candidates, steps)
         settings = dict(positive=positive, negative=negative, steps=int(steps), cfg=float(cfg), sampler_name=sampler_name,

@@ -14,7 +14,7 @@ import torch
 from ..masc_core.errors import MascInputError
 from ..masc_core.limits import TOP_K
 from ..masc_core.masks import MIN_FOREGROUND_FRACTION
-from ..masc_core.ranking import KEEP_BUT_MARK, RANK_KEYS, UNCERTAIN_CHOICES, rank, uncertain_mark
+from ..masc_core.ranking import KEEP_BUT_MARK, RANK_KEYS, UNCERTAIN_CHOICES, PassRules, uncertain_mark
 from ..masc_core.scores import ScoreBatch
 from . import host
 from .metadata import HIDDEN_INPUTS, image_digests, record
@@ -50,6 +50,30 @@ CARRIED_INPUTS = {
 def threshold_value(value: float) -> float | None:
     """A threshold widget's value, or None when it is off (-1)."""
     return None if value is None or value <= OFF else float(value)
+
+
+def pass_rules(rank_by="both", cp_weight=1.0, pf_weight=1.0, min_cp=OFF, min_pf=OFF, reject_small_masks=False,
+               min_foreground=None, on_uncertain=None, on_blend=None) -> PassRules:
+    """The widgets' values as one ``PassRules`` (thresholds at -1 off; options absent in older graphs at their defaults)."""
+    return PassRules(
+        by=rank_by, cp_weight=float(cp_weight), pf_weight=float(pf_weight), min_cp=threshold_value(min_cp),
+        min_pf=threshold_value(min_pf), reject_small_masks=bool(reject_small_masks),
+        min_foreground=None if min_foreground is None else float(min_foreground),
+        on_uncertain=on_uncertain or KEEP_BUT_MARK, on_blend=on_blend or "report",
+    )
+
+
+def chosen_outputs(images: torch.Tensor, chosen: list[int], latent=None, mask=None) -> tuple:
+    """(images, latent, mask) of the chosen batch positions, in ``chosen``'s order: what Select Best, Gate and Pick pass
+    on. An input not connected, or nothing chosen, gives ComfyUI's blocker, so the nodes downstream are skipped."""
+    if not chosen:
+        return blocked(3)
+    count = images.shape[0]
+    return (
+        select_images(images, chosen),
+        select_latent(latent, chosen, count) if latent is not None else blocked(1)[0],
+        select_mask(mask, chosen, count) if mask is not None else blocked(1)[0],
+    )
 
 
 def check_batch(scores: ScoreBatch, images: torch.Tensor) -> ScoreBatch:
@@ -173,26 +197,16 @@ class MaSCSelectBest:
         latent=None, mask=None, on_uncertain=None, extra_pnginfo=None, unique_id=None,
     ):
         scores = check_batch(scores, images)
-        ranking = rank(
-            scores.scores, by=rank_by, cp_weight=cp_weight, pf_weight=pf_weight, top_k=int(top_k),
-            min_cp=threshold_value(min_cp), min_pf=threshold_value(min_pf), reject_small_masks=bool(reject_small_masks),
-            min_foreground=float(min_foreground), on_uncertain=on_uncertain or KEEP_BUT_MARK,  # absent in older graphs
-        )
+        rules = pass_rules(rank_by, cp_weight, pf_weight, min_cp, min_pf, reject_small_masks, min_foreground, on_uncertain)
+        ranking = rules.rank(scores.scores, top_k=int(top_k))
         chosen = ranking.selected
         count = images.shape[0]
         table = ranking.table() + top_k_note(int(top_k), count, len([i for i in ranking.items if i.passed]))
         selection_entry(extra_pnginfo, unique_id, scores, images, "MaSCSelectBest", ranking, chosen, "selected")
         if not chosen:
             text = "no image passed; downstream nodes skipped\n" + table
-            return {"ui": {"text": [text]}, "result": blocked(3) + (-1, "", text)}
-        result = (
-            select_images(images, chosen),
-            select_latent(latent, chosen, count) if latent is not None else blocked(1)[0],
-            select_mask(mask, chosen, count) if mask is not None else blocked(1)[0],
-            chosen[0],
-            ", ".join(str(i) for i in chosen),
-            table,
-        )
+            return {"ui": {"text": [text]}, "result": chosen_outputs(images, chosen) + (-1, "", text)}
+        result = chosen_outputs(images, chosen, latent, mask) + (chosen[0], ", ".join(str(i) for i in chosen), table)
         return {"ui": {"text": [table]}, "result": result}
 
 
@@ -233,10 +247,7 @@ class MaSCGate:
         scores = check_batch(scores, images)
         cp_on, pf_on = threshold_value(min_cp), threshold_value(min_pf)
         by = "both" if (cp_on is not None and pf_on is not None) else ("pf" if pf_on is not None else "cp")
-        ranking = rank(
-            scores.scores, by=by, min_cp=cp_on, min_pf=pf_on, reject_small_masks=bool(reject_small_masks),
-            min_foreground=float(min_foreground), on_uncertain=on_uncertain or KEEP_BUT_MARK,  # absent in older graphs
-        )
+        ranking = pass_rules(by, 1.0, 1.0, min_cp, min_pf, reject_small_masks, min_foreground, on_uncertain).rank(scores.scores)
         passed = sorted(ranking.selected)
         count = images.shape[0]
         selection_entry(extra_pnginfo, unique_id, scores, images, "MaSCGate", ranking, passed, "passed")
@@ -244,13 +255,4 @@ class MaSCGate:
         for item in sorted(ranking.items, key=lambda x: x.index):
             lines.append(f"#{item.index}: " + ("pass" if item.passed else "reject (" + "; ".join(item.reasons) + ")") + uncertain_mark(item.uncertain))
         report = "\n".join(lines)
-        if not passed:
-            return {"ui": {"text": [report]}, "result": blocked(3) + (0, report)}
-        result = (
-            select_images(images, passed),
-            select_latent(latent, passed, count) if latent is not None else blocked(1)[0],
-            select_mask(mask, passed, count) if mask is not None else blocked(1)[0],
-            len(passed),
-            report,
-        )
-        return {"ui": {"text": [report]}, "result": result}
+        return {"ui": {"text": [report]}, "result": chosen_outputs(images, passed, latent, mask) + (len(passed), report)}

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..masc_core.errors import MascInputError
+from ..masc_core.ranking import BLEND_CHOICES as BLENDS
 from ..masc_core.report import subjects_table
 from ..masc_core.stripping import parse_subject_names
 from ..masc_core.subject_scoring import score_subjects
@@ -21,7 +22,8 @@ from .metadata import HIDDEN_INPUTS, image_digests, record, scoring_context
 from .scoring_nodes import ENCODER_INPUT, IMAGE_INPUT, PROMPT_INPUT, REFERENCE_INPUT, REFERENCE_MASK_INPUT
 from .types import CATEGORY, MASC_SCORES, MASC_SUBJECTS, Output, declare_outputs
 
-BLEND_CHOICES = ["report", "reject"]
+BLEND_CHOICES = list(BLENDS)
+"""The on_blend combo (``masc_core.ranking.BLEND_CHOICES``)."""
 
 
 @dataclass(frozen=True)

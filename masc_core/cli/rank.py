@@ -8,7 +8,7 @@ import os
 import sys
 
 from ..errors import MascInputError
-from ..ranking import RANK_KEYS, rank
+from ..ranking import RANK_KEYS, PassRules
 from .options import add_model_options, add_pair_options, positive_int, score_pairs
 
 
@@ -81,10 +81,9 @@ def run(args: argparse.Namespace) -> int:
     if args.contact_sheet is not None and not args.contact_sheet.lower().endswith(".png"):
         raise MascInputError(f"--contact-sheet '{args.contact_sheet}': give the sheet a .png name")
     encoder, scores, reject = _scored(args)
-    ranking = rank(
-        scores, by=args.by, cp_weight=args.cp_weight, pf_weight=args.pf_weight, top_k=args.top,
-        min_cp=args.min_cp, min_pf=args.min_pf, reject_small_masks=args.reject_small_masks, reject=reject,
-    )
+    rules = PassRules(by=args.by, cp_weight=args.cp_weight, pf_weight=args.pf_weight, min_cp=args.min_cp, min_pf=args.min_pf,
+                      reject_small_masks=args.reject_small_masks, on_blend="reject" if args.reject_blends else "report")
+    ranking = rules.rank(scores, top_k=args.top, reject=reject)
     if args.contact_sheet is not None:
         _write_contact_sheet(args, scores, ranking)
     if args.json:
