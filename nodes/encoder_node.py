@@ -5,13 +5,13 @@ from __future__ import annotations
 from ..masc_core.limits import MAX_PATCHES
 from ..masc_core.models.checkpoints import PAPER_MODEL_ID
 from ..masc_core.models.encoder import MascEncoder
-from . import host
 from .inputs import checked_inputs
-from .types import CATEGORY, MASC_ENCODER, Output, declare_outputs
+from .loaders import CheckpointLoader
+from .types import MASC_ENCODER, Output, declare_outputs
 
 
 @checked_inputs
-class MaSCLoadEncoder:
+class MaSCLoadEncoder(CheckpointLoader):
     """Node: Load MaSC Encoder."""
 
     SEARCH_ALIASES = ["siglip", "siglip2", "clip vision", "load masc"]
@@ -22,31 +22,24 @@ class MaSCLoadEncoder:
         "ComfyUI/models/masc/ (or a path set in extra_model_paths.yaml under 'masc'). The paper uses "
         f"{PAPER_MODEL_ID}; choosing that name downloads it when the machine is online."
     )
-    CATEGORY = CATEGORY
     RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
         Output(MASC_ENCODER, "encoder", "The loaded SigLIP2 encoder; connect it to every MaSC scoring node."),
     )
-    FUNCTION = "load"
+    KIND, HUB_ID = "masc", PAPER_MODEL_ID
+    MODEL_TOOLTIP = "A checkpoint folder under models/masc, or the paper's Hub id (downloaded once into models/masc)."
+    PRECISION_NOTE = " fp32 reproduces the paper's package exactly."
 
     @classmethod
-    def INPUT_TYPES(cls):
+    def option_inputs(cls) -> dict:
         return {
-            "required": {
-                "model": (
-                    host.checkpoint_choices("masc", PAPER_MODEL_ID),
-                    {"tooltip": "A checkpoint folder under models/masc, or the paper's Hub id (downloaded once into models/masc)."},
-                ),
-                "device": host.DEVICE_INPUT,
-                "precision": host.precision_input(" fp32 reproduces the paper's package exactly."),
-                "max_patches": (
-                    "INT",
-                    {"default": 1024, "min": MAX_PATCHES.low, "max": MAX_PATCHES.high, "step": 16, "tooltip": "NaFlex patch budget per image (the paper: 1024). Fixed-size checkpoints ignore it."},
-                ),
-            }
+            "max_patches": (
+                "INT",
+                {"default": 1024, "min": MAX_PATCHES.low, "max": MAX_PATCHES.high, "step": 16, "tooltip": "NaFlex patch budget per image (the paper: 1024). Fixed-size checkpoints ignore it."},
+            ),
         }
 
-    def load(self, model: str, device: str, precision: str, max_patches: int):
-        def build(path, offload, dtype, download_dir):
-            return MascEncoder.load(path, device=offload, precision=dtype, max_num_patches=int(max_patches), download_dir=download_dir)
+    def build(self, path, offload, dtype, download_dir, max_patches):
+        return MascEncoder.load(path, device=offload, precision=dtype, max_num_patches=int(max_patches), download_dir=download_dir)
 
-        return (host.load_shared("masc", model, PAPER_MODEL_ID, device, precision, build, int(max_patches)),)
+    def load(self, model: str, device: str, precision: str, max_patches: int):
+        return super().load(model, device, precision, max_patches=int(max_patches))

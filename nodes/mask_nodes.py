@@ -14,11 +14,12 @@ from ..masc_core.models.clipseg import CLIPSEG_MODEL_ID, ClipSegSegmenter
 from . import host
 from .convert import comfy_images, to_comfy_image_batch
 from .inputs import checked_inputs
+from .loaders import CheckpointLoader
 from .types import CATEGORY, MASC_SEGMENTER, Output, declare_outputs
 
 
 @checked_inputs
-class MaSCLoadAutoMaskModel:
+class MaSCLoadAutoMaskModel(CheckpointLoader):
     """Node: Load MaSC Auto Mask Model."""
 
     SEARCH_ALIASES = ["clipseg", "segmentation model"]
@@ -28,30 +29,17 @@ class MaSCLoadAutoMaskModel:
         "Loads a CLIPSeg checkpoint (Hugging Face folder) for MaSC Auto Mask. Put checkpoint folders in "
         f"ComfyUI/models/clipseg/; choosing {CLIPSEG_MODEL_ID} downloads it when the machine is online."
     )
-    CATEGORY = CATEGORY
     RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
         Output(MASC_SEGMENTER, "segmenter", "The loaded CLIPSeg model; connect it to MaSC Auto Mask nodes."),
     )
-    FUNCTION = "load"
+    KIND, HUB_ID = "clipseg", CLIPSEG_MODEL_ID
+    MODEL_TOOLTIP = "A CLIPSeg folder under models/clipseg, or the usual Hub id (downloaded once into models/clipseg)."
 
-    @classmethod
-    def INPUT_TYPES(cls):
-        return {
-            "required": {
-                "model": (
-                    host.checkpoint_choices("clipseg", CLIPSEG_MODEL_ID),
-                    {"tooltip": "A CLIPSeg folder under models/clipseg, or the usual Hub id (downloaded once into models/clipseg)."},
-                ),
-                "device": host.DEVICE_INPUT,
-                "precision": host.precision_input(),
-            }
-        }
+    def build(self, path, offload, dtype, download_dir):
+        return ClipSegSegmenter.load(path, device=offload, precision=dtype, download_dir=download_dir)
 
-    def load(self, model: str, device: str, precision: str):
-        def build(path, offload, dtype, download_dir):
-            return ClipSegSegmenter.load(path, device=offload, precision=dtype, download_dir=download_dir)
-
-        return (host.load_shared("clipseg", model, CLIPSEG_MODEL_ID, device, precision, build),)
+    def load(self, model: str, device: str, precision: str):  # the node's inputs by name (ComfyUI calls it with them)
+        return super().load(model, device, precision)
 
 
 @checked_inputs
