@@ -6,12 +6,11 @@ relatively.
 """
 
 from .nodes import NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS
-from .masc_core.picks import BOARD
 from .nodes.host import copy_example_inputs, register_model_folders, register_pick_route
 
 register_model_folders()
-# MaSC Pick's answers from the browser (POST /masc/pick), checked against the nodes waiting on BOARD.
-register_pick_route(BOARD)
+# MaSC Pick's routes (the browser's answers and announcements), once per process, on this copy's board.
+register_pick_route()
 # The example workflows' inputs (masc_example_*), into ComfyUI/input (never over a user's file).
 copy_example_inputs()
 

@@ -1,7 +1,7 @@
 """The artist's picks (MaSC Pick): a node waits for a choice made in the browser, never forever.
 
-A node that shows candidates opens a ``PickRequest`` on the process-wide
-``PickBoard`` and waits on it; the browser answers through one HTTP route,
+A node that shows candidates opens a ``PickRequest`` on the process's
+``PickBoard`` and waits on it; the browser answers through an HTTP route,
 which hands the request body to ``PickBoard.answer``. Everything a browser
 (or anything else that can reach the server) sends is checked here: the
 request must be open (its random token names one waiting node of this
@@ -22,8 +22,9 @@ the page announces itself again (a reload, a reconnect) the request is shown
 again; when its socket is gone for ``GRACE_SECONDS`` the default goes on. The
 deadline and an answer are decided under one lock: an answer the route
 accepted is the one used, and one that comes after the deadline is refused.
-The board knows no ComfyUI: the node passes the interrupt check and the
-audience in, and the route lives in ``nodes.host``.
+The board knows no ComfyUI nor HTTP: the node passes the interrupt check
+and the audience in; the process's one board, the routes and their statuses
+live in ``nodes.host.browser``.
 """
 
 from __future__ import annotations
@@ -54,11 +55,9 @@ POLL_SECONDS = 0.1
 """How often a waiting node checks for Cancel and for its page."""
 GRACE_SECONDS = 10.0
 """How long a waiting node waits for its page's socket to come back (a reload takes a few seconds) before the default."""
-MAX_BODY_BYTES = 4096
-"""A pick is a token, a node id and at most ``SHOWN.high`` small integers: anything longer is refused unread."""
 SHOWN = IntRange("show", 1, 64)
 """How many candidates a dialog shows (and ``keep`` at most): a person can compare a few dozen tiles, not thousands.
-The largest answer (every shown position picked, a long subgraph node id) stays far below ``MAX_BODY_BYTES``."""
+An answer is then a token, a node id and at most 64 small integers (the route's size cap is the nodes' side)."""
 MAX_CLIENT_ID = 128
 """Longest client id a page may announce (ComfyUI's are 32 hex digits)."""
 MAX_ANNOUNCED = 1024
@@ -78,12 +77,20 @@ class Audience(Protocol):
         """Send the open request to the page (again)."""
 
 
-class PickRefused(MascInputError):
-    """An answer the board does not take; ``status`` is the HTTP status the route replies with."""
+MALFORMED = "malformed"
+UNKNOWN = "unknown"
+ANSWERED = "answered"
+REFUSALS = (MALFORMED, UNKNOWN, ANSWERED)
+"""Why the board refuses: not an answer or announcement it takes; no node waiting for that token (finished, timed
+out, cancelled, or never); already answered. The route turns each into its HTTP status."""
 
-    def __init__(self, status: int, message: str):
+
+class PickRefused(MascInputError):
+    """An answer the board does not take; ``kind`` (``REFUSALS``) says why."""
+
+    def __init__(self, kind: str, message: str):
         super().__init__(message)
-        self.status = status
+        self.kind = kind
 
 
 @dataclass
@@ -124,7 +131,7 @@ class PickBoard:
         """A page says it can answer picks: ``{"client": its client id}``; ``PickRefused`` otherwise. Returns the count."""
         client = body.get("client") if isinstance(body, dict) and set(body) == {"client"} else None
         if not isinstance(client, str) or not 0 < len(client) <= MAX_CLIENT_ID or not client.isprintable():
-            raise PickRefused(400, f"an announcement is a JSON object with exactly client, a client id of at most {MAX_CLIENT_ID} characters")
+            raise PickRefused(MALFORMED, f"an announcement is a JSON object with exactly client, a client id of at most {MAX_CLIENT_ID} characters")
         with self._lock:
             count = self._announced.pop(client, 0) + 1
             self._announced[client] = count
@@ -157,24 +164,24 @@ class PickBoard:
     def answer(self, body: Any) -> PickRequest:
         """Take a browser's answer ``{"token": str, "node": str, "picks": [int, ...]}``; ``PickRefused`` otherwise."""
         if not isinstance(body, dict) or set(body) != {"token", "node", "picks"}:
-            raise PickRefused(400, "a pick is a JSON object with exactly token, node and picks")
+            raise PickRefused(MALFORMED, "a pick is a JSON object with exactly token, node and picks")
         token, node, picks = body["token"], body["node"], body["picks"]
         if not isinstance(token, str) or not isinstance(node, str):
-            raise PickRefused(400, "token and node must be strings")
+            raise PickRefused(MALFORMED, "token and node must be strings")
         with self._lock:
             request = self._open.get(token)
             if request is None:
-                raise PickRefused(404, "no MaSC Pick of this server is waiting for that token: it finished, timed out or was cancelled")
+                raise PickRefused(UNKNOWN, "no MaSC Pick of this server is waiting for that token: it finished, timed out or was cancelled")
             if node != request.node_id:
-                raise PickRefused(400, f"that token belongs to node {request.node_id}, not to node {node[:40]!r}")
+                raise PickRefused(MALFORMED, f"that token belongs to node {request.node_id}, not to node {node[:40]!r}")
             if request.answer is not None:
-                raise PickRefused(409, "this pick was already answered")
+                raise PickRefused(ANSWERED, "this pick was already answered")
             if (
                 not isinstance(picks, list) or not picks or len(picks) > request.count
                 or any(not isinstance(p, int) or isinstance(p, bool) for p in picks)
                 or len(set(picks)) != len(picks) or any(not 0 <= p < request.count for p in picks)
             ):
-                raise PickRefused(400, f"picks must be 1 to {request.count} distinct positions from 0 to {request.count - 1}")
+                raise PickRefused(MALFORMED, f"picks must be 1 to {request.count} distinct positions from 0 to {request.count - 1}")
             request.answer = list(picks)
             request._answered.set()
         return request
@@ -226,10 +233,6 @@ class PickBoard:
 
     def _timed(self, outcome: PickOutcome, started: float) -> PickOutcome:
         return PickOutcome(outcome.picks, outcome.how, self._clock() - started)
-
-
-BOARD = PickBoard()
-"""The one board of this process: the pick route and every MaSC Pick use it."""
 
 
 def pick_labels(shown: list[int], count: int, outcome: PickOutcome) -> list[str | None]:

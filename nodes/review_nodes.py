@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from ..masc_core.contact_sheet import MAX_TILE, MIN_TILE, ORDERS, contact_sheet, tiles_from
 from ..masc_core.errors import MascInputError
-from ..masc_core.picks import BOARD, NO_BROWSER, SHOWN, TIMED_OUT, PickOutcome, check_counts, pick_labels, timeout_seconds
+from ..masc_core.picks import NO_BROWSER, SHOWN, TIMED_OUT, PickOutcome, check_counts, pick_labels, timeout_seconds
 from ..masc_core.ranking import RANK_KEYS
 from ..masc_core.scores import ScoreBatch
 from . import host
@@ -171,7 +171,7 @@ class MaSCPick:
         Only a page whose script announced it can answer is asked (an API script on the websocket is not).
         """
         default = list(range(keep))
-        board = host.pick_board(BOARD)
+        board = host.pick_board()
         browser = host.pick_browser()
         client = browser.client() if browser is not None else None
         if client is None or board.announcements(client) == 0:
@@ -182,7 +182,7 @@ class MaSCPick:
         tiles = {tile.index: tile for tile in tiles_from(scores, by=rank_by)}
         request = board.open(unique_id, len(shown), default)
         shown_request = {
-            "token": request.token, "node": request.node_id, "timeout": seconds, "keep": keep,
+            "token": request.token, "node": request.node_id, "timeout": seconds, "keep": keep, "default": default,
             "images": host.save_previews(pictures, "masc_pick"),
             "heatmaps": host.save_previews([heatmap_arrays[i] for i in shown], "masc_pick_heatmap") if heatmap_arrays else [],
             "captions": [tiles[i].lines()[:2] for i in shown],

@@ -9,7 +9,10 @@ import threading
 import pytest
 import torch
 
-from masc_core.picks import CHOSEN, NO_BROWSER, TIMED_OUT, PickBoard, PickOutcome, PickRefused, pick_labels
+from masc_core.picks import ANSWERED, CHOSEN, MALFORMED, NO_BROWSER, TIMED_OUT, UNKNOWN, PickBoard, PickOutcome, PickRefused, pick_labels
+
+KIND = {400: MALFORMED, 404: UNKNOWN, 409: ANSWERED}
+"""The board's refusals by the HTTP status the route answers them with (nodes.host.STATUS)."""
 
 
 class FakeClock:
@@ -34,18 +37,18 @@ def test_board_takes_one_checked_answer_for_a_waiting_node():
     ]:
         with pytest.raises(PickRefused) as refused:
             board.answer(body)
-        assert refused.value.status == status, body
+        assert refused.value.kind == KIND[status], body
         assert "\n" not in str(refused.value)
     assert request.answer is None  # nothing refused left a mark
     board.answer(good)
     with pytest.raises(PickRefused) as again:
         board.answer(good)
-    assert again.value.status == 409
+    assert again.value.kind == ANSWERED
     outcome = board.wait(request, 10, lambda: None)
     assert outcome.picks == [2, 0] and outcome.how == CHOSEN
     with pytest.raises(PickRefused) as finished:
         board.answer(good)
-    assert finished.value.status == 404 and board.waiting() == 0
+    assert finished.value.kind == UNKNOWN and board.waiting() == 0
 
 
 def test_wait_times_out_with_the_default_and_honours_cancel():
@@ -124,7 +127,7 @@ def run_pick(pack, browser, *, show=4, keep=1, timeout=60, extra=None, **optiona
 
 
 def test_a_pick_in_the_browser_passes_those_candidates_on_with_labels(pack, comfy_dirs):
-    board = importlib.import_module(pack.__name__ + ".masc_core.picks").BOARD
+    board = importlib.import_module(pack.__name__ + ".nodes.host").pick_board()
     browser = Browser(board, picks=[2, 0])  # positions among those shown: the 3rd and the 1st best by CP
     extra = {}
     out, images = run_pick(pack, browser, extra=extra)
@@ -157,9 +160,9 @@ def test_no_browser_takes_the_score_order_at_once_and_teaches_nothing(pack):
 
 
 def test_timeout_keeps_the_default(pack, monkeypatch):
-    picks = importlib.import_module(pack.__name__ + ".masc_core.picks")
-    monkeypatch.setattr(picks.BOARD, "_clock", FakeClock())  # 20 looks at the clock = 1 s: no real waiting
-    browser = Browser(picks.BOARD)  # shows the dialog, nobody clicks
+    board = importlib.import_module(pack.__name__ + ".nodes.host").pick_board()
+    monkeypatch.setattr(board, "_clock", FakeClock())  # 20 looks at the clock = 1 s: no real waiting
+    browser = Browser(board)  # shows the dialog, nobody clicks
     out, _ = run_pick(pack, browser, timeout=1)
     assert out["result"][4] == "1" and out["result"][3].context.labels == [None] * 6
     assert out["result"][5] == "no pick within 1 s\nkept #1: the first 1 in score order\n(not logged as picks)"
@@ -168,12 +171,12 @@ def test_timeout_keeps_the_default(pack, monkeypatch):
 
 def test_cancel_while_waiting_stops_the_prompt_and_closes_the_dialog(pack, monkeypatch):
     host = importlib.import_module(pack.__name__ + ".nodes.host")
-    picks = importlib.import_module(pack.__name__ + ".masc_core.picks")
+    board = host.pick_board()
 
     class Interrupted(Exception):
         pass
 
-    browser = Browser(picks.BOARD)
+    browser = Browser(board)
 
     def check():
         if browser.events:  # the dialog is up: the user presses Cancel
@@ -182,7 +185,7 @@ def test_cancel_while_waiting_stops_the_prompt_and_closes_the_dialog(pack, monke
     monkeypatch.setattr(host, "check_interrupt", check)
     with pytest.raises(Interrupted):
         run_pick(pack, browser, timeout=3600)
-    assert [e for e, _ in browser.events] == ["masc.pick", "masc.pick.closed"] and picks.BOARD.waiting() == 0
+    assert [e for e, _ in browser.events] == ["masc.pick", "masc.pick.closed"] and board.waiting() == 0
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -200,3 +203,11 @@ def test_bad_counts_are_one_line(pack, kwargs, message):
 def test_a_pick_is_never_served_from_the_cache(pack):
     value = pack.NODE_CLASS_MAPPINGS["MaSCPick"].IS_CHANGED(show=4)
     assert value != value  # NaN never equals the previous run's value
+
+
+def test_the_route_answers_each_refusal_with_its_status(pack):
+    host = importlib.import_module(pack.__name__ + ".nodes.host")
+    assert {kind: host.STATUS[kind] for kind in KIND.values()} == {MALFORMED: 400, UNKNOWN: 404, ANSWERED: 409}
+    config = host.pick_config()
+    assert config == {"events": {"show": host.PICK_EVENT, "closed": host.PICK_CLOSED_EVENT},
+                      "routes": {"answer": host.PICK_ROUTE, "hello": host.PICK_HELLO_ROUTE}}

@@ -13,7 +13,7 @@ import pytest
 
 from masc_core.files import JSONUnreadable, parse_json
 from masc_core.picks import (
-    CHOSEN, GRACE_SECONDS, MAX_ANNOUNCED, MAX_BODY_BYTES, NO_BROWSER, POLL_SECONDS, SHOWN, TIMED_OUT, PickBoard, PickRefused,
+    CHOSEN, GRACE_SECONDS, MALFORMED, MAX_ANNOUNCED, NO_BROWSER, POLL_SECONDS, SHOWN, TIMED_OUT, UNKNOWN, PickBoard, PickRefused,
 )
 
 
@@ -80,7 +80,7 @@ def test_a_page_whose_socket_stays_gone_gets_the_default_after_the_grace_period(
     assert 2.0 + GRACE_SECONDS <= clock.now < 2.0 + GRACE_SECONDS + 1.0  # not the day-long timeout
     with pytest.raises(PickRefused) as late:  # the dialog's answer after that is refused, not silently dropped
         board.answer({"token": request.token, "node": "7", "picks": [0]})
-    assert late.value.status == 404 and board.waiting() == 0
+    assert late.value.kind == UNKNOWN and board.waiting() == 0
 
 
 def test_a_socket_that_comes_back_within_the_grace_period_keeps_the_wait():
@@ -115,7 +115,7 @@ def test_an_answer_after_the_deadline_is_refused():
     assert outcome.how == TIMED_OUT
     with pytest.raises(PickRefused) as late:
         board.answer({"token": request.token, "node": "7", "picks": [3]})
-    assert late.value.status == 404
+    assert late.value.kind == UNKNOWN
 
 
 def test_announcements_are_checked_and_bounded():
@@ -124,7 +124,7 @@ def test_announcements_are_checked_and_bounded():
                  {"client": "a", "more": 1}]:
         with pytest.raises(PickRefused) as refused:
             board.announce(body)
-        assert refused.value.status == 400 and "\n" not in str(refused.value)
+        assert refused.value.kind == MALFORMED and "\n" not in str(refused.value)
     assert board.announce({"client": "tab"}) == 1 and board.announce({"client": "tab"}) == 2
     for n in range(MAX_ANNOUNCED + 50):
         board.announce({"client": f"c{n}"})
@@ -133,7 +133,8 @@ def test_announcements_are_checked_and_bounded():
     assert board.announcements(None) == 0
 
 
-def test_the_largest_answer_the_dialog_can_send_fits_the_route():
+def test_the_largest_answer_the_dialog_can_send_fits_the_route(pack):
+    MAX_BODY_BYTES = importlib.import_module(pack.__name__ + ".nodes.host").MAX_BODY_BYTES
     board = PickBoard()
     node_id = ":".join(["12345"] * 40)  # a node deep inside nested subgraphs
     request = board.open(node_id, SHOWN.high, list(range(SHOWN.high)))
@@ -170,7 +171,7 @@ def test_a_page_that_never_announced_is_not_asked(pack):
     asked: the default at once, whatever the timeout, and nothing is sent to it."""
     from test_pick import Browser, run_pick
 
-    board = importlib.import_module(pack.__name__ + ".masc_core.picks").BOARD
+    board = importlib.import_module(pack.__name__ + ".nodes.host").pick_board()
     script = Browser(board, client="automation-script", script=False)
     out, _ = run_pick(pack, script, timeout=86400)
     assert script.events == []

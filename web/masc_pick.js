@@ -4,14 +4,17 @@
 // (answered, timed out or cancelled), so it never outlives the wait. Plain DOM and the front end's public api only:
 // the same code runs in front end 1.27, 1.49 and 1.58.
 //
-// The server asks only a page that said it can answer: this script announces its client id to /masc/pick/hello when
-// it loads and whenever the websocket reconnects. A reloaded tab keeps its client id (the front end keeps it in
+// The event names and routes come from the server (GET /masc/pick/config), the one place they are written; so does
+// the default pick ("default" in each request). The server asks only a page that said it can answer: this script
+// announces its client id to the hello route when it loads and whenever the websocket reconnects. A reloaded tab keeps its client id (the front end keeps it in
 // sessionStorage), so the server sees the announcement and shows the open pick again; any other websocket client (an
 // API script) is never asked and gets the default at once.
 import { app } from "../../scripts/app.js";
 import { api } from "../../scripts/api.js";
 
 const DIALOG_CLASS = "masc-pick";
+const CONFIG_ROUTE = "/masc/pick/config";
+let config = null; // {events: {show, closed}, routes: {answer, hello}}, from the server
 let open = null; // {token, root, timer}
 
 function viewUrl(image) {
@@ -46,7 +49,7 @@ function button(label, onClick, primary = false) {
 async function send(detail, picks, status) {
   status.textContent = "sending…";
   try {
-    const response = await api.fetchApi("/masc/pick", {
+    const response = await api.fetchApi(config.routes.answer, {
       method: "POST",
       headers: { "Content-Type": "application/json" },
       body: JSON.stringify({ token: detail.token, node: detail.node, picks }),
@@ -67,9 +70,9 @@ let announced = null; // {client, socket}: what the server was last told
 
 function announce(force = false) {
   const client = api.clientId;
-  if (!client || (!force && announced?.client === client && announced?.socket === api.socket)) return;
+  if (!config || !client || (!force && announced?.client === client && announced?.socket === api.socket)) return;
   announced = { client, socket: api.socket };
-  api.fetchApi("/masc/pick/hello", {
+  api.fetchApi(config.routes.hello, {
     method: "POST",
     headers: { "Content-Type": "application/json" },
     body: JSON.stringify({ client }),
@@ -128,8 +131,7 @@ function show(detail) {
   const status = element("div", { fontSize: "13px", marginTop: "8px", minHeight: "18px" });
   const bar = element("div", { display: "flex", gap: "8px", marginTop: "12px", alignItems: "center", flexWrap: "wrap" });
   const best = detail.keep === 1 ? "the best by score" : `the best ${detail.keep} by score`;
-  const defaultButton = button(`Keep ${best}`,
-    () => send(detail, [...Array(detail.keep).keys()], status));
+  const defaultButton = button(`Keep ${best}`, () => send(detail, detail.default, status));
   defaultButton.dataset.action = "default";
   bar.append(keepButton, defaultButton);
   if (detail.heatmaps?.length === detail.images.length) {
@@ -159,13 +161,21 @@ function show(detail) {
 
 app.registerExtension({
   name: "masc.pick",
-  setup() {
+  async setup() {
+    try {
+      const response = await api.fetchApi(CONFIG_ROUTE);
+      if (!response.ok) return; // a server without the pack's routes: no page is announced, so none is asked
+      config = await response.json();
+    } catch (error) {
+      console.warn(`MaSC Pick: no dialog in this tab (${error})`);
+      return;
+    }
     // The client id is known once the socket's first status message arrived (before or after this runs).
     api.addEventListener("status", () => announce());
     api.addEventListener("reconnected", () => announce(true));
     announce();
-    api.addEventListener("masc.pick", (event) => show(event.detail));
-    api.addEventListener("masc.pick.closed", (event) => close(event.detail?.token));
+    api.addEventListener(config.events.show, (event) => show(event.detail));
+    api.addEventListener(config.events.closed, (event) => close(event.detail?.token));
     api.addEventListener("execution_interrupted", () => close());
     api.addEventListener("execution_error", () => close());
   },

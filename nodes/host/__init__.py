@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from ...masc_core.images import preview_thumbnail, thumbnail_size
 from .browser import (
-    PICK_CLOSED_EVENT, PICK_EVENT, PICK_HELLO_ROUTE, PICK_ROUTE, ComfyBrowser, pick_board, pick_browser, register_pick_route,
-    use_pick_browser,
+    MAX_BODY_BYTES, PICK_CLOSED_EVENT, PICK_CONFIG_ROUTE, PICK_EVENT, PICK_HELLO_ROUTE, PICK_ROUTE, STATUS, ComfyBrowser,
+    pick_board, pick_browser, pick_config, register_pick_route, use_pick_browser,
 )
 from .comfy import IN_COMFYUI, ExecutionBlocker
 from .execution import (
@@ -35,10 +35,10 @@ from .sampling import (
 )
 
 __all__ = [
-    "BATCH_EXACT_SAMPLERS", "DEVICE_INPUT", "EXAMPLE_PREFIX", "IN_COMFYUI", "MODEL_FOLDERS", "PICK_CLOSED_EVENT",
-    "PICK_EVENT", "PICK_HELLO_ROUTE", "PICK_ROUTE", "PREVIEW_DIR_ENV", "CandidateProgress", "ComfyBrowser", "CoreSampling",
+    "BATCH_EXACT_SAMPLERS", "DEVICE_INPUT", "EXAMPLE_PREFIX", "IN_COMFYUI", "MAX_BODY_BYTES", "MODEL_FOLDERS",
+    "PICK_CLOSED_EVENT", "PICK_CONFIG_ROUTE", "PICK_EVENT", "PICK_HELLO_ROUTE", "PICK_ROUTE", "STATUS", "PREVIEW_DIR_ENV", "CandidateProgress", "ComfyBrowser", "CoreSampling",
     "ExecutionBlocker", "ManagedModel", "check_interrupt", "checkpoint_choices", "checkpoint_folder", "copy_example_inputs",
-    "interrupt_callback", "list_checkpoints", "load_shared", "make_patcher", "output_directory", "pick_board", "pick_browser",
+    "interrupt_callback", "list_checkpoints", "load_shared", "make_patcher", "output_directory", "pick_board", "pick_browser", "pick_config",
     "precision_input", "preview_thumbnail", "progress_callback", "register_model_folders", "register_pick_route",
     "sampler_names", "samples_one_by_one", "sampling", "save_previews", "scheduler_names", "thumbnail_size",
     "use_pick_browser", "use_sampling",

@@ -11,7 +11,16 @@ import contextlib
 import logging
 import os
 
+from ...masc_core.picks import ANSWERED, MALFORMED, UNKNOWN, PickBoard
 from .comfy import IN_COMFYUI, prompt_server
+
+MAX_BODY_BYTES = 4096
+"""A pick is a token, a node id and at most 64 small integers; an announcement a client id: anything longer is refused
+unread (the largest answer the dialog can send stays under a quarter of this)."""
+STATUS = {MALFORMED: 400, UNKNOWN: 404, ANSWERED: 409}
+"""The HTTP status of each of the board's refusals."""
+BOARD = PickBoard()
+"""This copy's board: the routes answer it when this copy registered them (``pick_board``)."""
 
 PICK_EVENT = "masc.pick"
 """Sent to the browser that queued the prompt: show these candidates and answer with a pick."""
@@ -21,6 +30,13 @@ PICK_ROUTE = "/masc/pick"
 """Where the browser posts its answer (ComfyUI serves it under /api too)."""
 PICK_HELLO_ROUTE = "/masc/pick/hello"
 """Where the pack's script announces that its page can answer picks (on load and on every reconnect)."""
+PICK_CONFIG_ROUTE = "/masc/pick/config"
+"""Where the pack's script reads the event names and the routes above (GET), so they are written only here."""
+
+
+def pick_config() -> dict:
+    """What the pack's script needs to know of the server's side: the events it listens to and the routes it posts to."""
+    return {"events": {"show": PICK_EVENT, "closed": PICK_CLOSED_EVENT}, "routes": {"answer": PICK_ROUTE, "hello": PICK_HELLO_ROUTE}}
 
 
 class ComfyBrowser:
@@ -59,7 +75,7 @@ def pick_browser():
     return _BROWSER
 
 
-def pick_board(own):
+def pick_board(own: PickBoard = BOARD):
     """The board this process's pick routes answer (``register_pick_route``), or ``own`` when there is none.
 
     With two copies of the pack installed, the first copy's board is the one the routes serve; a copy's
@@ -91,7 +107,6 @@ def _json_body_error(message: str, status: int = 400):
 async def _read_json_body(request, what: str):
     """A route's JSON body (at most ``MAX_BODY_BYTES``, its length given), or the refusal to answer with."""
     from ...masc_core.files import JSONUnreadable, parse_json
-    from ...masc_core.picks import MAX_BODY_BYTES
 
     length = request.content_length
     if length is None or length > MAX_BODY_BYTES:
@@ -102,11 +117,12 @@ async def _read_json_body(request, what: str):
         return None, _json_body_error(f"{what} is not JSON ({why})")
 
 
-def register_pick_route(board) -> bool:
-    """Serve MaSC Pick's two routes, once per process; True when this call registered them.
+def register_pick_route(board: PickBoard = BOARD) -> bool:
+    """Serve MaSC Pick's routes, once per process; True when this call registered them.
 
     - POST ``PICK_ROUTE``: a browser's answer for a waiting MaSC Pick, handed to ``board.answer`` (checked there).
     - POST ``PICK_HELLO_ROUTE``: the pack's script announces that its page can answer picks (``board.announce``).
+    - GET ``PICK_CONFIG_ROUTE``: the event names and routes above, for the pack's script (``pick_config``).
 
     Bodies are read only when they declare a length of at most ``MAX_BODY_BYTES``; every refusal is a JSON
     ``{"error": one line}`` with the board's status (400 malformed, 404 nobody waiting, 409 answered, 413 too long).
@@ -118,7 +134,7 @@ def register_pick_route(board) -> bool:
     server = ComfyBrowser._server()
     if server is None:
         return False
-    taken = any(getattr(route, "path", None) in (PICK_ROUTE, PICK_HELLO_ROUTE) for route in getattr(server, "routes", ()))
+    taken = any(getattr(route, "path", None) in (PICK_ROUTE, PICK_HELLO_ROUTE, PICK_CONFIG_ROUTE) for route in getattr(server, "routes", ()))
     if getattr(server, _BOARD_ATTRIBUTE, None) is not None or taken:  # taken: an older copy that did not leave its board
         logging.warning(
             "MaSC: another copy of the pack is installed (this one at %s); MaSC Pick's routes stay with the first copy "
@@ -135,7 +151,7 @@ def register_pick_route(board) -> bool:
         try:
             board.answer(body)
         except PickRefused as refused:
-            return _json_body_error(str(refused), refused.status)
+            return _json_body_error(str(refused), STATUS[refused.kind])
         from aiohttp import web
 
         return web.json_response({"ok": True})
@@ -148,10 +164,16 @@ def register_pick_route(board) -> bool:
         try:
             board.announce(body)
         except PickRefused as refused:
-            return _json_body_error(str(refused), refused.status)
+            return _json_body_error(str(refused), STATUS[refused.kind])
         from aiohttp import web
 
         return web.json_response({"ok": True})
+
+    @server.routes.get(PICK_CONFIG_ROUTE)
+    async def tell_config(request):
+        from aiohttp import web
+
+        return web.json_response(pick_config())
 
     setattr(server, _BOARD_ATTRIBUTE, board)
     return True
