@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 from .errors import MascInputError
 from .ranking import PassRules
@@ -40,6 +40,21 @@ RESTARTING_SAMPLERS = frozenset({
 RESUMABLE_SAMPLERS = frozenset({"euler", "euler_cfg_pp", "heun", "heunpp2", "dpm_2", "ddim"})
 """Single-step samplers that draw no noise (ddim is core's euler): a candidate resumed after a split from the
 latent it left inside the sampler is the one sampled in one go. Every other sampler is *replayed*."""
+
+
+BATCH_EXACT_SAMPLERS = frozenset({
+    "euler", "euler_cfg_pp", "heun", "heunpp2", "dpm_2", "lms", "dpm_fast", "dpm_adaptive", "dpmpp_2m", "dpmpp_2m_cfg_pp",
+    "ipndm", "ipndm_v", "deis", "res_multistep", "res_multistep_cfg_pp", "gradient_estimation", "gradient_estimation_cfg_pp",
+    "uni_pc", "uni_pc_bh2",
+})
+"""Samplers that draw no noise while sampling (ComfyUI 0.3.64 and 0.33): only their initial noise depends on the
+seed, so a batch built from per-candidate noise equals separate runs. The others (ancestral, SDE, lcm, ddpm,
+ddim's inpainting noise, ...) draw step noise for the whole batch from one seed; any name not listed counts as one."""
+
+
+def samples_one_by_one(sampler_name: str) -> bool:
+    """Whether a round must sample each candidate on its own to equal separate KSampler runs."""
+    return sampler_name not in BATCH_EXACT_SAMPLERS
 
 
 def resumes_at_split(sampler_name: str) -> bool:
@@ -138,6 +153,83 @@ class PhasePlan:
 def phase_plan(stops: Sequence[int], last: int, sampler_name: str, prunes: bool) -> PhasePlan:
     """The plan for judging at ``stops`` (those inside 1..last-1) on a schedule of ``last`` steps."""
     return PhasePlan(judged=tuple(s for s in stops if 0 < s < last), last=last, resume=resumes_at_split(sampler_name), prunes=prunes)
+
+
+@dataclass
+class CandidateRun:
+    """What one call of a ``RoundSampler`` gave for one candidate."""
+
+    previews: dict[int, Any] = field(default_factory=dict)
+    """The model's denoised prediction at each judged step the call was asked for (latent space, batch of one)."""
+    final: Any = None
+    """The finished sample (latent, batch of one) when the call ran to the schedule's end, else None."""
+    evaluations: int = 0
+    """Model evaluations the call spent."""
+
+
+class RoundSampler(Protocol):
+    """The one primitive a round needs from whoever samples (core's sampler in ComfyUI, the tests' stand-in)."""
+
+    def sample(self, group: list[int], start: int, end: int, judged: list[int], stop_after: int | None) -> list[CandidateRun]:
+        """Sample the round's candidates ``group`` (positions) from step ``start`` to ``end``, with the previews at
+        ``judged``; with ``stop_after``, the call may stop once that step is judged (its result is not an image)."""
+
+    def drop(self, j: int) -> None:
+        """Candidate ``j`` is pruned: forget what it left inside the sampler."""
+
+
+@dataclass
+class RoundResult:
+    """A round's samples: the finished candidates (positions, their samples in that order), each candidate's model
+    evaluations and, of those, the judged steps a replayed survivor sampled again."""
+
+    positions: list[int]
+    samples: list[Any]
+    evaluations: list[int]
+    replayed: list[int]
+
+
+def run_round(plan: PhasePlan, count: int, sampler: RoundSampler, judge: Callable | None, check_interrupt: Callable[[], None],
+              *, batch: bool = False, sampler_name: str = "the sampler") -> RoundResult:
+    """Sample a round of ``count`` candidates on ``plan``: each phase's calls, its judged steps, who goes on, the rest.
+
+    A plain round is a plan with no judged step: one call for the whole round when ``batch`` (the sampler draws no
+    noise of its own), else one per candidate. With judged steps every call samples one candidate;
+    ``judge(step, previews, alive)`` gets the previews at a step (one per candidate still sampling, in ``alive``'s
+    order, concatenated) and returns the positions that go on.
+    """
+    import torch
+
+    evaluations, replayed = [0] * count, [0] * count
+    alive = list(range(count))
+    finished: dict[int, Any] = {}
+    start = 0
+    for end in plan.ends:
+        judged_here = plan.judged_at(end)
+        groups = [list(alive)] if batch and not plan.judged else [[j] for j in alive]
+        previews: dict[int, list] = {}
+        for group in groups:
+            check_interrupt()
+            before = {j: evaluations[j] for j in group}
+            stop_after = None if plan.resume or end == plan.last else end
+            for j, run in zip(group, sampler.sample(group, plan.first_step(start), end, judged_here, stop_after)):
+                evaluations[j] += run.evaluations
+                for step in judged_here:
+                    if step not in run.previews:
+                        raise MascInputError(f"sampler {sampler_name} did not report step {step} of {plan.last}: pick another sampler to prune (or set prune_at 0)")
+                    previews.setdefault(step, []).append(run.previews[step])
+                if end == plan.last:
+                    finished[j] = run.final
+                    replayed[j] = 0 if plan.resume else before[j]  # what it spent before this whole run from step 0
+        for step in sorted(previews):
+            kept = set(judge(step, torch.cat(previews[step]), list(alive)))
+            for j in alive:
+                if j not in kept:
+                    sampler.drop(j)
+            alive = [j for j in alive if j in kept]
+        start = end
+    positions = sorted(finished)
+    return RoundResult(positions, [finished[j] for j in positions], evaluations, replayed)
 
 
 def survivors(previews: Sequence[ImageScore], keep: int, rules: PassRules) -> list[int]:

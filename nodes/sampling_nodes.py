@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import torch
 
-from ..masc_core.contact_sheet import THUMBNAIL, thumbnail
+from ..masc_core.contact_sheet import THUMBNAIL
 from ..masc_core.acceptance import SHORTFALL_CHOICES, AcceptanceLoop, AcceptanceRules, Outcome, outcome_report
 from ..masc_core.errors import MascInputError
 from ..masc_core.limits import ACCEPT, BATCH_SIZE, MAX_CANDIDATES
 from ..masc_core.masks import DEFAULT_MASK_THRESHOLD, masks_for_batch
-from ..masc_core.pruning import Ledger, PruneRules, split_note
+from ..masc_core.pruning import Ledger, PruneRules, samples_one_by_one, split_note
 from ..masc_core.ranking import KEEP_BUT_MARK, RANK_KEYS
 from ..masc_core.scores import ScoreBatch, ScoreContext
 from ..masc_core.scoring import score_images
@@ -30,7 +30,7 @@ from .metadata import HIDDEN_INPUTS, encoder_identity, image_digests, record
 from .scoring_nodes import ENCODER_INPUT, PROMPT_INPUT, REFERENCE_INPUT, REFERENCE_MASK_INPUT, SUBJECT_INPUT
 from .selection_nodes import OFF, ON_UNCERTAIN_INPUT, THRESHOLD_INPUTS, blocked, threshold_value
 from .inputs import checked_inputs
-from .pruned_rounds import PRUNE_INPUTS, Kept, PrunedRound
+from .rounds import PRUNE_INPUTS, CandidateRound
 from .subject_nodes import BLEND_CHOICES, declared_subjects, subjects_label
 from .types import CATEGORY, MASC_SCORES, MASC_SEGMENTER, MASC_SUBJECTS, Output, declare_outputs
 
@@ -150,24 +150,12 @@ class MaSCSampleUntil:
         ledger = Ledger(steps=int(steps)) if pruning.active else None
         while seeds := loop.next_seeds():
             host.check_interrupt()
-            if pruning.active:
-                pruned_round = PrunedRound(sampling, vae, score_round, rules, pruning, int(steps), len(loop.candidates) // rules.batch_size)
-                round_scores, take, pruned, round_thumbnails, batch = pruned_round.run(model, seeds, latent_image, progress, loop.used, settings, ledger)
-                thumbnails += round_thumbnails
-                first_batch = first_batch or batch
-                loop.add_round(round_scores, take, pruned)
-                del pruned_round, take
-                continue
-            samples = sampling.sample(model, seeds, latent_image, progress=progress, done=loop.used, **settings)
-            images = sampling.decode(vae, samples)
-            arrays = comfy_images(images, "decoded candidates")
-            batch, masks = score_round(arrays)
-            thumbnails += [thumbnail(a) for a in arrays]  # every candidate, small: memory stays bounded
-            if first_batch is None:
-                first_batch = batch
-            loop.add_round(batch.scores, lambda j: Kept(images[j : j + 1].clone(), samples[j : j + 1].clone(),
-                                                         None if masks is None else masks[j : j + 1].clone()))
-            del samples, images, arrays, masks, batch
+            candidate_round = CandidateRound(sampling, vae, score_round, rules, pruning, int(steps), len(loop.candidates) // rules.batch_size)
+            round_scores, take, pruned, round_thumbnails, batch = candidate_round.run(model, seeds, latent_image, progress, loop.used, settings, ledger)
+            thumbnails += round_thumbnails  # every candidate, small: memory stays bounded
+            first_batch = first_batch or batch
+            loop.add_round(round_scores, take, pruned)
+            del candidate_round, take, batch
         progress.update(progress.total)
         outcome = loop.outcome()
         scores = all_scores(outcome, first_batch, encoder, scored_subject, ledger)
@@ -300,7 +288,7 @@ def run_report(outcome: Outcome, rules: AcceptanceRules, scores: ScoreBatch, seg
     if scores.scores[0].subjects is not None:
         labels = ", ".join(figure["subject"] for figure in scores.scores[0].subjects)
         notes.append(f"several subjects ({labels}): CP is cp_min, the weakest subject's; each candidate's subjects are under its line")
-    if rules.batch_size > 1 and host.samples_one_by_one(sampler_name) and ledger is None:
+    if rules.batch_size > 1 and samples_one_by_one(sampler_name) and ledger is None:
         notes.append(
             f"{sampler_name} draws noise while sampling: each candidate of a round was sampled in its own call, "
             "so a KSampler with its seed reproduces it"

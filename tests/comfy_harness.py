@@ -38,6 +38,8 @@ import torch
 from PIL import Image, ImageOps
 from PIL.PngImagePlugin import PngInfo
 
+from masc_core.pruning import CandidateRun
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -187,15 +189,25 @@ class StandInSampling:
         self.made.append(weakref.ref(tensor))
         return tensor
 
-    def sample(self, model, seeds, latent, *, positive, negative, steps, cfg, sampler_name, scheduler, denoise, progress, done):
+    def sample_round(self, model, seeds, latent, *, positive, negative, steps, cfg, sampler_name, scheduler, denoise,
+                     progress, done, stops=(), judge=None, prunes=True):
+        """As host.CoreSampling.sample_round: the round is masc_core.pruning.run_round on the host's ``phase_plan``; this
+        supplies only the primitive (``_StandInRoundSampler``: one model evaluation per step, previews from ``preview``)."""
+        from masc_core.pruning import phase_plan, run_round, samples_one_by_one
+
         self.alive_at_call.append(sum(ref() is not None for ref in self.made))
         self.calls.append(list(seeds))
-        image = latent["samples"]
-        noise = torch.cat([prepare_noise(image, seed, latent.get("batch_index")) for seed in seeds])
-        callback = progress.sampler_callback(model, done)
-        for step in range(steps):
-            callback(step, None, None, steps)
-        return self._made(model.denoise(noise, image.repeat(len(seeds), 1, 1, 1), positive, negative, cfg, denoise))
+        if judge is not None:
+            self.phase_calls.append({"seeds": list(seeds), "stops": list(stops), "prunes": prunes})
+        plan = phase_plan(stops if judge is not None else (), steps, sampler_name, prunes if judge is not None else False)
+        primitive = _StandInRoundSampler(self, model, seeds, latent, progress, done, steps, plan,
+                                         dict(positive=positive, negative=negative, cfg=cfg, denoise=denoise))
+        result = run_round(plan, len(seeds), primitive, judge, lambda: None, batch=not samples_one_by_one(sampler_name),
+                           sampler_name=sampler_name)
+        if result.samples:
+            joined = self._made(torch.cat(result.samples))
+            result.samples = list(joined.split(1))
+        return result
 
     def preview(self, model, seed, latent, step, steps, positive, negative, cfg, denoise):
         """The stand-in's denoised prediction after ``step`` of ``steps``: the final latent plus a per-seed wobble that
@@ -206,44 +218,43 @@ class StandInSampling:
         wobble = prepare_noise(image, seed + PREVIEW_WOBBLE_SEED, latent.get("batch_index"))
         return final + (1.0 - step / steps) * PREVIEW_WOBBLE * wobble
 
-    def sample_in_phases(self, model, seeds, latent, *, positive, negative, steps, cfg, sampler_name, scheduler, denoise,
-                         progress, done, stops, judge, prunes=True):
-        """As host.CoreSampling.sample_in_phases: one model evaluation per step, previews from ``preview``; a sampler
-        that does not resume at a split (``RESUMABLE_SAMPLERS``) is replayed from step 0, on the host's ``phase_plan``."""
-        from masc_core.pruning import phase_plan
-
-        self.calls.append(list(seeds))
-        self.phase_calls.append({"seeds": list(seeds), "stops": list(stops), "prunes": prunes})
-        plan = phase_plan(stops, steps, sampler_name, prunes)
-        evaluations, replayed = [0] * len(seeds), [0] * len(seeds)
-        alive = list(range(len(seeds)))
-        settings = dict(positive=positive, negative=negative, cfg=cfg, denoise=denoise)
-        callback = progress.sampler_callback(model, done)
-        executed = 0
-        start = 0
-        for end in plan.ends:
-            judged_here = plan.judged_at(end)
-            for j in alive:
-                before = evaluations[j]
-                for _ in range(plan.first_step(start), end):
-                    evaluations[j] += 1
-                    callback(min(executed, len(seeds) * steps - 1), None, None, steps)  # as the host: one bar step per step
-                    executed += 1
-                if end == steps and not plan.resume:
-                    replayed[j] = before
-            for step in judged_here:
-                previews = torch.cat([self.preview(model, seeds[j], latent, step, steps, **settings) for j in alive])
-                kept = set(judge(step, previews, list(alive)))
-                alive = [j for j in alive if j in kept]
-            start = end
-        image = latent["samples"]
-        finished = [model.denoise(prepare_noise(image, seeds[j], latent.get("batch_index")), image, positive, negative, cfg, denoise)
-                    for j in alive]
-        samples = self._made(torch.cat(finished)) if finished else None
-        return samples, list(alive), evaluations, replayed
-
     def decode(self, vae, samples):
         return self._made(vae.decode(samples))
+
+
+class _StandInRoundSampler:
+    """``run_round``'s primitive on the stand-in model, as the host's: a plain round's calls draw the group's noise from
+    its seeds and report every step; a judged call counts one model evaluation per step it samples."""
+
+    def __init__(self, backend, model, seeds, latent, progress, done, steps, plan, settings):
+        self.backend, self.model, self.seeds, self.latent, self.progress, self.done = backend, model, seeds, latent, progress, done
+        self.steps, self.plan, self.settings = steps, plan, settings
+        self.callback = progress.sampler_callback(model, done)
+        self.executed = 0
+
+    def sample(self, group, start, end, judged, stop_after):
+        image, model, settings = self.latent["samples"], self.model, self.settings
+        if not self.plan.judged:
+            noise = torch.cat([prepare_noise(image, self.seeds[j], self.latent.get("batch_index")) for j in group])
+            callback = self.progress.sampler_callback(model, self.done + group[0])
+            for step in range(self.steps):
+                callback(step, None, None, self.steps)
+            out = model.denoise(noise, image.repeat(len(group), 1, 1, 1), settings["positive"], settings["negative"],
+                                settings["cfg"], settings["denoise"])
+            return [CandidateRun(final=out[i : i + 1]) for i in range(len(group))]
+        (j,) = group
+        for _ in range(start, end):
+            self.callback(min(self.executed, len(self.seeds) * self.steps - 1), None, None, self.steps)  # one bar step per step
+            self.executed += 1
+        previews = {step: self.backend.preview(model, self.seeds[j], self.latent, step, self.steps, **settings) for step in judged}
+        final = None
+        if end == self.steps:
+            noise = prepare_noise(image, self.seeds[j], self.latent.get("batch_index"))
+            final = model.denoise(noise, image, settings["positive"], settings["negative"], settings["cfg"], settings["denoise"])
+        return [CandidateRun(previews=previews, final=final, evaluations=end - start)]
+
+    def drop(self, j):
+        pass
 
 
 PREVIEW_WOBBLE = 1.5

@@ -165,8 +165,8 @@ def test_memory_stays_flat_in_max_candidates(pack, models, monkeypatch):
         loop_module = module(pack, "masc_core.acceptance")
         original = loop_module.AcceptanceLoop.add_round
 
-        def add_round(self, scores, take, original=original, samples_seen=samples_seen):
-            original(self, scores, take)
+        def add_round(self, scores, take, *pruned, original=original, samples_seen=samples_seen):
+            original(self, scores, take, *pruned)
             gc.collect()
             samples_seen.append(live_image_bytes())
 

@@ -30,16 +30,15 @@ from .models import (
     output_directory, register_model_folders,
 )
 from .sampling import (
-    BATCH_EXACT_SAMPLERS, CandidateProgress, CoreSampling, sampler_names, samples_one_by_one, sampling, scheduler_names,
-    use_sampling,
+    CandidateProgress, CoreSampling, sampler_names, sampling, scheduler_names, use_sampling,
 )
 
 __all__ = [
-    "BATCH_EXACT_SAMPLERS", "DEVICE_INPUT", "EXAMPLE_PREFIX", "IN_COMFYUI", "MAX_BODY_BYTES", "MODEL_FOLDERS",
+    "DEVICE_INPUT", "EXAMPLE_PREFIX", "IN_COMFYUI", "MAX_BODY_BYTES", "MODEL_FOLDERS",
     "PICK_CLOSED_EVENT", "PICK_CONFIG_ROUTE", "PICK_EVENT", "PICK_HELLO_ROUTE", "PICK_ROUTE", "STATUS", "PREVIEW_DIR_ENV", "CandidateProgress", "ComfyBrowser", "CoreSampling",
     "ExecutionBlocker", "ManagedModel", "check_interrupt", "checkpoint_choices", "checkpoint_folder", "copy_example_inputs",
     "interrupt_callback", "list_checkpoints", "load_shared", "make_patcher", "output_directory", "pick_board", "pick_browser", "pick_config",
     "precision_input", "preview_thumbnail", "progress_callback", "register_model_folders", "register_pick_route",
-    "sampler_names", "samples_one_by_one", "sampling", "save_previews", "scheduler_names", "thumbnail_size",
+    "sampler_names", "sampling", "save_previews", "scheduler_names", "thumbnail_size",
     "use_pick_browser", "use_sampling",
 ]

@@ -15,22 +15,12 @@ from typing import Callable
 import torch
 
 from ...masc_core.errors import MascInputError
-from ...masc_core.pruning import phase_plan
+from ...masc_core.pruning import CandidateRun, RoundResult, phase_plan, run_round, samples_one_by_one
 from .comfy import IN_COMFYUI, comfy_sample, comfy_samplers, comfy_utils, latent_preview, model_management
 from .execution import check_interrupt
 
 FALLBACK_SAMPLERS = ("euler", "euler_ancestral", "heun", "dpm_2", "lms", "dpm_fast", "dpm_adaptive", "dpmpp_2m", "dpmpp_2m_sde", "ddim", "uni_pc")
 FALLBACK_SCHEDULERS = ("normal", "karras", "exponential", "sgm_uniform", "simple", "ddim_uniform", "beta")
-
-BATCH_EXACT_SAMPLERS = frozenset({
-    "euler", "euler_cfg_pp", "heun", "heunpp2", "dpm_2", "lms", "dpm_fast", "dpm_adaptive", "dpmpp_2m", "dpmpp_2m_cfg_pp",
-    "ipndm", "ipndm_v", "deis", "res_multistep", "res_multistep_cfg_pp", "gradient_estimation", "gradient_estimation_cfg_pp",
-    "uni_pc", "uni_pc_bh2",
-})
-"""Samplers that draw no noise while sampling (ComfyUI 0.3.64 and 0.33): only their initial noise depends on the
-seed, so a batch built from per-candidate noise equals separate runs. The others (ancestral, SDE, lcm, ddpm,
-ddim's inpainting noise, ...) draw step noise for the whole batch from one seed; any name not listed counts as one."""
-
 
 def sampler_names() -> list[str]:
     """The sampler combo, as core KSampler's."""
@@ -40,11 +30,6 @@ def sampler_names() -> list[str]:
 def scheduler_names() -> list[str]:
     """The scheduler combo, as core KSampler's."""
     return list(comfy_samplers.KSampler.SCHEDULERS) if IN_COMFYUI else list(FALLBACK_SCHEDULERS)
-
-
-def samples_one_by_one(sampler_name: str) -> bool:
-    """Whether a round must call the sampler once per candidate to equal separate KSampler runs."""
-    return sampler_name not in BATCH_EXACT_SAMPLERS
 
 
 class CandidateProgress:
@@ -96,95 +81,28 @@ class CoreSampling:
 
     Whatever the graph did to MODEL and CONDITIONING upstream (LoRA, IP-Adapter, ...) applies. Each
     candidate's noise is ``comfy.sample.prepare_noise(latent, seed, batch_index)`` of the one input latent,
-    exactly what a KSampler with that seed and latent uses; a round samples them as one batch when the sampler
-    draws no noise of its own (``BATCH_EXACT_SAMPLERS``), else one call per candidate.
+    exactly what a KSampler with that seed and latent uses. The round itself (phases, judged steps, who goes on)
+    is ``masc_core.pruning.run_round``; this supplies its one primitive (``_CoreRoundSampler``).
     """
 
-    def sample(self, model, seeds, latent, *, positive, negative, steps, cfg, sampler_name, scheduler, denoise, progress, done):
-        image = self._fix_empty_latent(model, latent)
-        batch_index = latent.get("batch_index")
-        groups = [[seed] for seed in seeds] if samples_one_by_one(sampler_name) else [list(seeds)]
-        results = []
-        for group in groups:
-            noise = torch.cat([comfy_sample.prepare_noise(image, seed, batch_index) for seed in group])
-            batch = image.repeat(len(group), *([1] * (image.ndim - 1)))
-            callback = progress.sampler_callback(model, done)
-            results.append(comfy_sample.sample(
-                model, noise, steps, cfg, sampler_name, scheduler, positive, negative, batch, denoise=denoise,
-                noise_mask=latent.get("noise_mask"), callback=callback, disable_pbar=not comfy_utils.PROGRESS_BAR_ENABLED,
-                seed=group[0],
-            ))
-            done += len(group)
-        return torch.cat(results)
+    def sample_round(self, model, seeds, latent, *, positive, negative, steps, cfg, sampler_name, scheduler, denoise,
+                     progress, done, stops=(), judge=None, prunes=True) -> RoundResult:
+        """Sample a round of candidates (seeds), judged at ``stops`` by ``judge`` (``run_round``); a plain round has none.
 
-    def sample_in_phases(self, model, seeds, latent, *, positive, negative, steps, cfg, sampler_name, scheduler, denoise,
-                         progress, done, stops, judge, prunes=True):
-        """Sample each candidate up to each step in ``stops``, let ``judge`` choose who goes on, finish the survivors.
-
-        ``judge(step, previews, alive)``: ``previews`` are the model's denoised predictions at that step (LATENT
-        space, one per candidate in ``alive``, the round positions still sampling); it returns the positions that
-        go on (all of them when ``prunes`` is False: a study). Returns (the finished candidates' samples in round
-        order, their positions, each candidate's model evaluations, each one's replayed evaluations).
-
-        Every call samples one candidate (as a KSampler with batch 1) on the schedule core KSampler computes for
-        these settings, and a survivor is always the image KSampler gives at its seed:
-        - a sampler that ``resumes_at_split`` (single-step, draws no noise) runs a call per phase, each resuming
-          from the latent the previous one left *inside* the sampler (no round trip through the latent scaling);
-        - any other sampler is replayed: each call samples the whole schedule from step 0, previews are taken on
-          the way, a call made only to be judged stops right after its judged step, and a survivor is sampled
-          again from step 0 (its history and noise are then the uninterrupted run's). A study needs one call each.
+        Every survivor is the image a KSampler gives at its seed (batch of one):
+        - a plain round samples the round as one batch when the sampler draws no noise of its own
+          (``BATCH_EXACT_SAMPLERS``), else one call per candidate, each as core's KSampler does;
+        - a judged round samples one candidate per call on the schedule core KSampler computes for these settings: a
+          sampler that ``resumes_at_split`` (single-step, draws no noise) runs a call per phase, each resuming from the
+          latent the previous one left *inside* the sampler (no round trip through the latent scaling); any other
+          sampler is replayed (each call from step 0, stopping right after a judged step; a survivor sampled again from
+          step 0, so its history and noise are the uninterrupted run's). A study needs one call each.
         """
         image = self._fix_empty_latent(model, latent)
-        batch_index = latent.get("batch_index")
-        schedule = comfy_samplers.KSampler(model, steps=steps, device=model.load_device, sampler=sampler_name, scheduler=scheduler,
-                                           denoise=denoise, model_options=model.model_options).sigmas
-        real = comfy_samplers.sampler_object(sampler_name)
-        last = len(schedule) - 1
-        plan = phase_plan(stops, last, sampler_name, prunes)
-        state: dict[int, torch.Tensor] = {}
-        evaluations, replayed = [0] * len(seeds), [0] * len(seeds)
-        alive = list(range(len(seeds)))
-        finished: dict[int, torch.Tensor] = {}
-        # The bar moves one step per step sampled in this round (monotonic: phases interleave candidates; held below the
-        # round's end when replays sample more), and jumps over what pruning saved when the next round starts.
-        step_callback = progress.sampler_callback(model, done)
-        executed = [0]
-
-        def on_step(step, x0, x, total):
-            step_callback(min(executed[0], len(seeds) * last - 1), x0, x, last)
-            executed[0] += 1
-
-        start = 0
-        for end in plan.ends:
-            judged_here = plan.judged_at(end)
-            previews: dict[int, list[torch.Tensor]] = {}
-            for j in alive:
-                check_interrupt()
-                before = evaluations[j]
-                call = _CandidateCall(real, j, evaluations, on_step, judged_here)
-                first = plan.first_step(start)
-                out = call.sample(model, image, seeds[j], batch_index, schedule[first : end + 1 if plan.resume else None],
-                                  positive, negative, cfg, offset=first, resume_from=state.get(j),
-                                  stop_after=None if plan.resume or end == last else end)
-                if plan.resume:
-                    state[j] = call.left
-                for step in judged_here:
-                    if step not in call.denoised:
-                        raise MascInputError(f"sampler {sampler_name} did not report step {step} of {last}: pick another sampler to prune (or set prune_at 0)")
-                    previews.setdefault(step, []).append(model.model.process_latent_out(call.denoised[step]).to(model_management.intermediate_device()))
-                if end == last:
-                    finished[j] = out.to(model_management.intermediate_device())
-                    state.pop(j, None)
-                    replayed[j] = 0 if plan.resume else before  # what it spent before this whole run from step 0
-            for step in sorted(previews):
-                kept = set(judge(step, torch.cat(previews[step]), list(alive)))
-                alive = [j for j in alive if j in kept]
-            for j in set(state) - set(alive):
-                state.pop(j)
-            start = end
-        positions = sorted(finished)
-        samples = torch.cat([finished[j] for j in positions]) if positions else None
-        return samples, positions, evaluations, replayed
+        round_sampler = _CoreRoundSampler(model, seeds, latent, image, progress, done, stops, sampler_name, prunes,
+                                          dict(positive=positive, negative=negative, steps=steps, cfg=cfg, scheduler=scheduler, denoise=denoise))
+        return run_round(round_sampler.plan, len(seeds), round_sampler, judge, check_interrupt,
+                         batch=not samples_one_by_one(sampler_name), sampler_name=sampler_name)
 
     @staticmethod
     def _fix_empty_latent(model, latent):
@@ -199,6 +117,68 @@ class CoreSampling:
         if len(images.shape) == 5:
             images = images.reshape(-1, images.shape[-3], images.shape[-2], images.shape[-1])
         return images
+
+
+class _CoreRoundSampler:
+    """``run_round``'s primitive with core's sampling: a plain round's calls as core KSampler makes them, a judged
+    round's as ``_CandidateCall``s (counted, previews kept, resumable or stoppable)."""
+
+    def __init__(self, model, seeds, latent, image, progress, done, stops, sampler_name, prunes, settings):
+        self.model, self.seeds, self.latent, self.image, self.progress, self.done = model, seeds, latent, image, progress, done
+        self.sampler_name, self.settings = sampler_name, settings
+        self.batch_index = latent.get("batch_index")
+        self.state: dict[int, torch.Tensor] = {}
+        if not stops:
+            self.plan = phase_plan((), settings["steps"], sampler_name, prunes=False)
+            return
+        self.schedule = comfy_samplers.KSampler(model, steps=settings["steps"], device=model.load_device, sampler=sampler_name,
+                                                scheduler=settings["scheduler"], denoise=settings["denoise"],
+                                                model_options=model.model_options).sigmas
+        self.real = comfy_samplers.sampler_object(sampler_name)
+        self.plan = phase_plan(stops, len(self.schedule) - 1, sampler_name, prunes)
+        # The bar moves one step per step sampled in this round (monotonic: phases interleave candidates; held below the
+        # round's end when replays sample more), and jumps over what pruning saved when the next round starts.
+        step_callback = progress.sampler_callback(model, done)
+        executed = [0]
+        last = self.plan.last
+
+        def on_step(step, x0, x, total):
+            step_callback(min(executed[0], len(seeds) * last - 1), x0, x, last)
+            executed[0] += 1
+
+        self.on_step = on_step
+
+    def sample(self, group, start, end, judged, stop_after):
+        settings, model = self.settings, self.model
+        if not self.plan.judged:  # a plain round: core's sampling as KSampler calls it, the group as one batch
+            noise = torch.cat([comfy_sample.prepare_noise(self.image, self.seeds[j], self.batch_index) for j in group])
+            batch = self.image.repeat(len(group), *([1] * (self.image.ndim - 1)))
+            out = comfy_sample.sample(
+                model, noise, settings["steps"], settings["cfg"], self.sampler_name, settings["scheduler"], settings["positive"],
+                settings["negative"], batch, denoise=settings["denoise"], noise_mask=self.latent.get("noise_mask"),
+                callback=self.progress.sampler_callback(model, self.done + group[0]),
+                disable_pbar=not comfy_utils.PROGRESS_BAR_ENABLED, seed=self.seeds[group[0]],
+            )
+            return [CandidateRun(final=out[i : i + 1]) for i in range(len(group))]
+        (j,) = group
+        counted = [0]
+        call = _CandidateCall(self.real, 0, counted, self.on_step, judged)
+        plan = self.plan
+        out = call.sample(model, self.image, self.seeds[j], self.batch_index, self.schedule[start : end + 1 if plan.resume else None],
+                          settings["positive"], settings["negative"], settings["cfg"], offset=start, resume_from=self.state.get(j),
+                          stop_after=stop_after)
+        if plan.resume:
+            self.state[j] = call.left
+        intermediate = model_management.intermediate_device()
+        previews = {step: model.model.process_latent_out(call.denoised[step]).to(intermediate) for step in judged if step in call.denoised}
+        final = None
+        if end == plan.last:
+            final = out.to(intermediate)
+            self.state.pop(j, None)
+        return [CandidateRun(previews=previews, final=final, evaluations=counted[0])]
+
+    def drop(self, j: int) -> None:
+        self.state.pop(j, None)
 
 
 class _CountedModel:
@@ -276,7 +256,7 @@ def sampling():
 
 @contextlib.contextmanager
 def use_sampling(backend):
-    """Sample with ``backend`` (``sample``/``decode`` as ``CoreSampling``) inside the block: the tests' stand-in."""
+    """Sample with ``backend`` (``sample_round``/``decode`` as ``CoreSampling``) inside the block: the tests' stand-in."""
     global _SAMPLING
     previous, _SAMPLING = _SAMPLING, backend
     try:

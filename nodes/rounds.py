@@ -1,7 +1,8 @@
-"""MaSC Sample Until's rounds with pruning: sample to the judged steps, score the previews, finish the survivors.
+"""MaSC Sample Until's rounds: sample the round's candidates, score them; with pruning, judge the previews first.
 
-The decisions live in ``masc_core.pruning`` (which step, who survives, the ledger); the sampling in
-``host.sampling().sample_in_phases``. This converts and scores, as the node's plain rounds do.
+One path for every round: a plain round is a round with no judged step. The round itself (phases, who goes on)
+is ``masc_core.pruning.run_round``, run by ``host.sampling().sample_round``; the decisions (which step, who
+survives, the ledger) live in ``masc_core.pruning``. This converts and scores.
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ PRUNE_INPUTS = {
 """Pruning (``masc_core.pruning``): optional and appended, so older graphs keep their slots and sample in full."""
 
 
-class PrunedRound:
-    """One round with pruning: sample to each judged step, score the previews, finish the survivors, score them."""
+class CandidateRound:
+    """One round: sample (with pruning, to each judged step first: score the previews, finish the survivors), score."""
 
     def __init__(self, sampling, vae, score_round, rules: AcceptanceRules, pruning: PruneRules, steps: int, round_index: int):
         self.sampling, self.vae, self.score_round, self.rules, self.pruning = sampling, vae, score_round, rules, pruning
@@ -72,12 +73,15 @@ class PrunedRound:
                 self.pruned[j] = pruned_reason(step, self.steps, batch.scores[position], passing)
         return chosen
 
-    def run(self, model, seeds, latent_image, progress, done, settings, ledger: Ledger):
+    def run(self, model, seeds, latent_image, progress, done, settings, ledger: Ledger | None):
         """(round scores in seed order, take(j), pruned {j: why}, thumbnails, a ScoreBatch of the round)."""
-        samples, positions, evaluations, replayed = self.sampling.sample_in_phases(
-            model, seeds, latent_image, progress=progress, done=done, stops=self.pruning.stops(self.steps), judge=self.judge,
-            prunes=not self.pruning.study, **settings,
+        judged = self.pruning.active
+        result = self.sampling.sample_round(
+            model, seeds, latent_image, progress=progress, done=done, stops=self.pruning.stops(self.steps) if judged else (),
+            judge=self.judge if judged else None, prunes=not self.pruning.study, **settings,
         )
+        positions, evaluations, replayed = result.positions, result.evaluations, result.replayed
+        samples = torch.cat(result.samples) if result.samples else None
         images = self.sampling.decode(self.vae, samples)
         arrays = comfy_images(images, "decoded candidates")
         batch, masks = self.score_round(arrays)
@@ -93,11 +97,12 @@ class PrunedRound:
                 round_scores.append(replace(preview, cp=None, pf=None, cp_per_reference=[], cp_band=None, pf_band=None, band_notes=[],
                                             cp_undefined=why, pf_undefined=why, previews=self.previews.get(j)))
                 thumbnails.append(picture)  # its last preview: the contact sheet shows what was judged
-        ledger.add_round([
-            CandidateLedger(index=done + j, previews=self.previews.get(j, []), evaluations=evaluations[j], finished=j in positions,
-                            pruned_at=None if j in positions else self.last_preview[j][2], replayed=replayed[j])
-            for j in range(len(seeds))
-        ])
+        if ledger is not None:
+            ledger.add_round([
+                CandidateLedger(index=done + j, previews=self.previews.get(j, []), evaluations=evaluations[j], finished=j in positions,
+                                pruned_at=None if j in positions else self.last_preview[j][2], replayed=replayed[j])
+                for j in range(len(seeds))
+            ])
 
         def take(j):
             p = positions.index(j)
