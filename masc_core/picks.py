@@ -73,8 +73,8 @@ class Audience(Protocol):
     def announcements(self) -> int:
         """How many times the page has announced itself (each load and reconnect adds one)."""
 
-    def show(self) -> None:
-        """Send the open request to the page (again)."""
+    def show(self, seconds_left: float) -> None:
+        """Send the open request to the page (again), saying how long it still waits."""
 
 
 MALFORMED = "malformed"
@@ -206,7 +206,7 @@ class PickBoard:
         gone_since = None
         shown = audience.announcements() if audience is not None else 0
         if audience is not None:
-            audience.show()
+            audience.show(timeout)
         try:
             while True:
                 check_interrupt()
@@ -223,7 +223,7 @@ class PickBoard:
                     announced = audience.announcements()
                     if announced != shown:  # the page loaded again or reconnected: it lost the dialog
                         shown = announced
-                        audience.show()
+                        audience.show(max(0.0, timeout - (now - started)))
                 elif gone_since is None:
                     gone_since = now
                 elif now - gone_since >= GRACE_SECONDS:

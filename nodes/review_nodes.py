@@ -207,5 +207,5 @@ class _Page:
     def announcements(self) -> int:
         return self.board.announcements(self.client)
 
-    def show(self) -> None:
-        self.browser.send(host.PICK_EVENT, self.request, self.client)
+    def show(self, seconds_left: float) -> None:
+        self.browser.send(host.PICK_EVENT, dict(self.request, timeout=round(seconds_left, 1)), self.client)

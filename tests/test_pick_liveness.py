@@ -38,7 +38,7 @@ class ScriptedPage:
     """A page as ``PickBoard.wait`` sees it: its socket (``up``), its announcements, what was shown on it."""
 
     def __init__(self, board: PickBoard, client: str = "tab-1"):
-        self.board, self.client, self.up, self.shown = board, client, True, 0
+        self.board, self.client, self.up, self.shown, self.left = board, client, True, 0, []
         board.announce({"client": client})
 
     def reachable(self) -> bool:
@@ -47,8 +47,9 @@ class ScriptedPage:
     def announcements(self) -> int:
         return self.board.announcements(self.client)
 
-    def show(self) -> None:
+    def show(self, seconds_left: float) -> None:
         self.shown += 1
+        self.left.append(seconds_left)
 
 
 def never():
@@ -66,6 +67,7 @@ def test_a_reloaded_page_is_shown_the_pick_again_and_its_answer_is_used():
     clock.at(5.0, lambda: board.answer({"token": request.token, "node": "7", "picks": [2]}))
     outcome = board.wait(request, 600, never, page)
     assert page.shown == 2  # once when asked, once after the reload
+    assert page.left[0] == 600 and 596 <= page.left[1] <= 597  # the reloaded dialog counts down what is left (reloaded at 3.5 s)
     assert outcome.how == CHOSEN and outcome.picks == [2]
 
 
