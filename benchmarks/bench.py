@@ -103,7 +103,7 @@ def _sync(device) -> None:
 
 
 def _read(paths: dict, count: int):
-    from masc_core.images import load_image_file, load_mask_file
+    from masc_core.io.images import load_image_file, load_mask_file
 
     return (
         load_image_file(paths["ref"]), load_mask_file(paths["ref_mask"]),

@@ -7,7 +7,7 @@ architecture (random weights cost what real ones cost) and a tiny CLIPSeg,
 on an unreachable threshold so the whole budget is spent. It times, with
 wrappers around the very calls the node makes:
 
-- sampling and decoding (the stand-in backend's ``sample`` / ``decode``),
+- sampling and decoding (the stand-in backend's ``sample_round`` / ``decode``),
 - masking (the segmenter's ``masks``),
 - encoder forwards (``forward_images`` / ``forward_texts``, and ``pool``:
   the vision tower's trained attention-pooling head PF runs over each
@@ -88,7 +88,7 @@ def one_run(pack, harness, encoder, segmenter, *, candidates: int, batch_size: i
     mask = np.zeros((resolution, resolution), np.float32)
     mask[resolution // 4 : 3 * resolution // 4, resolution // 4 : 3 * resolution // 4] = 1
     with harness.stand_in_sampling(pack) as backend, patched(
-        timed_parts + [timed(backend, "sample", "sampling (stand-in)"), timed(backend, "decode", "decoding (stand-in)")]
+        timed_parts + [timed(backend, "sample_round", "sampling (stand-in)"), timed(backend, "decode", "decoding (stand-in)")]
     ):
         started = time.perf_counter()
         out = pack.NODE_CLASS_MAPPINGS["MaSCSampleUntil"]().sample(

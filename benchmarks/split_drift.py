@@ -11,7 +11,7 @@ nodes only on the sampling side:
 Both are decoded and scored with MaSC Concept Preservation against workflow 4's reference, and their pixels are
 compared (8-bit, from the previews' PNGs). Reported per sampler: the largest and the mean pixel difference, the
 share of pixels that differ, and the change in CP. MaSC Sample Until's pruning resumes only the samplers whose
-split changes nothing (``masc_core.pruning.RESUMABLE_SAMPLERS``) and replays the others from step 0; the host
+split changes nothing (``masc_core.selection.pruning.RESUMABLE_SAMPLERS``) and replays the others from step 0; the host
 suite asserts its survivors equal the plain KSampler (``tests/host/test_pruning.py``).
 """
 
@@ -22,7 +22,7 @@ import io
 import urllib.parse
 import urllib.request
 
-from masc_core.pruning import judged_step
+from masc_core.selection.pruning import judged_step
 
 from .comfy_server import add_server_options, run_prompt, workflow
 from .output import set_command

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from ..masc_core.errors import MascInputError
-from ..masc_core.images import tensor_to_numpy, to_rgb_uint8_list
+from ..masc_core.io.images import tensor_to_numpy, to_rgb_uint8_list
 
 _LOADIMAGE_EMPTY_MASK = (64, 64)
 

@@ -1,6 +1,6 @@
 """The artist's review: MaSC Contact Sheet (every candidate in one captioned picture) and MaSC Pick (the artist chooses).
 
-They convert ComfyUI's types and call ``masc_core.contact_sheet`` (layout, order, captions) and ``masc_core.picks``
+They convert ComfyUI's types and call ``masc_core.selection.contact_sheet`` (layout, order, captions) and ``masc_core.selection.picks``
 (the waiting, the checks on an answer, the labels); the browser's side is ``web/masc_pick.js``, its route ``host``.
 """
 
@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..masc_core.contact_sheet import MAX_TILE, MIN_TILE, ORDERS, contact_sheet, tiles_from
+from ..masc_core.selection.contact_sheet import MAX_TILE, MIN_TILE, ORDERS, contact_sheet, tiles_from
 from ..masc_core.errors import MascInputError
-from ..masc_core.picks import NO_BROWSER, SHOWN, TIMED_OUT, PickOutcome, check_counts, pick_labels, timeout_seconds
-from ..masc_core.ranking import RANK_KEYS
-from ..masc_core.scores import ScoreBatch
+from ..masc_core.selection.picks import NO_BROWSER, SHOWN, TIMED_OUT, PickOutcome, check_counts, pick_labels, timeout_seconds
+from ..masc_core.selection.ranking import RANK_KEYS
+from ..masc_core.scoring.scores import ScoreBatch
 from . import host
 from .convert import comfy_images, to_comfy_image_batch
 from .inputs import checked_inputs

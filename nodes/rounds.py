@@ -1,8 +1,8 @@
 """MaSC Sample Until's rounds: sample the round's candidates, score them; with pruning, judge the previews first.
 
 One path for every round: a plain round is a round with no judged step. The round itself (phases, who goes on)
-is ``masc_core.pruning.run_round``, run by ``host.sampling().sample_round``; the decisions (which step, who
-survives, the ledger) live in ``masc_core.pruning``. This converts and scores.
+is ``masc_core.selection.pruning.run_round``, run by ``host.sampling().sample_round``; the decisions (which step, who
+survives, the ledger) live in ``masc_core.selection.pruning``. This converts and scores.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from ..masc_core.acceptance import AcceptanceRules
-from ..masc_core.contact_sheet import thumbnail
+from ..masc_core.selection.acceptance import AcceptanceRules
+from ..masc_core.selection.contact_sheet import thumbnail
 from ..masc_core.limits import BATCH_SIZE
-from ..masc_core.pruning import CandidateLedger, Ledger, PruneRules, preview_record, pruned_reason, survivors
+from ..masc_core.selection.pruning import CandidateLedger, Ledger, PruneRules, preview_record, pruned_reason, survivors
 from .convert import comfy_images
 
 
@@ -43,7 +43,7 @@ PRUNE_INPUTS = {
                                 "tooltip": "Prune nothing; judge every candidate at 20, 30, 40, 50 and 60% of its steps and finish it, so "
                                            "MaSC Log Scores writes previews beside final scores for 'python -m masc_core prune-report'."}),
 }
-"""Pruning (``masc_core.pruning``): optional and appended, so older graphs keep their slots and sample in full."""
+"""Pruning (``masc_core.selection.pruning``): optional and appended, so older graphs keep their slots and sample in full."""
 
 
 class CandidateRound:

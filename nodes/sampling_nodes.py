@@ -5,7 +5,7 @@ noise, sampler, latent previews and VAE decode), masks the candidates with
 the optional segmenter, scores them with ``masc_core.score_images`` (one
 subject) or ``masc_core.score_subjects`` (several, from chained MaSC Subject
 nodes: a candidate's CP is then their cp_min) and leaves every decision (seeds, acceptance, budget, what to keep, order,
-shortfall) to ``masc_core.acceptance``. It converts types and formats
+shortfall) to ``masc_core.selection.acceptance``. It converts types and formats
 results; nothing else.
 """
 
@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import torch
 
-from ..masc_core.contact_sheet import THUMBNAIL
-from ..masc_core.acceptance import SHORTFALL_CHOICES, AcceptanceLoop, AcceptanceRules, Outcome, outcome_report
+from ..masc_core.selection.contact_sheet import THUMBNAIL
+from ..masc_core.selection.acceptance import SHORTFALL_CHOICES, AcceptanceLoop, AcceptanceRules, Outcome, outcome_report
 from ..masc_core.errors import MascInputError
 from ..masc_core.limits import ACCEPT, BATCH_SIZE, MAX_CANDIDATES
-from ..masc_core.masks import DEFAULT_MASK_THRESHOLD, masks_for_batch
-from ..masc_core.pruning import Ledger, PruneRules, samples_one_by_one, split_note
-from ..masc_core.ranking import KEEP_BUT_MARK, RANK_KEYS
-from ..masc_core.scores import ScoreBatch, ScoreContext
-from ..masc_core.scoring import score_images
-from ..masc_core.subject_scoring import score_subjects
-from ..masc_core.subjects import SubjectBatch
+from ..masc_core.scoring.masks import DEFAULT_MASK_THRESHOLD, masks_for_batch
+from ..masc_core.selection.pruning import Ledger, PruneRules, samples_one_by_one, split_note
+from ..masc_core.selection.ranking import KEEP_BUT_MARK, RANK_KEYS
+from ..masc_core.scoring.scores import ScoreBatch, ScoreContext
+from ..masc_core.scoring.batch import score_images
+from ..masc_core.scoring.subject_scoring import score_subjects
+from ..masc_core.scoring.subjects import SubjectBatch
 from . import host
 from .convert import check_reference_mask, check_single_latent, comfy_images, comfy_masks, to_comfy_image_batch
 from .metadata import HIDDEN_INPUTS, encoder_identity, image_digests, record

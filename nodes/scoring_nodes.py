@@ -10,13 +10,13 @@ and text).
 from __future__ import annotations
 
 
-from ..masc_core.captions import with_caption
-from ..masc_core.heatmaps import HeatmapImages, render_heatmaps
-from ..masc_core.images import preview_thumbnail
-from ..masc_core.report import caption, score_table
-from ..masc_core.scores import ScoreBatch
-from ..masc_core.scoring import score_images
-from ..masc_core.stripping import strip_subject
+from ..masc_core.scoring.captions import with_caption
+from ..masc_core.scoring.heatmaps import HeatmapImages, render_heatmaps
+from ..masc_core.io.images import preview_thumbnail
+from ..masc_core.selection.report import caption, score_table
+from ..masc_core.scoring.scores import ScoreBatch
+from ..masc_core.scoring.batch import score_images
+from ..masc_core.scoring.stripping import strip_subject
 from . import host
 from .convert import batch_value, check_candidate_mask, check_reference_mask, comfy_images, comfy_masks, image_output
 from .metadata import HIDDEN_INPUTS, image_digests, record, scoring_context

@@ -1,6 +1,6 @@
 """Acting on scores: MaSC Select Best (best-of-N) and MaSC Gate (rejection sampling).
 
-Both rank with ``masc_core.ranking`` and carry IMAGE, LATENT and MASK
+Both rank with ``masc_core.selection.ranking`` and carry IMAGE, LATENT and MASK
 batches along in the same order, so the chosen seeds can go on to upscaling
 or refinement without decoding or re-encoding. When nothing passes they
 block the downstream nodes (ComfyUI's ExecutionBlocker) instead of failing
@@ -13,9 +13,9 @@ import torch
 
 from ..masc_core.errors import MascInputError
 from ..masc_core.limits import TOP_K
-from ..masc_core.masks import MIN_FOREGROUND_FRACTION
-from ..masc_core.ranking import KEEP_BUT_MARK, RANK_KEYS, UNCERTAIN_CHOICES, PassRules, uncertain_mark
-from ..masc_core.scores import ScoreBatch
+from ..masc_core.scoring.masks import MIN_FOREGROUND_FRACTION
+from ..masc_core.selection.ranking import KEEP_BUT_MARK, RANK_KEYS, UNCERTAIN_CHOICES, PassRules, uncertain_mark
+from ..masc_core.scoring.scores import ScoreBatch
 from . import host
 from .metadata import HIDDEN_INPUTS, image_digests, record
 from .inputs import checked_inputs

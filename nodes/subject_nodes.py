@@ -2,7 +2,7 @@
 
 MaSC Score Subjects converts ComfyUI's types and calls ``masc_core.score_subjects``. Its ``scores`` output holds
 one entry per image with CP = ``cp_min`` (the weakest subject), so MaSC Select Best, MaSC Gate and MaSC Log
-Scores take it as they take MaSC Score's. The metric itself lives in ``masc_core.subject_scoring``.
+Scores take it as they take MaSC Score's. The metric itself lives in ``masc_core.scoring.subject_scoring``.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..masc_core.errors import MascInputError
-from ..masc_core.ranking import BLEND_CHOICES as BLENDS
-from ..masc_core.report import subjects_table
-from ..masc_core.stripping import parse_subject_names
-from ..masc_core.subject_scoring import score_subjects
-from ..masc_core.subjects import Subject, all_names, every_or_none
+from ..masc_core.selection.ranking import BLEND_CHOICES as BLENDS
+from ..masc_core.selection.report import subjects_table
+from ..masc_core.scoring.stripping import parse_subject_names
+from ..masc_core.scoring.subject_scoring import score_subjects
+from ..masc_core.scoring.subjects import Subject, all_names, every_or_none
 from . import host
 from .convert import batch_value, check_candidate_mask, check_reference_mask, comfy_images, comfy_masks
 from .inputs import checked_inputs
@@ -23,7 +23,7 @@ from .scoring_nodes import ENCODER_INPUT, IMAGE_INPUT, PROMPT_INPUT, REFERENCE_I
 from .types import CATEGORY, MASC_SCORES, MASC_SUBJECTS, Output, declare_outputs
 
 BLEND_CHOICES = list(BLENDS)
-"""The on_blend combo (``masc_core.ranking.BLEND_CHOICES``)."""
+"""The on_blend combo (``masc_core.selection.ranking.BLEND_CHOICES``)."""
 
 
 @dataclass(frozen=True)

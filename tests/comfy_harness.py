@@ -38,7 +38,7 @@ import torch
 from PIL import Image, ImageOps
 from PIL.PngImagePlugin import PngInfo
 
-from masc_core.pruning import CandidateRun
+from masc_core.selection.pruning import CandidateRun
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -191,9 +191,9 @@ class StandInSampling:
 
     def sample_round(self, model, seeds, latent, *, positive, negative, steps, cfg, sampler_name, scheduler, denoise,
                      progress, done, stops=(), judge=None, prunes=True):
-        """As host.CoreSampling.sample_round: the round is masc_core.pruning.run_round on the host's ``phase_plan``; this
+        """As host.CoreSampling.sample_round: the round is masc_core.selection.pruning.run_round on the host's ``phase_plan``; this
         supplies only the primitive (``_StandInRoundSampler``: one model evaluation per step, previews from ``preview``)."""
-        from masc_core.pruning import phase_plan, run_round, samples_one_by_one
+        from masc_core.selection.pruning import phase_plan, run_round, samples_one_by_one
 
         self.alive_at_call.append(sum(ref() is not None for ref in self.made))
         self.calls.append(list(seeds))

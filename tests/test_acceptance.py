@@ -1,4 +1,4 @@
-"""The sample-until loop's decisions (masc_core.acceptance), on made-up scores: no model, no sampler."""
+"""The sample-until loop's decisions (masc_core.selection.acceptance), on made-up scores: no model, no sampler."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import weakref
 
 import pytest
 
-from masc_core.acceptance import AcceptanceLoop, AcceptanceRules, outcome_report
+from masc_core.selection.acceptance import AcceptanceLoop, AcceptanceRules, outcome_report
 from masc_core.errors import MascInputError
-from masc_core.scores import ImageScore
+from masc_core.scoring.scores import ImageScore
 
 
 class Payload:

@@ -18,7 +18,7 @@ from benchmark_layouts import (
 )
 from masc_core.evaluation.builders import dreambench as dreambench_builder
 from masc_core.evaluation.manifest import read_manifest
-from masc_core.images import load_image_file, load_mask_file
+from masc_core.io.images import load_image_file, load_mask_file
 from masc_core.models.clipseg import ClipSegSegmenter
 from test_evaluate import FAST, call, records
 

@@ -78,7 +78,7 @@ def test_heatmaps_are_written(capsys, naflex_dir, files, tmp_path):
 def test_heatmaps_show_every_reference_view(capsys, naflex_dir, files, tmp_path):
     """With K reference views, one reference map per view, each drawn on its own view (it was view 0 only)."""
     from masc_core import MascEncoder, render_heatmaps, score_images
-    from masc_core.images import load_image_file, load_mask_file
+    from masc_core.io.images import load_image_file, load_mask_file
 
     views = ("dog_00", "dog_01_wide")
     args = ["score", "--model", naflex_dir, "--device", "cpu", "--ref", *[files[v] for v in views],

@@ -13,7 +13,7 @@ from PIL import Image
 
 from conftest import load_photo
 from masc_core import MascInputError
-from masc_core.contact_sheet import (
+from masc_core.selection.contact_sheet import (
     FRAME, KEPT_COLOUR, MAX_SHEET_SIDE, PAD, Tile, contact_sheet, fit, ordered, thumbnail, tile_height, tile_picture,
 )
 

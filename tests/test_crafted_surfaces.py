@@ -18,7 +18,7 @@ from PIL import Image
 
 from conftest import box_mask, call
 from crafted import png_with_chunks, text_chunk
-from masc_core import stripping
+from masc_core.scoring import stripping
 from masc_core.errors import MascInputError
 from masc_core.evaluation import agreement
 from masc_core.evaluation.calibration import calibrate, calibration_text
@@ -71,7 +71,7 @@ def test_the_subject_node_refuses_too_many_names_before_converting_images(pack):
 
 
 def test_a_shared_subject_name_with_control_characters_is_escaped_in_the_error(pack):
-    subjects = importlib.import_module(pack.__name__ + ".masc_core.subjects")
+    subjects = importlib.import_module(pack.__name__ + ".masc_core.scoring.subjects")
     name = f"dog{OSC52}{COLOUR}"
     with pytest.raises(subjects.MascInputError) as refused:
         subjects.check_subjects([subjects.Subject(name, None, None), subjects.Subject(name, None, None)])
@@ -109,10 +109,10 @@ def test_a_crafted_subjects_file_is_the_could_not_be_read_line(subjects_scene, t
 
 
 def test_subject_counts_are_checked_before_any_image_is_read(subjects_scene, monkeypatch):
-    import masc_core.images
+    import masc_core.io.images
 
     read = []
-    monkeypatch.setattr(masc_core.images, "load_image_file", lambda *a, **k: read.append(a) or np.zeros((8, 8, 3), np.uint8))
+    monkeypatch.setattr(masc_core.io.images, "load_image_file", lambda *a, **k: read.append(a) or np.zeros((8, 8, 3), np.uint8))
     entry = {"names": "dog", "references": ["ref.png"], "reference_masks": ["mask.png"]}
     many = [dict(entry, names=f"subject {k}") for k in range(32)]
     code, _, err = _score_subjects_file(subjects_scene, json.dumps({"subjects": many}))
@@ -314,7 +314,7 @@ def test_a_crafted_log_filename_is_one_line_without_the_servers_path(tmp_path, n
 
 
 def test_the_log_node_refuses_a_crafted_filename_without_the_servers_path(pack, comfy_dirs):
-    scores = importlib.import_module(pack.__name__ + ".masc_core.scores")
+    scores = importlib.import_module(pack.__name__ + ".masc_core.scoring.scores")
     errors = importlib.import_module(pack.__name__ + ".masc_core.errors")
     batch = scores.ScoreBatch(scores=[scores.ImageScore(index=0, cp=0.5)], references=[], context=scores.ScoreContext(node="MaSCScore"))
     node = pack.NODE_CLASS_MAPPINGS["MaSCLogScores"]()

@@ -20,7 +20,7 @@ from conftest import DATA, box_mask, call
 from masc_core import MascEncoder, Subject, score_subjects
 from masc_core.evaluation.builders import dreambench_multi
 from masc_core.evaluation.manifest import read_manifest
-from masc_core.images import load_image_file, load_mask_file
+from masc_core.io.images import load_image_file, load_mask_file
 from masc_core.models.embedders import ClipEmbedder, DinoEmbedder
 from masc_core.testing import build_clip, build_dino
 from test_evaluate import records

@@ -19,8 +19,8 @@ from eval_manifests import dreambench_rows, small_rows, write_csv, write_jsonl, 
 from masc_core import MascEncoder, score_images
 from masc_core.evaluation.agreement import fit_mapping, interval_alpha
 from masc_core.evaluation import EvalOptions, evaluate
-from masc_core.images import load_image_file, load_mask_file
-from masc_core.ranking import rank
+from masc_core.io.images import load_image_file, load_mask_file
+from masc_core.selection.ranking import rank
 from masc_core.evaluation.summary import SummaryOptions, summarize
 
 FAST = ["--device", "cpu", "--max-patches", "64"]

@@ -11,8 +11,8 @@ from PIL import Image
 
 from conftest import box_mask, load_photo
 from masc_core import score_images
-from masc_core.masks import grid_weights
-from masc_core.mask_bands import morph
+from masc_core.scoring.masks import grid_weights
+from masc_core.scoring.mask_bands import morph
 
 PROMPT = "a photo of sks dog on the beach"
 
@@ -127,14 +127,14 @@ def test_score_bands_on_the_command_line(capsys, naflex_dir, files):
 
 
 def _banded(cp, band, pf=0.1, pf_band=None, index=0):
-    from masc_core.scores import ImageScore
+    from masc_core.scoring.scores import ImageScore
 
     return ImageScore(index=index, cp=cp, pf=pf, cp_band=band, pf_band=pf_band, foreground_fraction=0.3)
 
 
 @pytest.mark.parametrize("on_uncertain, passes", [("keep but mark", [False, True]), ("accept", [True, True]), ("reject", [False, False])])
 def test_uncertain_exactly_when_a_band_straddles_a_threshold(on_uncertain, passes):
-    from masc_core.ranking import rank
+    from masc_core.selection.ranking import rank
 
     scores = [_banded(0.58, [0.55, 0.62], index=0), _banded(0.61, [0.59, 0.63], index=1),
               _banded(0.70, [0.65, 0.75], index=2), _banded(0.50, [0.45, 0.59], index=3), _banded(0.60, [0.60, 0.70], index=4)]

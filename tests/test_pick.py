@@ -9,7 +9,7 @@ import threading
 import pytest
 import torch
 
-from masc_core.picks import ANSWERED, CHOSEN, MALFORMED, NO_BROWSER, TIMED_OUT, UNKNOWN, PickBoard, PickOutcome, PickRefused, pick_labels
+from masc_core.selection.picks import ANSWERED, CHOSEN, MALFORMED, NO_BROWSER, TIMED_OUT, UNKNOWN, PickBoard, PickOutcome, PickRefused, pick_labels
 
 KIND = {400: MALFORMED, 404: UNKNOWN, 409: ANSWERED}
 """The board's refusals by the HTTP status the route answers them with (nodes.host.STATUS)."""
@@ -104,7 +104,7 @@ class Browser:
 
 
 def scored(pack, count=6):
-    scores = importlib.import_module(pack.__name__ + ".masc_core.scores")
+    scores = importlib.import_module(pack.__name__ + ".masc_core.scoring.scores")
     cps = [0.40, 0.90, 0.55, 0.70, 0.20, 0.65]
     items = [scores.ImageScore(index=i, cp=cps[i], pf=0.1, foreground_fraction=0.3, prompt="a sks dog", encoded_prompt="a")
              for i in range(count)]

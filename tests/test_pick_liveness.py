@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from masc_core.files import JSONUnreadable, parse_json
-from masc_core.picks import (
+from masc_core.io.files import JSONUnreadable, parse_json
+from masc_core.selection.picks import (
     CHOSEN, GRACE_SECONDS, MALFORMED, MAX_ANNOUNCED, NO_BROWSER, POLL_SECONDS, SHOWN, TIMED_OUT, UNKNOWN, PickBoard, PickRefused,
 )
 
@@ -152,7 +152,7 @@ def test_the_pick_widgets_stay_within_what_the_route_takes(pack):
     for name in ("show", "keep"):
         assert declared[name][1]["max"] == SHOWN.high and declared[name][1]["min"] == 1
     errors = importlib.import_module(pack.__name__ + ".masc_core.errors")
-    picks = importlib.import_module(pack.__name__ + ".masc_core.picks")
+    picks = importlib.import_module(pack.__name__ + ".masc_core.selection.picks")
     with pytest.raises(errors.MascInputError, match="show is 1100"):
         picks.check_counts(1100, 1, 2000)  # a value that came over a link, past the widget's range
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from masc_core import MascInputError
-from masc_core.ranking import rank
-from masc_core.scores import ImageScore
+from masc_core.selection.ranking import rank
+from masc_core.scoring.scores import ImageScore
 
 
 def scores():
@@ -52,7 +52,7 @@ def test_min_foreground_redecides_the_flag():
 
 
 def test_pass_rules_rank_as_the_keyword_form_does_and_describe_themselves():
-    from masc_core.ranking import PassRules
+    from masc_core.selection.ranking import PassRules
 
     scores = [ImageScore(index=i, cp=cp, pf=pf, foreground_fraction=share)
               for i, (cp, pf, share) in enumerate([(0.8, 0.1, 0.3), (0.6, 0.3, 0.01), (0.9, None, 0.4), (0.55, 0.2, 0.2)])]

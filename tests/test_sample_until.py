@@ -162,7 +162,7 @@ def test_memory_stays_flat_in_max_candidates(pack, models, monkeypatch):
     peaks = {}
     for budget in (3, 9):
         samples_seen = []
-        loop_module = module(pack, "masc_core.acceptance")
+        loop_module = module(pack, "masc_core.selection.acceptance")
         original = loop_module.AcceptanceLoop.add_round
 
         def add_round(self, scores, take, *pruned, original=original, samples_seen=samples_seen):

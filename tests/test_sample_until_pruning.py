@@ -171,7 +171,7 @@ def test_prune_report_without_previews_is_one_line(tmp_path):
 def test_the_png_entry_carries_previews_and_the_ledger_and_read_accepts_it(pack, models):
     import json
 
-    saved = importlib.import_module(pack.__name__ + ".masc_core.saved_scores")
+    saved = importlib.import_module(pack.__name__ + ".masc_core.io.saved_scores")
     extra = {"workflow": {}}
     out, _ = run(pack, models, steps=STEPS, batch_size=4, max_candidates=4, accept=1, min_cp=1.0, prune_at=0.5, prune_keep=1,
                  extra_pnginfo=extra, unique_id="10")
@@ -188,7 +188,7 @@ def test_the_png_entry_carries_previews_and_the_ledger_and_read_accepts_it(pack,
 
 
 def test_the_phase_plan_resumes_or_replays_by_sampler():
-    from masc_core.pruning import phase_plan
+    from masc_core.selection.pruning import phase_plan
 
     resumed = phase_plan([2, 12], 10, "euler", prunes=True)  # 12 is past the schedule: dropped
     assert (resumed.ends, resumed.judged_at(2), resumed.judged_at(10), resumed.first_step(2)) == ([2, 10], [2], [], 2)

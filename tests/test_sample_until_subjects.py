@@ -52,7 +52,7 @@ def run(pack, values):
 @pytest.fixture(scope="module")
 def direct(pack, models, dog_and_teapot):
     """score_subjects on the plain KSampler pictures of seeds 1000..1007, each subject masked by its names."""
-    subject_scoring = module(pack, "masc_core.subject_scoring")
+    subject_scoring = module(pack, "masc_core.scoring.subject_scoring")
     images = plain_candidates(models, range(1000, 1008))
     masks = [torch.stack(models["segmenter"].ready().masks(images, d.subject.names, threshold=0.4)) for d in dog_and_teapot]
     batch = subject_scoring.score_subjects(models["encoder"].ready(), images, subjects=[d.subject for d in dog_and_teapot],

@@ -1,6 +1,6 @@
 // MaSC for ComfyUI: MaSC Pick's dialog. The server sends "masc.pick" to the tab that queued the prompt; this shows the
 // candidates with their scores (and heatmaps on demand), lets the artist choose one or several, and posts the choice
-// to /masc/pick. The server checks everything it receives (masc_core/picks.py); the dialog closes on "masc.pick.closed"
+// to /masc/pick. The server checks everything it receives (masc_core/selection/picks.py); the dialog closes on "masc.pick.closed"
 // (answered, timed out or cancelled), so it never outlives the wait. Plain DOM and the front end's public api only:
 // the same code runs in front end 1.27, 1.49 and 1.58.
 //

@@ -6,7 +6,7 @@ import argparse
 import math
 
 from ..errors import MascInputError
-from ..masks import MIN_FOREGROUND_FRACTION
+from ..scoring.masks import MIN_FOREGROUND_FRACTION
 from ..models.devices import PRECISION_CHOICES
 
 
@@ -82,7 +82,7 @@ def read_logs(paths) -> tuple[list, str]:
     import os
 
     from ..evaluation.score_log import read_log
-    from ..safe_text import shown
+    from ..io.safe_text import shown
 
     rows = []
     for path in paths:
@@ -138,7 +138,7 @@ def load_encoder(args: argparse.Namespace):
 
 def read_pairs(args: argparse.Namespace):
     """The files of --ref/--ref-mask/--out/--out-mask, read and count-checked."""
-    from ..images import load_image_file, load_mask_file
+    from ..io.images import load_image_file, load_mask_file
 
     missing = [flag for flag, value in (("--ref", args.ref), ("--ref-mask", args.ref_mask), ("--subject", args.subject)) if value is None]
     if missing:
@@ -158,7 +158,7 @@ def score_pairs(args: argparse.Namespace, *, heatmaps: bool = False, bands: bool
     """Read the pair files, load the encoder and score: (encoder, batch, refs, outs, load seconds, score seconds)."""
     import time
 
-    from ..scoring import score_images
+    from ..scoring.batch import score_images
 
     refs, ref_masks, outs, out_masks = read_pairs(args)
     started = time.perf_counter()

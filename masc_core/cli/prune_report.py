@@ -7,7 +7,7 @@ import json
 import sys
 
 from ..evaluation.prune_study import prune_report, prune_report_text
-from ..ranking import RANK_KEYS
+from ..selection.ranking import RANK_KEYS
 from .options import add_log_report_options, positive_int, read_logs
 
 

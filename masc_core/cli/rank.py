@@ -1,4 +1,4 @@
-"""``python -m masc_core rank``: best-of-N from files, ranked by CP, PF or both (``masc_core.ranking``)."""
+"""``python -m masc_core rank``: best-of-N from files, ranked by CP, PF or both (``masc_core.selection.ranking``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 import sys
 
 from ..errors import MascInputError
-from ..ranking import RANK_KEYS, PassRules
+from ..selection.ranking import RANK_KEYS, PassRules
 from .options import add_model_options, add_pair_options, positive_int, score_pairs
 
 
@@ -54,12 +54,12 @@ def _scored(args: argparse.Namespace):
 
 
 def _write_contact_sheet(args: argparse.Namespace, scores, ranking) -> None:
-    """Every output as a captioned tile, in rank order, the selected ones framed (``masc_core.contact_sheet``)."""
+    """Every output as a captioned tile, in rank order, the selected ones framed (``masc_core.selection.contact_sheet``)."""
     from PIL import Image
 
-    from ..contact_sheet import Tile, check_tile, contact_sheet, thumbnail
-    from ..files import replace_atomically
-    from ..images import load_image_file
+    from ..selection.contact_sheet import Tile, check_tile, contact_sheet, thumbnail
+    from ..io.files import replace_atomically
+    from ..io.images import load_image_file
 
     check_tile(args.tile_size, len(scores), 0)  # before any image is read
     selected = set(ranking.selected)

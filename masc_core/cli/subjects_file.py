@@ -20,10 +20,10 @@ import os
 import time
 
 from ..errors import MascInputError
-from ..files import JSONUnreadable, parse_json
-from ..safe_text import printable, shown
-from ..stripping import parse_subject_names
-from ..subjects import MAX_SUBJECTS, Subject, check_subjects, every_or_none
+from ..io.files import JSONUnreadable, parse_json
+from ..io.safe_text import printable, shown
+from ..scoring.stripping import parse_subject_names
+from ..scoring.subjects import MAX_SUBJECTS, Subject, check_subjects, every_or_none
 
 KEYS = {"names", "references", "reference_masks", "output_masks"}
 MAX_FILE_BYTES = 1 << 20
@@ -46,7 +46,7 @@ def read_subjects_file(path: str, outputs: int) -> tuple[list[Subject], list[lis
     Everything the file says is checked (its JSON, the number of subjects, each subject's keys, names and
     file counts) before any image is decoded: a crafted file costs no memory before it is refused.
     """
-    from ..images import load_image_file, load_mask_file
+    from ..io.images import load_image_file, load_mask_file
 
     label = shown(path)
     try:
@@ -97,8 +97,8 @@ def read_subjects_file(path: str, outputs: int) -> tuple[list[Subject], list[lis
 def score_subject_files(args: argparse.Namespace, *, heatmaps: bool = False):
     """Read --subjects and --out, load the encoder, score: (encoder, SubjectBatch, load seconds, score seconds,
     the subjects, the output images)."""
-    from ..images import load_image_file, load_mask_file
-    from ..subject_scoring import score_subjects
+    from ..io.images import load_image_file, load_mask_file
+    from ..scoring.subject_scoring import score_subjects
     from .options import load_encoder
 
     if args.ref or args.ref_mask or args.subject or args.out_mask:
@@ -119,7 +119,7 @@ def write_subject_heatmaps(directory: str, batch, subjects, outs, out_paths, dev
     ``<stem>.<subject>.presence.png``), and PF's attention once (``<stem>.background_attention.png``)."""
     from PIL import Image
 
-    from ..heatmaps import render_heatmaps
+    from ..scoring.heatmaps import render_heatmaps
     from .mask import subject_slug
 
     os.makedirs(directory, exist_ok=True)

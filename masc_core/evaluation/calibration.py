@@ -29,9 +29,9 @@ from collections import Counter
 from typing import Any, Iterable
 
 from ..errors import MascInputError
-from ..picks import LABELS, PICKED
-from ..ranking import ranking_key
-from ..scores import ImageScore
+from ..selection.picks import LABELS, PICKED
+from ..selection.ranking import ranking_key
+from ..scoring.scores import ImageScore
 from .agreement import DEFAULT_BOOTSTRAP, DEFAULT_SEED
 from .discrimination import compare
 from .score_log import left_out_line, log_key, log_score

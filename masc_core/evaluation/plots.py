@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import files
-from ..report import format_score
+from ..io import files
+from ..selection.report import format_score
 from . import discrimination
 from .metrics import ASPECT_METRICS, ASPECTS
 from .records import EvalRecord

@@ -27,8 +27,8 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..errors import MascInputError
-from ..ranking import ranking_key
-from ..scores import ImageScore
+from ..selection.ranking import ranking_key
+from ..scoring.scores import ImageScore
 from .agreement import DEFAULT_BOOTSTRAP, DEFAULT_SEED, _interval, require, resampled, spearman, spearman_resampled, stable_seed
 from .score_log import left_out_line, log_key, log_score
 

@@ -30,7 +30,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ..files import write_atomic
+from ..io.files import write_atomic
 from .append_log import AppendLog, jsonl_format, jsonl_record_end
 from .manifest import ASPECTS, ManifestRow
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..report import format_score
+from ..selection.report import format_score
 
 
 def timing_lines(report) -> list[str]:

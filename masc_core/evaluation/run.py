@@ -26,7 +26,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from .. import files
+from ..io import files
 from ..errors import MascInputError
 from ..resources import peak_memory
 from . import records as results

@@ -13,16 +13,16 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import MascInputError
-from ..images import load_image_file, load_mask_file
+from ..io.images import load_image_file, load_mask_file
 from ..models.encoder import MascEncoder
-from ..scores import ImageScore, subject_figures
-from ..stripping import strip_each
+from ..scoring.scores import ImageScore, subject_figures
+from ..scoring.stripping import strip_each
 from . import metrics
 from .manifest import ManifestRow
 from .metrics import masc
 from .plan import Chunk, Group
 from .records import EvalRecord
-from ..subjects import summarize
+from ..scoring.subjects import summarize
 from .subject_columns import all_names_of, column
 from .timing import Stopwatch
 

@@ -13,7 +13,7 @@ import os
 import time
 from contextlib import contextmanager
 
-from ..files import read_json
+from ..io.files import read_json
 
 
 class Stopwatch:

@@ -28,7 +28,7 @@ import warnings
 from dataclasses import dataclass
 
 from ..errors import MascModelError, first_line
-from ..files import read_json
+from ..io.files import read_json
 
 PAPER_MODEL_ID = "google/siglip2-so400m-patch16-naflex"
 """The backbone behind the paper's numbers."""

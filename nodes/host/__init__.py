@@ -15,7 +15,7 @@ Nodes use ``host.<name>`` for everything listed here.
 
 from __future__ import annotations
 
-from ...masc_core.images import preview_thumbnail, thumbnail_size
+from ...masc_core.io.images import preview_thumbnail, thumbnail_size
 from .browser import (
     MAX_BODY_BYTES, PICK_CLOSED_EVENT, PICK_CONFIG_ROUTE, PICK_EVENT, PICK_HELLO_ROUTE, PICK_ROUTE, STATUS, ComfyBrowser,
     pick_board, pick_browser, pick_config, register_pick_route, use_pick_browser,

@@ -11,7 +11,7 @@ import contextlib
 import logging
 import os
 
-from ...masc_core.picks import ANSWERED, MALFORMED, UNKNOWN, PickBoard
+from ...masc_core.selection.picks import ANSWERED, MALFORMED, UNKNOWN, PickBoard
 from .comfy import IN_COMFYUI, prompt_server
 
 MAX_BODY_BYTES = 4096
@@ -106,7 +106,7 @@ def _json_body_error(message: str, status: int = 400):
 
 async def _read_json_body(request, what: str):
     """A route's JSON body (at most ``MAX_BODY_BYTES``, its length given), or the refusal to answer with."""
-    from ...masc_core.files import JSONUnreadable, parse_json
+    from ...masc_core.io.files import JSONUnreadable, parse_json
 
     length = request.content_length
     if length is None or length > MAX_BODY_BYTES:
@@ -141,7 +141,7 @@ def register_pick_route(board: PickBoard = BOARD) -> bool:
             "loaded. Remove one of the two folders from custom_nodes.", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
         )
         return False
-    from ...masc_core.picks import PickRefused
+    from ...masc_core.selection.picks import PickRefused
 
     @server.routes.post(PICK_ROUTE)
     async def answer_pick(request):

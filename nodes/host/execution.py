@@ -13,7 +13,7 @@ from typing import Callable
 
 import torch
 
-from ...masc_core.images import preview_thumbnail, thumbnail_size
+from ...masc_core.io.images import preview_thumbnail, thumbnail_size
 from ...masc_core.models.devices import PRECISION_CHOICES, resolve_device, resolve_dtype
 from .comfy import IN_COMFYUI, comfy_utils, folder_paths, model_management, model_patcher
 from .models import checkpoint_folder, register_model_folders

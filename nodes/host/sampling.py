@@ -15,7 +15,7 @@ from typing import Callable
 import torch
 
 from ...masc_core.errors import MascInputError
-from ...masc_core.pruning import CandidateRun, RoundResult, phase_plan, run_round, samples_one_by_one
+from ...masc_core.selection.pruning import CandidateRun, RoundResult, phase_plan, run_round, samples_one_by_one
 from .comfy import IN_COMFYUI, comfy_sample, comfy_samplers, comfy_utils, latent_preview, model_management
 from .execution import check_interrupt
 
@@ -82,7 +82,7 @@ class CoreSampling:
     Whatever the graph did to MODEL and CONDITIONING upstream (LoRA, IP-Adapter, ...) applies. Each
     candidate's noise is ``comfy.sample.prepare_noise(latent, seed, batch_index)`` of the one input latent,
     exactly what a KSampler with that seed and latent uses. The round itself (phases, judged steps, who goes on)
-    is ``masc_core.pruning.run_round``; this supplies its one primitive (``_CoreRoundSampler``).
+    is ``masc_core.selection.pruning.run_round``; this supplies its one primitive (``_CoreRoundSampler``).
     """
 
     def sample_round(self, model, seeds, latent, *, positive, negative, steps, cfg, sampler_name, scheduler, denoise,

@@ -230,6 +230,12 @@ class Messages:
         ]
 
     def close(self) -> None:
+        """Hang up as a closed tab does: shutdown sends the FIN at once (a bare close() would wait for the reader
+        thread's recv to return, so the server would never see the socket go)."""
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         try:
             self._sock.close()
         except OSError:

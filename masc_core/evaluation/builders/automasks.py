@@ -24,10 +24,10 @@ from typing import Callable, Sequence
 import numpy as np
 from PIL import Image
 
-from ... import files
+from ...io import files
 from ...errors import MascInputError
-from ...images import load_image_file
-from ...masks import DEFAULT_MASK_THRESHOLD, check_dilation, check_threshold
+from ...io.images import load_image_file
+from ...scoring.masks import DEFAULT_MASK_THRESHOLD, check_dilation, check_threshold
 from ...models import checkpoints
 from ...models.clipseg import CLIPSEG_MODEL_ID, ClipSegSegmenter
 from .common import MaskJob, problems_error

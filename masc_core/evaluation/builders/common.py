@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import MascInputError
-from ...files import write_atomic
+from ...io.files import write_atomic
 from ..manifest import LISTED_PROBLEMS, PATH_SEPARATOR, REQUIRED_COLUMNS
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".bmp")

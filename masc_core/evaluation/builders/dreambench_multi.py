@@ -38,10 +38,10 @@ import json
 import os
 
 from ...errors import MascInputError
-from ...subjects import MAX_SUBJECTS
+from ...scoring.subjects import MAX_SUBJECTS
 from ..subject_columns import column
 from .common import BuiltManifest, MaskJob, count_text, mask_path, plan_mask
-from ...stripping import collapse_whitespace
+from ...scoring.stripping import collapse_whitespace
 from .dreambench import OutputsLayout, read_dataset, scan_outputs, subject_names
 
 JOINER = "+"

@@ -18,7 +18,7 @@ import os
 import re
 
 from ...errors import MascInputError
-from ...files import read_json
+from ...io.files import read_json
 from .common import require_folder, subfolders
 
 LAYOUT = (

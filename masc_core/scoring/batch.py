@@ -16,7 +16,7 @@ steps, one function each:
 Undefined scores are explicit: ``None`` with a one-line reason, never NaN
 and never an exception.
 
-``masc_core.subject_scoring.score_subjects`` (several subjects per output)
+``masc_core.scoring.subject_scoring.score_subjects`` (several subjects per output)
 composes steps 2 and 3 with other search masks: they are this package's
 shared steps, private to it, not public API.
 """
@@ -29,8 +29,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from .errors import MascInputError
-from .images import to_rgb_uint8_list
+from ..errors import MascInputError
+from ..io.images import to_rgb_uint8_list
 from .masks import (
     MIN_FOREGROUND_FRACTION,
     concept_patches,
@@ -40,8 +40,8 @@ from .masks import (
     masks_for_batch,
 )
 from .metric import best_matches, concept_preservation, pad_tokens, prompt_following
-from .models.encoder import ImageTokens, MascEncoder
-from .progress import ProgressCallback
+from ..models.encoder import ImageTokens, MascEncoder
+from ..progress import ProgressCallback
 from .scores import Heatmaps, ImageScore, ReferenceInfo, ScoreBatch, defined_number, mean_of_defined
 from .mask_bands import VARIANTS, band, cp_variants, pf_variants
 from .stripping import strip_each, subject_found
@@ -269,7 +269,7 @@ def score_images(
         references always are); False for images scored once, such as a
         sampling loop's candidates, so the cache keeps the reference.
     bands: also give each score its mask-sensitivity band (``ImageScore.cp_band`` / ``pf_band``): the
-        score again with the masks eroded and dilated by one patch (``masc_core.mask_bands``), from the
+        score again with the masks eroded and dilated by one patch (``masc_core.scoring.mask_bands``), from the
         cached tokens: no extra vision or text forward.
     """
     inputs = _read_inputs(images, reference, reference_mask, mask, prompt, subject, cp, pf, min_foreground)

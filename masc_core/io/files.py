@@ -13,7 +13,7 @@ import math
 import os
 from typing import Any, Callable
 
-from .errors import MascError, MascInputError
+from ..errors import MascError, MascInputError
 
 MAX_JSON_DEPTH = 32
 """Deepest nesting of lists and objects ``parse_json`` takes by default (the package's files nest at most 6)."""

@@ -30,8 +30,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .errors import MascInputError
-from .images import tensor_to_numpy
+from ..errors import MascInputError
+from ..io.images import tensor_to_numpy
 
 FOREGROUND_THRESHOLD = 0.5
 """Patch-grid threshold of the paper (Sec. 3.1)."""

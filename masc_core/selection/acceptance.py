@@ -7,7 +7,7 @@ candidates pass or ``max_candidates`` are spent; a whole round is scored
 before the loop decides, so a round may bring more passing candidates than
 needed (the best are kept).
 
-A candidate *passes* as in ``masc_core.ranking``: its key (CP, PF or their
+A candidate *passes* as in ``masc_core.selection.ranking``: its key (CP, PF or their
 weighted sum) is defined, it clears ``min_cp`` / ``min_pf``, and with
 ``reject_small_masks`` its mask is not below ``min_foreground``.
 
@@ -30,12 +30,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
-from .errors import MascInputError
-from .limits import ACCEPT, BATCH_SIZE, MAX_CANDIDATES
-from .masks import MIN_FOREGROUND_FRACTION
+from ..errors import MascInputError
+from ..limits import ACCEPT, BATCH_SIZE, MAX_CANDIDATES
+from ..scoring.masks import MIN_FOREGROUND_FRACTION
 from .ranking import KEEP_BUT_MARK, PassRules, uncertain_mark
 from .report import key_columns, key_columns_header, subject_line
-from .scores import ImageScore
+from ..scoring.scores import ImageScore
 
 RETURN_BEST = "return best"
 BLOCK = "block"
@@ -62,7 +62,7 @@ class AcceptanceRules:
     min_foreground: float = MIN_FOREGROUND_FRACTION
     on_shortfall: str = RETURN_BEST
     on_uncertain: str = KEEP_BUT_MARK
-    """What a candidate whose mask-sensitivity band straddles a threshold becomes (``masc_core.ranking``)."""
+    """What a candidate whose mask-sensitivity band straddles a threshold becomes (``masc_core.selection.ranking``)."""
     on_blend: str = "report"
     """With several subjects: whether a blend warning rejects the candidate (``PassRules``)."""
 

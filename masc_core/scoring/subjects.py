@@ -1,6 +1,6 @@
 """Several subjects in one image: what the caller declares and what multi-subject scoring returns.
 
-Plain data and arithmetic on numbers (no model code), used by ``masc_core.subject_scoring``.
+Plain data and arithmetic on numbers (no model code), used by ``masc_core.scoring.subject_scoring``.
 
 The extension (this project's, not the paper's; README "Several subjects" gives the reasons):
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
-from .errors import MascInputError
+from ..errors import MascInputError
 from .scores import Heatmaps, ImageScore, ReferenceInfo, ScoreBatch, defined_number, mean_of_defined
 from .stripping import parse_subject_names
 

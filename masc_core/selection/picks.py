@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from collections import OrderedDict
 from typing import Any, Callable, Protocol
 
-from .errors import MascInputError
-from .limits import IntRange
+from ..errors import MascInputError
+from ..limits import IntRange
 
 PICKED = "picked"
 PASSED_OVER = "passed over"

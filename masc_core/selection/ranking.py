@@ -10,7 +10,7 @@ below the paper's filter (a near-empty mask usually means the subject was
 not rendered). ``select`` keeps the best ``top_k`` of the passing outputs.
 
 An output is *uncertain* when a score's mask-sensitivity band (``ImageScore.cp_band`` / ``pf_band``,
-``masc_core.mask_bands``) straddles its threshold: the score with the mask one patch smaller or larger
+``masc_core.scoring.mask_bands``) straddles its threshold: the score with the mask one patch smaller or larger
 would decide the other way. ``on_uncertain`` says what then: ``keep but mark`` (the score decides, the
 verdict says uncertain), ``accept`` (that threshold counts as cleared) or ``reject`` (it counts as failed).
 
@@ -24,10 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from .errors import MascInputError
-from .limits import TOP_K
+from ..errors import MascInputError
+from ..limits import TOP_K
 from .report import ranking_table
-from .scores import ImageScore
+from ..scoring.scores import ImageScore
 
 RANK_KEYS = ("cp", "pf", "both")
 KEEP_BUT_MARK = "keep but mark"
@@ -76,7 +76,7 @@ class Ranking:
         return key_label(self.by, self.cp_weight, self.pf_weight)
 
     def table(self, names: Sequence[str] | None = None) -> str:
-        """A readable ranking, one line per output (``masc_core.report.ranking_table``)."""
+        """A readable ranking, one line per output (``masc_core.selection.report.ranking_table``)."""
         return ranking_table(self, names)
 
 

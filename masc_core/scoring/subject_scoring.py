@@ -19,14 +19,14 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from .errors import MascInputError
-from .images import to_rgb_uint8_list
+from ..errors import MascInputError
+from ..io.images import to_rgb_uint8_list
 from .masks import MIN_FOREGROUND_FRACTION, foreground_fraction, grid_weights, hidden_patches, masks_for_batch
 from .metric import pad_tokens
-from .models.encoder import MascEncoder
-from .progress import ProgressCallback
+from ..models.encoder import MascEncoder
+from ..progress import ProgressCallback
 from .scores import defined_number, mean_of_defined
-from .scoring import (
+from .batch import (
     NO_BACKGROUND,
     NO_OUTPUT_MASK,
     _concept_preservation,

@@ -1,6 +1,6 @@
 """What scoring returns: per-image scores, reference facts and patch-level maps.
 
-Plain data (no model code), shared by the batch API (``masc_core.scoring``),
+Plain data (no model code), shared by the batch API (``masc_core.scoring.batch``),
 ranking, reports, heatmap rendering, the CLI and the ComfyUI nodes.
 Undefined scores are ``None`` with a one-line reason, never NaN.
 """
@@ -77,7 +77,7 @@ class ImageScore:
     """Several subjects in the image (``score_subjects``; ``cp`` is then their cp_min): per subject, in order,
     ``{"subject": label, "cp": CP_k or None, "mask": its output mask share or None}``. None for one subject."""
     blends: list[str] = field(default_factory=list)
-    """Several subjects: the blend warnings (``masc_core.subjects.blend_warnings``)."""
+    """Several subjects: the blend warnings (``masc_core.scoring.subjects.blend_warnings``)."""
     cp_band: list[float] | None = None
     """[low, high]: CP with the reference mask eroded and dilated by one patch, and CP itself (``score_images(bands=True)``)."""
     pf_band: list[float] | None = None
@@ -86,7 +86,7 @@ class ImageScore:
     """Why a band lacks a side (a mask too small to erode, or dilated over the whole image)."""
     previews: list[dict[str, Any]] | None = None
     """MaSC Sample Until with pruning or a study: the scores of this candidate's denoised preview at each step it
-    was judged (``masc_core.pruning.preview_record``); None otherwise. A pruned candidate has no final scores."""
+    was judged (``masc_core.selection.pruning.preview_record``); None otherwise. A pruned candidate has no final scores."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (NaN never appears; undefined is null)."""
@@ -149,7 +149,7 @@ class ScoreContext:
     kept: list[int] | None = None
     """Positions of the images a node passed on, in its output order (MaSC Sample Until's kept candidates)."""
     ledger: dict[str, Any] | None = None
-    """MaSC Sample Until with pruning: model evaluations spent and in full (``masc_core.pruning.Ledger.to_dict``)."""
+    """MaSC Sample Until with pruning: model evaluations spent and in full (``masc_core.selection.pruning.Ledger.to_dict``)."""
     labels: list[str | None] | None = None
     """Per image, the artist's label from MaSC Pick ("picked", "passed over"); None where the artist chose nothing."""
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from .errors import MascInputError, first_line
+from ..errors import MascInputError, first_line
 
 IMAGE_SUFFIX_HINT = "use a PNG, JPEG or WebP image"
 MAX_PIXELS = Image.MAX_IMAGE_PIXELS

@@ -23,9 +23,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
-from .errors import MascInputError
+from ..errors import MascInputError
 from .ranking import PassRules
-from .scores import ImageScore, defined_number
+from ..scoring.scores import ImageScore, defined_number
 
 STUDY_FRACTIONS = (0.2, 0.3, 0.4, 0.5, 0.6)
 """Where a study judges every candidate, as shares of its steps."""

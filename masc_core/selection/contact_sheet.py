@@ -25,7 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .errors import MascInputError
+from ..errors import MascInputError
 from .report import format_score
 
 MIN_TILE, MAX_TILE = 64, 1024
@@ -65,7 +65,7 @@ class Tile:
 
 @lru_cache(maxsize=8)
 def _font(size: int):
-    from .captions import _font as caption_font
+    from ..scoring.captions import _font as caption_font
 
     return caption_font(size)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .safe_text import printable
-from .scores import ImageScore
+from ..io.safe_text import printable
+from ..scoring.scores import ImageScore
 
 
 def format_score(value: float | None, digits: int = 4) -> str:
@@ -67,7 +67,7 @@ def key_columns(cp: float | None, pf: float | None, key: float | None, fraction:
 
 
 def ranking_table(ranking, names: Sequence[str] | None = None) -> str:
-    """A ``masc_core.ranking.Ranking``, best first: rank, image, CP, PF, the key, mask share, status.
+    """A ``masc_core.selection.ranking.Ranking``, best first: rank, image, CP, PF, the key, mask share, status.
 
     ``names[i]`` labels batch index i (default: the index itself).
     """

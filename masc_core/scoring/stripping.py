@@ -29,7 +29,7 @@ import functools
 import re
 from typing import Any, Iterable
 
-from .errors import MascInputError
+from ..errors import MascInputError
 
 _WHITESPACE = re.compile(r"\s+")
 
