@@ -25,7 +25,7 @@ import pytest
 
 from conftest import ROOT, call, read_bytes
 from eval_manifests import small_rows, write_csv, write_masks
-from masc_core.evaluation.tickets import TICKETS_ENV, issue_tickets
+from batch_tickets.sitecustomize import TICKETS_ENV, issue_tickets
 
 if importlib.util.find_spec("ray") is None:
     if os.environ.get("CI"):
@@ -48,9 +48,14 @@ def lines_in(path) -> int:
         return handle.read().count(b"\n")
 
 
+TICKET_HOOK = os.path.join(ROOT, "tests", "batch_tickets")
+"""On the run's PYTHONPATH with $MASC_TEST_BATCH_TICKETS: every batch waits for a ticket (``batch_tickets/sitecustomize.py``)."""
+
+
 def environment(**extra) -> dict:
     env = dict(os.environ, **QUIET_NETWORK, **extra)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH")) if p)
+    hook = TICKET_HOOK if TICKETS_ENV in extra else None
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (hook, ROOT, env.get("PYTHONPATH")) if p)
     return env
 
 
@@ -142,7 +147,7 @@ def test_a_ray_run_writes_the_single_process_files_and_nothing_else(workspace):
 def test_interrupted_then_killed_then_resumed(workspace):
     """Ctrl-C ends the run and its cluster cleanly; kill -9 loses nothing written; a rerun finishes the same files.
 
-    The workers score a unit of chunks only with a ticket from this test (masc_core.evaluation.tickets): each
+    The workers score a unit of chunks only with a ticket from this test (tests/batch_tickets): each
     run is let through one unit, so whatever the machine's load the signal lands after that unit's first
     rows and before the other units ever start. No race between the run and the signal decides the verdict.
     """

@@ -58,7 +58,6 @@ from .plan import Chunk, digest, plan_rows
 from .records import EvalRecord, csv_cells, csv_columns, record_line
 from .scorer import RowScorer
 from .summary import SummaryOptions
-from .tickets import wait_for_ticket
 from .timing import Stopwatch
 
 OUTPUTS = ("rows", "chunks")
@@ -116,7 +115,6 @@ class BatchScorer:
 
     def __call__(self, batch: Mapping[str, Any]) -> Iterator[dict[str, np.ndarray]]:
         """One output per chunk of the batch, as each is scored."""
-        wait_for_ticket()  # a no-op unless a test holds the run (tickets.py)
         for chunk, records in self.chunks(batch):
             yield self._chunk_output(chunk, records) if self.output == "chunks" else result_columns(records, self.options.metric_names)
 
