@@ -117,6 +117,25 @@ async def _read_json_body(request, what: str):
         return None, _json_body_error(f"{what} is not JSON ({why})")
 
 
+def _board_route(take, what: str):
+    """A POST handler: the body read and parsed strictly, handed to ``take`` (a board call); its refusals as statuses."""
+    from ...masc_core.selection.picks import PickRefused
+
+    async def handle(request):
+        body, refusal = await _read_json_body(request, what)
+        if refusal is not None:
+            return refusal
+        try:
+            take(body)
+        except PickRefused as refused:
+            return _json_body_error(str(refused), STATUS[refused.kind])
+        from aiohttp import web
+
+        return web.json_response({"ok": True})
+
+    return handle
+
+
 def register_pick_route(board: PickBoard = BOARD) -> bool:
     """Serve MaSC Pick's routes, once per process; True when this call registered them.
 
@@ -141,33 +160,8 @@ def register_pick_route(board: PickBoard = BOARD) -> bool:
             "loaded. Remove one of the two folders from custom_nodes.", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
         )
         return False
-    from ...masc_core.selection.picks import PickRefused
-
-    @server.routes.post(PICK_ROUTE)
-    async def answer_pick(request):
-        body, refusal = await _read_json_body(request, "a pick")
-        if refusal is not None:
-            return refusal
-        try:
-            board.answer(body)
-        except PickRefused as refused:
-            return _json_body_error(str(refused), STATUS[refused.kind])
-        from aiohttp import web
-
-        return web.json_response({"ok": True})
-
-    @server.routes.post(PICK_HELLO_ROUTE)
-    async def announce_page(request):
-        body, refusal = await _read_json_body(request, "an announcement")
-        if refusal is not None:
-            return refusal
-        try:
-            board.announce(body)
-        except PickRefused as refused:
-            return _json_body_error(str(refused), STATUS[refused.kind])
-        from aiohttp import web
-
-        return web.json_response({"ok": True})
+    server.routes.post(PICK_ROUTE)(_board_route(board.answer, "a pick"))
+    server.routes.post(PICK_HELLO_ROUTE)(_board_route(board.announce, "an announcement"))
 
     @server.routes.get(PICK_CONFIG_ROUTE)
     async def tell_config(request):

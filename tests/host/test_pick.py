@@ -46,13 +46,18 @@ def _asked(messages, deadline_s: float = 600) -> dict:
     return messages.of_type("masc.pick")[-1][1]
 
 
-def _post(server, body: bytes) -> tuple[int, dict]:
-    request = urllib.request.Request(server.url + "/masc/pick", data=body, headers={"Content-Type": "application/json"}, method="POST")
+def _post_to(server, route: str, body: bytes) -> tuple[int, dict]:
+    request = urllib.request.Request(server.url + route, data=body, headers={"Content-Type": "application/json"}, method="POST")
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read() or b"null")
+
+
+def _post(server, body: bytes) -> tuple[int, dict]:
+    """An answer to the pick route."""
+    return _post_to(server, "/masc/pick", body)
 
 
 def _log_rows(installed, graph, run_text: str) -> list[dict]:
@@ -144,15 +149,6 @@ def test_cancel_while_waiting_frees_the_queue(server, sd15, installed):
     assert server.request("/queue")["queue_running"] == []
     after, _ = pick_graph(sd15, timeout=0)
     assert hostapi.status(server.run(after)) == "success"  # the queue runs the next prompt
-
-
-def _post_to(server, route: str, body: bytes) -> tuple[int, dict]:
-    request = urllib.request.Request(server.url + route, data=body, headers={"Content-Type": "application/json"}, method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"null")
 
 
 def test_a_websocket_client_without_the_pack_script_is_never_asked(server, sd15):
