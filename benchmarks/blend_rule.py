@@ -9,7 +9,7 @@ Each one is two photos side by side, the left half labelled subject A and the ri
 It scores them with ``score_subjects`` (masks: a box in each half) and counts how often each rule fires:
 
 - in-region: R[k][l] >= R[l][l] (another subject matches region l as well as its owner does);
-- own-region (``masc_core.scoring.subjects.blend_warnings``): R[k][l] >= R[k][k] (another subject appears in region
+- own-region (``masc_core.metric.subjects.blend_warnings``): R[k][l] >= R[k][k] (another subject appears in region
   l as strongly as in its own region).
 
 With random-weight checkpoints (the tests' two tiny ones by default), the counts show whether a rule can

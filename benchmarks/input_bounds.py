@@ -35,7 +35,7 @@ def study_rows(candidates: int, seed: int = 0) -> list[dict]:
 
 def measure(args) -> dict:
     from masc_core.evaluation.prune_study import prune_report
-    from masc_core.scoring.stripping import MAX_NAMES, strip_each
+    from masc_core.metric.stripping import MAX_NAMES, strip_each
 
     reports = []
     for candidates in args.candidates:

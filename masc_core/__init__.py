@@ -27,17 +27,17 @@ builds random-weight checkpoints for tests.
 """
 
 from .errors import MascError, MascInputError, MascModelError
-from .scoring.heatmaps import HeatmapImages, render_heatmaps
-from .scoring.masks import DEFAULT_MASK_THRESHOLD, FOREGROUND_THRESHOLD, MIN_FOREGROUND_FRACTION
+from .metric.heatmaps import HeatmapImages, render_heatmaps
+from .metric.masks import DEFAULT_MASK_THRESHOLD, FOREGROUND_THRESHOLD, MIN_FOREGROUND_FRACTION
 from .models.checkpoints import PAPER_MODEL_ID
 from .models.clipseg import CLIPSEG_MODEL_ID, ClipSegSegmenter
 from .models.encoder import ImageTokens, MascEncoder
 from .selection.ranking import RANK_KEYS, PassRules, Ranking, rank
-from .scoring.scores import Heatmaps, ImageScore, ReferenceInfo, ScoreBatch
+from .metric.scores import Heatmaps, ImageScore, ReferenceInfo, ScoreBatch
 from .scoring.batch import score_images
 from .scoring.subject_scoring import score_subjects
-from .scoring.subjects import MultiSubjectScore, Subject, SubjectBatch, SubjectScore
-from .scoring.stripping import parse_subject_names, strip_subject
+from .metric.subjects import MultiSubjectScore, Subject, SubjectBatch, SubjectScore
+from .metric.stripping import parse_subject_names, strip_subject
 from .version import __version__
 
 __all__ = [

@@ -7,7 +7,7 @@ quotes a value from a file or a shared workflow, so it is escaped here, once
 (``safe_text.printable``): no terminal control sequence reaches a console.
 """
 
-from .io.safe_text import printable
+from .safe_text import printable
 
 
 class MascError(Exception):

@@ -14,7 +14,7 @@ import numbers
 from dataclasses import dataclass
 
 from .errors import MascInputError
-from .io.safe_text import shown
+from .safe_text import shown
 
 
 def out_of_range(name: str, value, low, high) -> str:

@@ -27,7 +27,7 @@ import numbers
 
 from ..masc_core.errors import MascInputError
 from ..masc_core.limits import out_of_range
-from ..masc_core.io.safe_text import shown
+from ..masc_core.safe_text import shown
 
 MAX_TEXT = 20_000
 """Longest text a STRING input takes (SigLIP2 reads 64 tokens; a prompt is far shorter than this)."""

@@ -8,7 +8,7 @@ import uuid
 
 from ..masc_core.errors import MascInputError
 from ..masc_core.evaluation.score_log import append_rows, log_path, log_rows
-from ..masc_core.scoring.scores import ScoreBatch
+from ..masc_core.metric.scores import ScoreBatch
 from . import host
 from .inputs import checked_inputs
 from .types import CATEGORY, MASC_SCORES, Output, declare_outputs

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from ..masc_core.scoring.heatmaps import mask_overlay
-from ..masc_core.scoring.masks import DEFAULT_MASK_THRESHOLD, MIN_FOREGROUND_FRACTION, foreground_fraction
+from ..masc_core.metric.heatmaps import mask_overlay
+from ..masc_core.metric.masks import DEFAULT_MASK_THRESHOLD, MIN_FOREGROUND_FRACTION, foreground_fraction
 from ..masc_core.models.clipseg import CLIPSEG_MODEL_ID, ClipSegSegmenter
 from . import host
 from .convert import comfy_images, to_comfy_image_batch

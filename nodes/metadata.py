@@ -3,7 +3,7 @@
 ComfyUI gives the nodes that declare the hidden inputs below the prompt's
 ``extra_pnginfo`` dict (which core Save Image writes into every PNG) and
 their own node id. Each MaSC node puts its entry under its id
-(``masc_core.io.saved_scores``), so several MaSC nodes in one graph keep
+(``masc_core.metric.saved_scores``), so several MaSC nodes in one graph keep
 separate entries. The front end always sends ``extra_pnginfo``; an API
 client must send ``extra_data: {"extra_pnginfo": {}}`` or nothing is saved.
 """
@@ -16,8 +16,8 @@ import weakref
 import torch
 
 from ..masc_core.models.checkpoints import folder_digest
-from ..masc_core.io.saved_scores import add_node_entry, node_entry, pixel_digest
-from ..masc_core.scoring.scores import ScoreBatch, ScoreContext
+from ..masc_core.metric.saved_scores import add_node_entry, node_entry, pixel_digest
+from ..masc_core.metric.scores import ScoreBatch, ScoreContext
 
 HIDDEN_INPUTS = {"extra_pnginfo": "EXTRA_PNGINFO", "unique_id": "UNIQUE_ID"}
 """What a node declares under "hidden" to receive the prompt's PNG metadata and its own id."""

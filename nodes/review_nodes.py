@@ -12,7 +12,7 @@ from ..masc_core.selection.contact_sheet import MAX_TILE, MIN_TILE, ORDERS, cont
 from ..masc_core.errors import MascInputError
 from ..masc_core.selection.picks import NO_BROWSER, SHOWN, TIMED_OUT, PickOutcome, check_counts, pick_labels, timeout_seconds
 from ..masc_core.selection.ranking import RANK_KEYS
-from ..masc_core.scoring.scores import ScoreBatch
+from ..masc_core.metric.scores import ScoreBatch
 from . import host
 from .convert import comfy_images, to_comfy_image_batch
 from .inputs import checked_inputs

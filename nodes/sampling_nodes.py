@@ -17,13 +17,13 @@ from ..masc_core.selection.contact_sheet import THUMBNAIL
 from ..masc_core.selection.acceptance import SHORTFALL_CHOICES, AcceptanceLoop, AcceptanceRules, Outcome, outcome_report
 from ..masc_core.errors import MascInputError
 from ..masc_core.limits import ACCEPT, BATCH_SIZE, MAX_CANDIDATES
-from ..masc_core.scoring.masks import DEFAULT_MASK_THRESHOLD, masks_for_batch
+from ..masc_core.metric.masks import DEFAULT_MASK_THRESHOLD, masks_for_batch
 from ..masc_core.selection.pruning import Ledger, PruneRules, samples_one_by_one, split_note
 from ..masc_core.selection.ranking import KEEP_BUT_MARK, RANK_KEYS
-from ..masc_core.scoring.scores import ScoreBatch, ScoreContext
+from ..masc_core.metric.scores import ScoreBatch, ScoreContext
 from ..masc_core.scoring.batch import score_images
 from ..masc_core.scoring.subject_scoring import score_subjects
-from ..masc_core.scoring.subjects import SubjectBatch
+from ..masc_core.metric.subjects import SubjectBatch
 from . import host
 from .convert import check_reference_mask, check_single_latent, comfy_images, comfy_masks, to_comfy_image_batch
 from .metadata import HIDDEN_INPUTS, encoder_identity, image_digests, record

@@ -10,13 +10,13 @@ and text).
 from __future__ import annotations
 
 
-from ..masc_core.scoring.captions import with_caption
-from ..masc_core.scoring.heatmaps import HeatmapImages, render_heatmaps
+from ..masc_core.metric.captions import with_caption
+from ..masc_core.metric.heatmaps import HeatmapImages, render_heatmaps
 from ..masc_core.io.images import preview_thumbnail
-from ..masc_core.selection.report import caption, score_table
-from ..masc_core.scoring.scores import ScoreBatch
+from ..masc_core.metric.report import caption, score_table
+from ..masc_core.metric.scores import ScoreBatch
 from ..masc_core.scoring.batch import score_images
-from ..masc_core.scoring.stripping import strip_subject
+from ..masc_core.metric.stripping import strip_subject
 from . import host
 from .convert import batch_value, check_candidate_mask, check_reference_mask, comfy_images, comfy_masks, image_output
 from .metadata import HIDDEN_INPUTS, image_digests, record, scoring_context

@@ -13,9 +13,9 @@ import torch
 
 from ..masc_core.errors import MascInputError
 from ..masc_core.limits import TOP_K
-from ..masc_core.scoring.masks import MIN_FOREGROUND_FRACTION
+from ..masc_core.metric.masks import MIN_FOREGROUND_FRACTION
 from ..masc_core.selection.ranking import KEEP_BUT_MARK, RANK_KEYS, UNCERTAIN_CHOICES, PassRules, uncertain_mark
-from ..masc_core.scoring.scores import ScoreBatch
+from ..masc_core.metric.scores import ScoreBatch
 from . import host
 from .metadata import HIDDEN_INPUTS, image_digests, record
 from .inputs import checked_inputs

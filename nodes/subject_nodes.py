@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 from ..masc_core.errors import MascInputError
 from ..masc_core.selection.ranking import BLEND_CHOICES as BLENDS
-from ..masc_core.selection.report import subjects_table
-from ..masc_core.scoring.stripping import parse_subject_names
+from ..masc_core.metric.report import subjects_table
+from ..masc_core.metric.stripping import parse_subject_names
 from ..masc_core.scoring.subject_scoring import score_subjects
-from ..masc_core.scoring.subjects import Subject, all_names, every_or_none
+from ..masc_core.metric.subjects import Subject, all_names, every_or_none
 from . import host
 from .convert import batch_value, check_candidate_mask, check_reference_mask, comfy_images, comfy_masks
 from .inputs import checked_inputs

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from masc_core.selection.report import caption, format_score
+from masc_core.metric.report import caption, format_score
 
 # Viridis, sampled at 9 points (perceptually uniform, readable in grayscale).
 _VIRIDIS = np.array(

@@ -9,7 +9,7 @@ import pytest
 
 from masc_core.selection.acceptance import AcceptanceLoop, AcceptanceRules, outcome_report
 from masc_core.errors import MascInputError
-from masc_core.scoring.scores import ImageScore
+from masc_core.metric.scores import ImageScore
 
 
 class Payload:

@@ -18,8 +18,8 @@ from eval_manifests import dreambench_rows, write_csv, write_masks
 from masc_core import MascEncoder, MascModelError, score_images
 from masc_core.evaluation.metrics import same_backbone_scores
 from masc_core.models.embedders import ClipEmbedder, DinoEmbedder
-from masc_core.scoring.masks import grid_weights, hidden_patches
-from masc_core.scoring.stripping import strip_subject
+from masc_core.metric.masks import grid_weights, hidden_patches
+from masc_core.metric.stripping import strip_subject
 
 CPU = torch.device("cpu")
 

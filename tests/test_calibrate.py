@@ -13,7 +13,7 @@ from masc_core.errors import MascInputError
 from masc_core.evaluation.calibration import calibrate, min_picks, suggested_threshold
 from masc_core.evaluation.score_log import append_rows, log_path, log_rows, read_log
 from masc_core.selection.picks import PASSED_OVER, PICKED
-from masc_core.scoring.scores import ImageScore, ReferenceInfo, ScoreBatch, ScoreContext
+from masc_core.metric.scores import ImageScore, ReferenceInfo, ScoreBatch, ScoreContext
 
 ROOT = __import__("os").path.dirname(__import__("os").path.dirname(__import__("os").path.abspath(__file__)))
 

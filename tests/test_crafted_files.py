@@ -16,7 +16,7 @@ from crafted import (
 )
 from masc_core.errors import MascInputError
 from masc_core.io.images import load_image_file
-from masc_core.io.saved_scores import MAX_ENTRY_BYTES, read_png
+from masc_core.metric.saved_scores import MAX_ENTRY_BYTES, read_png
 
 PIXELS = np.full((8, 8, 3), 100, dtype=np.uint8)
 
@@ -97,7 +97,7 @@ def test_a_decompression_bomb_is_refused_before_decoding(tmp_path, good):
 
 def test_files_without_an_entry_are_not_decoded(tmp_path, monkeypatch):
     """A large PNG without scores: only its chunk headers are read (PIL is never asked for the pixels)."""
-    import masc_core.io.saved_scores as saved_scores
+    import masc_core.metric.saved_scores as saved_scores
 
     decoded = []
     monkeypatch.setattr(saved_scores, "_pixels_digest", lambda path: decoded.append(path))
@@ -186,7 +186,7 @@ def test_mask_refuses_a_damaged_image_in_one_line(tmp_path, tiny_clipseg_dir):
 @pytest.mark.parametrize("shape", ["cp is NaN", "deep nesting", "nodes is a list", "images is a string"])
 def test_a_crafted_entry_sent_with_the_prompt_is_replaced_not_extended(shape):
     """extra_pnginfo comes from the client: a MaSC node never adds its entry to one that read would refuse."""
-    from masc_core.io.saved_scores import add_node_entry, parse_entry
+    from masc_core.metric.saved_scores import add_node_entry, parse_entry
 
     sent = {"workflow": {}, "masc": json.loads(ENTRY_SHAPES[shape]) if shape != "deep nesting" else [[[[]]]] * 3}
     if shape == "deep nesting":
@@ -197,7 +197,7 @@ def test_a_crafted_entry_sent_with_the_prompt_is_replaced_not_extended(shape):
 
 
 def test_a_readable_entry_from_earlier_nodes_is_kept():
-    from masc_core.io.saved_scores import add_node_entry
+    from masc_core.metric.saved_scores import add_node_entry
 
     sent = {"masc": entry()}
     add_node_entry(sent, 9, entry()["nodes"]["7"])

@@ -18,7 +18,7 @@ from PIL import Image
 
 from conftest import box_mask, call
 from crafted import png_with_chunks, text_chunk
-from masc_core.scoring import stripping
+from masc_core.metric import stripping
 from masc_core.errors import MascInputError
 from masc_core.evaluation import agreement
 from masc_core.evaluation.calibration import calibrate, calibration_text
@@ -71,7 +71,7 @@ def test_the_subject_node_refuses_too_many_names_before_converting_images(pack):
 
 
 def test_a_shared_subject_name_with_control_characters_is_escaped_in_the_error(pack):
-    subjects = importlib.import_module(pack.__name__ + ".masc_core.scoring.subjects")
+    subjects = importlib.import_module(pack.__name__ + ".masc_core.metric.subjects")
     name = f"dog{OSC52}{COLOUR}"
     with pytest.raises(subjects.MascInputError) as refused:
         subjects.check_subjects([subjects.Subject(name, None, None), subjects.Subject(name, None, None)])
@@ -314,7 +314,7 @@ def test_a_crafted_log_filename_is_one_line_without_the_servers_path(tmp_path, n
 
 
 def test_the_log_node_refuses_a_crafted_filename_without_the_servers_path(pack, comfy_dirs):
-    scores = importlib.import_module(pack.__name__ + ".masc_core.scoring.scores")
+    scores = importlib.import_module(pack.__name__ + ".masc_core.metric.scores")
     errors = importlib.import_module(pack.__name__ + ".masc_core.errors")
     batch = scores.ScoreBatch(scores=[scores.ImageScore(index=0, cp=0.5)], references=[], context=scores.ScoreContext(node="MaSCScore"))
     node = pack.NODE_CLASS_MAPPINGS["MaSCLogScores"]()

@@ -88,7 +88,7 @@ def reference_pool(head, tokens: np.ndarray, visible: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("naflex", [True, False])
 def test_cp_and_pf_equal_straightforward_computation(naflex, naflex_dir, fixed_dir, naflex_encoder, fixed_encoder):
     from masc_core import score_images
-    from masc_core.scoring.stripping import strip_subject
+    from masc_core.metric.stripping import strip_subject
 
     folder, encoder = (naflex_dir, naflex_encoder) if naflex else (fixed_dir, fixed_encoder)
     ref = load_photo("dog_00")

@@ -9,7 +9,7 @@ from PIL import Image
 
 from conftest import PROMPT, box_mask, load_photo
 from masc_core import score_images
-from masc_core.scoring import heatmaps as render
+from masc_core.metric import heatmaps as render
 
 
 def test_heatmap_grids_explain_the_scores(encoder):
@@ -150,7 +150,7 @@ def test_colour_table_is_viridis_at_evenly_spaced_values():
 @pytest.mark.parametrize("width,height", [(512, 512), (1000, 300), (120, 400), (64, 12)])
 def test_captions_drawn_on_the_band_equal_captions_drawn_on_the_whole_picture(width, height):
     import numpy_heatmaps
-    from masc_core.scoring.captions import draw_caption, with_caption
+    from masc_core.metric.captions import draw_caption, with_caption
 
     image = np.ascontiguousarray(np.asarray(Image.fromarray(load_photo("duck_toy_00")).resize((width, height))))
     text = "#7 view 1  CP 0.8123  PF -0.0456 gjpqy"

@@ -16,7 +16,7 @@ from crafted import cuts
 from masc_core.errors import MascInputError
 from masc_core.evaluation.records import EvalRecord, read_records, record_line, records_from_lines
 from masc_core.evaluation.score_log import LOG_COLUMNS, append_rows, log_rows, log_text
-from masc_core.scoring.scores import ImageScore, ReferenceInfo, ScoreBatch, ScoreContext
+from masc_core.metric.scores import ImageScore, ReferenceInfo, ScoreBatch, ScoreContext
 
 FORMULAS = ["=HYPERLINK(\"http://x\",\"y\")", "+1+2", "-2+3", "@SUM(A1)", "\tx", "\rx", "'quoted", "=cmd|' /C calc'!A0"]
 

@@ -11,7 +11,7 @@ from PIL import Image
 
 from conftest import box_mask, load_photo
 from masc_core import score_images
-from masc_core.scoring.masks import grid_weights
+from masc_core.metric.masks import grid_weights
 from masc_core.scoring.mask_bands import morph
 
 PROMPT = "a photo of sks dog on the beach"
@@ -127,7 +127,7 @@ def test_score_bands_on_the_command_line(capsys, naflex_dir, files):
 
 
 def _banded(cp, band, pf=0.1, pf_band=None, index=0):
-    from masc_core.scoring.scores import ImageScore
+    from masc_core.metric.scores import ImageScore
 
     return ImageScore(index=index, cp=cp, pf=pf, cp_band=band, pf_band=pf_band, foreground_fraction=0.3)
 

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import PROMPT, box_mask, load_photo
 from masc_core import MascInputError, score_images
-from masc_core.scoring.masks import grid_weights, mask_to_float, masks_for_batch
+from masc_core.metric.masks import grid_weights, mask_to_float, masks_for_batch
 
 
 def striped(size: int, period: int = 2) -> np.ndarray:

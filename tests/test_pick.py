@@ -104,7 +104,7 @@ class Browser:
 
 
 def scored(pack, count=6):
-    scores = importlib.import_module(pack.__name__ + ".masc_core.scoring.scores")
+    scores = importlib.import_module(pack.__name__ + ".masc_core.metric.scores")
     cps = [0.40, 0.90, 0.55, 0.70, 0.20, 0.65]
     items = [scores.ImageScore(index=i, cp=cps[i], pf=0.1, foreground_fraction=0.3, prompt="a sks dog", encoded_prompt="a")
              for i in range(count)]

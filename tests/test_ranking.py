@@ -6,7 +6,7 @@ import pytest
 
 from masc_core import MascInputError
 from masc_core.selection.ranking import rank
-from masc_core.scoring.scores import ImageScore
+from masc_core.metric.scores import ImageScore
 
 
 def scores():

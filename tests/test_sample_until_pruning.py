@@ -171,7 +171,7 @@ def test_prune_report_without_previews_is_one_line(tmp_path):
 def test_the_png_entry_carries_previews_and_the_ledger_and_read_accepts_it(pack, models):
     import json
 
-    saved = importlib.import_module(pack.__name__ + ".masc_core.io.saved_scores")
+    saved = importlib.import_module(pack.__name__ + ".masc_core.metric.saved_scores")
     extra = {"workflow": {}}
     out, _ = run(pack, models, steps=STEPS, batch_size=4, max_candidates=4, accept=1, min_cp=1.0, prune_at=0.5, prune_keep=1,
                  extra_pnginfo=extra, unique_id="10")

@@ -10,7 +10,7 @@ import pytest
 from masc_core.errors import MascInputError
 from masc_core.evaluation.records import EvalRecord
 from masc_core.evaluation.score_log import LOG_COLUMNS, append_rows, log_path, log_rows
-from masc_core.scoring.scores import ImageScore, ReferenceInfo, ScoreBatch, ScoreContext
+from masc_core.metric.scores import ImageScore, ReferenceInfo, ScoreBatch, ScoreContext
 from masc_core.version import __version__
 
 

@@ -23,7 +23,7 @@ from conftest import ROOT, load_photo
 from masc_core import ClipSegSegmenter, MascInputError, MascModelError, score_images
 from masc_core.cli import main
 from masc_core.models.preprocess import prepare_image
-from masc_core.scoring.masks import dilate_mask
+from masc_core.metric.masks import dilate_mask
 
 transformers = pytest.importorskip("transformers")
 TRANSFORMERS_5 = int(transformers.__version__.split(".")[0]) >= 5

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from masc_core.scoring.stripping import parse_subject_names, strip_subject
+from masc_core.metric.stripping import parse_subject_names, strip_subject
 
 DREAMBENCH_TEMPLATES = [
     "a {} in the jungle", "a {} in the snow", "a {} on the beach", "a {} on a cobblestone street",

@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 from masc_core import MascInputError, Subject, score_images, score_subjects
-from masc_core.scoring.subjects import MAX_SUBJECTS, blend_warnings, summarize
+from masc_core.metric.subjects import MAX_SUBJECTS, blend_warnings, summarize
 
 from conftest import box_mask, load_photo
 

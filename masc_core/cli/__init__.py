@@ -25,7 +25,7 @@ import sys
 from typing import Sequence
 
 from ..errors import MascError
-from ..io.safe_text import printable
+from ..safe_text import printable
 from . import calibrate, evaluate, manifest, mask, prune_report, rank, read, score
 from .options import OneLineParser
 

@@ -17,7 +17,7 @@ import os
 import sys
 
 from ..errors import MascInputError
-from ..scoring.masks import DEFAULT_MASK_THRESHOLD
+from ..metric.masks import DEFAULT_MASK_THRESHOLD
 from .options import add_device_options, positive_int
 
 

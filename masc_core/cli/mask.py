@@ -15,7 +15,7 @@ import os
 import sys
 
 from ..errors import MascInputError
-from ..scoring.masks import DEFAULT_MASK_THRESHOLD
+from ..metric.masks import DEFAULT_MASK_THRESHOLD
 from .options import add_device_options
 
 
@@ -89,9 +89,9 @@ def run(args: argparse.Namespace) -> int:
     from PIL import Image
 
     from ..io.images import load_image_file
-    from ..scoring.masks import MIN_FOREGROUND_FRACTION, check_dilation, check_threshold, foreground_fraction
+    from ..metric.masks import MIN_FOREGROUND_FRACTION, check_dilation, check_threshold, foreground_fraction
     from ..models.clipseg import ClipSegSegmenter
-    from ..scoring.stripping import subject_prompts
+    from ..metric.stripping import subject_prompts
 
     # Everything that can be checked without the model is checked first.
     threshold = check_threshold(args.threshold, "--threshold")

@@ -6,7 +6,7 @@ import argparse
 import math
 
 from ..errors import MascInputError
-from ..scoring.masks import MIN_FOREGROUND_FRACTION
+from ..metric.masks import MIN_FOREGROUND_FRACTION
 from ..models.devices import PRECISION_CHOICES
 
 
@@ -82,7 +82,7 @@ def read_logs(paths) -> tuple[list, str]:
     import os
 
     from ..evaluation.score_log import read_log
-    from ..io.safe_text import shown
+    from ..safe_text import shown
 
     rows = []
     for path in paths:

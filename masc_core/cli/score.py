@@ -8,7 +8,7 @@ import os
 import sys
 
 from ..errors import MascInputError
-from ..selection.report import score_table
+from ..metric.report import score_table
 from .options import add_model_options, add_pair_options, score_pairs
 
 
@@ -40,7 +40,7 @@ def write_heatmaps(directory: str, batch, refs, outs, out_paths, device=None) ->
     """Save the heatmaps of every output (the reference map once per reference view) as PNGs; return the paths."""
     from PIL import Image
 
-    from ..scoring.heatmaps import render_heatmaps
+    from ..metric.heatmaps import render_heatmaps
 
     os.makedirs(directory, exist_ok=True)
     pictures = render_heatmaps(batch, refs, outs, captions=False, device=device)
@@ -73,7 +73,7 @@ def resources_report(encoder, *, load_seconds: float, score_seconds: float) -> d
 
 def run_subjects(args: argparse.Namespace) -> int:
     """``score --subjects FILE``: each subject's CP, cp_min, cp_mean, the region matrix, blends and PF per output."""
-    from ..selection.report import subjects_table
+    from ..metric.report import subjects_table
     from .subjects_file import score_subject_files, write_subject_heatmaps
 
     encoder, batch, load_seconds, score_seconds, subjects, outs = score_subject_files(args, heatmaps=bool(args.heatmaps))

@@ -21,9 +21,9 @@ import time
 
 from ..errors import MascInputError
 from ..io.files import JSONUnreadable, parse_json
-from ..io.safe_text import printable, shown
-from ..scoring.stripping import parse_subject_names
-from ..scoring.subjects import MAX_SUBJECTS, Subject, check_subjects, every_or_none
+from ..safe_text import printable, shown
+from ..metric.stripping import parse_subject_names
+from ..metric.subjects import MAX_SUBJECTS, Subject, check_subjects, every_or_none
 
 KEYS = {"names", "references", "reference_masks", "output_masks"}
 MAX_FILE_BYTES = 1 << 20
@@ -119,7 +119,7 @@ def write_subject_heatmaps(directory: str, batch, subjects, outs, out_paths, dev
     ``<stem>.<subject>.presence.png``), and PF's attention once (``<stem>.background_attention.png``)."""
     from PIL import Image
 
-    from ..scoring.heatmaps import render_heatmaps
+    from ..metric.heatmaps import render_heatmaps
     from .mask import subject_slug
 
     os.makedirs(directory, exist_ok=True)

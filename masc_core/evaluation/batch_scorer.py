@@ -49,7 +49,7 @@ import numpy as np
 import torch
 
 from ..errors import MascInputError
-from ..scoring.masks import MIN_FOREGROUND_FRACTION
+from ..metric.masks import MIN_FOREGROUND_FRACTION
 from ..resources import peak_memory
 from .manifest import ManifestRow, parse_records
 from .metrics import MASC_COLUMNS as MASC_METRIC_COLUMNS

@@ -31,7 +31,7 @@ from typing import Any, Iterable
 from ..errors import MascInputError
 from ..selection.picks import LABELS, PICKED
 from ..selection.ranking import ranking_key
-from ..scoring.scores import ImageScore
+from ..metric.scores import ImageScore
 from .agreement import DEFAULT_BOOTSTRAP, DEFAULT_SEED
 from .discrimination import compare
 from .score_log import left_out_line, log_key, log_score

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..io import files
-from ..selection.report import format_score
+from ..metric.report import format_score
 from . import discrimination
 from .metrics import ASPECT_METRICS, ASPECTS
 from .records import EvalRecord

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import MascInputError
 from ..selection.ranking import ranking_key
-from ..scoring.scores import ImageScore
+from ..metric.scores import ImageScore
 from .agreement import DEFAULT_BOOTSTRAP, DEFAULT_SEED, _interval, require, resampled, spearman, spearman_resampled, stable_seed
 from .score_log import left_out_line, log_key, log_score
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..selection.report import format_score
+from ..metric.report import format_score
 
 
 def timing_lines(report) -> list[str]:

@@ -40,9 +40,9 @@ from typing import Any
 
 from ..errors import MascInputError
 from ..io.files import JSONUnreadable, parse_json
-from ..scoring.scores import ScoreBatch, defined_number, subject_figures
+from ..metric.scores import ScoreBatch, defined_number, subject_figures
 from ..version import __version__
-from ..io.safe_text import shown
+from ..safe_text import shown
 from .append_log import AppendLog, LogFormat, csv_record_end, jsonl_format, jsonl_record_end
 from .records import csv_cell, csv_lines, record_line
 

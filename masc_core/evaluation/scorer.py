@@ -15,14 +15,14 @@ import numpy as np
 from ..errors import MascInputError
 from ..io.images import load_image_file, load_mask_file
 from ..models.encoder import MascEncoder
-from ..scoring.scores import ImageScore, subject_figures
-from ..scoring.stripping import strip_each
+from ..metric.scores import ImageScore, subject_figures
+from ..metric.stripping import strip_each
 from . import metrics
 from .manifest import ManifestRow
 from .metrics import masc
 from .plan import Chunk, Group
 from .records import EvalRecord
-from ..scoring.subjects import summarize
+from ..metric.subjects import summarize
 from .subject_columns import all_names_of, column
 from .timing import Stopwatch
 

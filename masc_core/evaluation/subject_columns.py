@@ -8,7 +8,7 @@ A row's first subject is given by the single-subject columns (``subject``, ``ref
 - ``ref_k`` and ``ref_mask_k``: its reference view(s) and one mask per view ('|'-separated in CSV, a list
   in JSONL);
 - ``out_mask_k``: its mask in the output, optional, but for every subject of the row or for none
-  (``masc_core.scoring.subjects.every_or_none``: exclusivity needs every region).
+  (``masc_core.metric.subjects.every_or_none``: exclusivity needs every region).
 
 Subjects are numbered without gaps (``subject_3`` needs ``subject_2``); an all-empty set of cells means
 the row has no such subject (a CSV mixing single- and multi-subject rows leaves them empty). No name may
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import MascInputError
-from ..scoring.stripping import parse_subject_names
-from ..scoring.subjects import MAX_SUBJECTS
+from ..metric.stripping import parse_subject_names
+from ..metric.subjects import MAX_SUBJECTS
 from .manifest_cells import PATH_SEPARATOR, _check_file, _fail, _paths, _resolve, _text
 
 STEMS = ("subject", "ref", "ref_mask", "out_mask")

@@ -1,4 +1,4 @@
-"""Files in and out: images, JSON and text files, PNG text chunks, the scores saved in PNGs, text made safe to print.
+"""Files in: images (any type users hold, to RGB arrays), strict JSON and atomic writes, PNG text chunks.
 
-Nothing is imported here: each module is imported by name, so importing a pure one loads no model code.
+Nothing is imported here: each module is imported by name.
 """

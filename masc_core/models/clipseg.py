@@ -47,9 +47,9 @@ import torch.nn.functional as F
 
 from ..errors import MascModelError
 from ..io.images import to_rgb_uint8_list
-from ..scoring.masks import DEFAULT_MASK_THRESHOLD, check_dilation, check_threshold, dilate_mask, threshold_mask
+from ..metric.masks import DEFAULT_MASK_THRESHOLD, check_dilation, check_threshold, dilate_mask, threshold_mask
 from ..progress import ProgressCallback
-from ..scoring.stripping import subject_prompts
+from ..metric.stripping import subject_prompts
 from . import checkpoints
 from .devices import ModelPlacement, place
 from .preprocess import PreprocessSpec, prepare_image

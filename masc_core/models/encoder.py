@@ -27,7 +27,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..scoring.metric import pad_tokens
+from ..metric.equations import pad_tokens
 from ..progress import ProgressCallback
 from . import checkpoints, siglip_checkpoint
 from .cache import DEFAULT_CACHE_BYTES, LRUCache, content_key

@@ -1,5 +1,5 @@
-"""What a score is and how it is computed: the equations, masks, stripping, the batch API (``batch``), several
-subjects, mask bands, heatmaps and captions.
+"""The metric run with the encoder: ``batch`` (score_images, the batch API in its steps), several subjects in each
+output (``subject_scoring``) and how much a score hangs on its masks (``mask_bands``).
 
-Nothing is imported here: each module is imported by name, so importing a pure one loads no model code.
+Nothing is imported here: each module is imported by name.
 """

@@ -31,7 +31,7 @@ import torch
 
 from ..errors import MascInputError
 from ..io.images import to_rgb_uint8_list
-from .masks import (
+from ..metric.masks import (
     MIN_FOREGROUND_FRACTION,
     concept_patches,
     foreground_fraction,
@@ -39,12 +39,12 @@ from .masks import (
     hidden_patches,
     masks_for_batch,
 )
-from .metric import best_matches, concept_preservation, pad_tokens, prompt_following
+from ..metric.equations import best_matches, concept_preservation, pad_tokens, prompt_following
 from ..models.encoder import ImageTokens, MascEncoder
 from ..progress import ProgressCallback
-from .scores import Heatmaps, ImageScore, ReferenceInfo, ScoreBatch, defined_number, mean_of_defined
+from ..metric.scores import Heatmaps, ImageScore, ReferenceInfo, ScoreBatch, defined_number, mean_of_defined
 from .mask_bands import VARIANTS, band, cp_variants, pf_variants
-from .stripping import strip_each, subject_found
+from ..metric.stripping import strip_each, subject_found
 
 NO_OUTPUT_MASK = "no output mask given: PF pools the background, which needs the output's foreground mask"
 NO_BACKGROUND = "the output mask covers the whole image: no background patch is left for PF to pool"

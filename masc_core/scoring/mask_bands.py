@@ -27,8 +27,8 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
-from .metric import concept_preservation, prompt_following
-from .scores import defined_number, mean_of_defined
+from ..metric.equations import concept_preservation, prompt_following
+from ..metric.scores import defined_number, mean_of_defined
 
 VARIANTS = ("eroded", "dilated")
 

@@ -21,11 +21,11 @@ import torch
 
 from ..errors import MascInputError
 from ..io.images import to_rgb_uint8_list
-from .masks import MIN_FOREGROUND_FRACTION, foreground_fraction, grid_weights, hidden_patches, masks_for_batch
-from .metric import pad_tokens
+from ..metric.masks import MIN_FOREGROUND_FRACTION, foreground_fraction, grid_weights, hidden_patches, masks_for_batch
+from ..metric.equations import pad_tokens
 from ..models.encoder import MascEncoder
 from ..progress import ProgressCallback
-from .scores import defined_number, mean_of_defined
+from ..metric.scores import defined_number, mean_of_defined
 from .batch import (
     NO_BACKGROUND,
     NO_OUTPUT_MASK,
@@ -36,7 +36,7 @@ from .batch import (
     _prompt_following,
     _reference_reason,
 )
-from .subjects import (
+from ..metric.subjects import (
     OVERLAP_WARNING_SHARE,
     MultiSubjectScore,
     Subject,

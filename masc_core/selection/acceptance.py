@@ -32,10 +32,10 @@ from typing import Any, Callable, Sequence
 
 from ..errors import MascInputError
 from ..limits import ACCEPT, BATCH_SIZE, MAX_CANDIDATES
-from ..scoring.masks import MIN_FOREGROUND_FRACTION
+from ..metric.masks import MIN_FOREGROUND_FRACTION
 from .ranking import KEEP_BUT_MARK, PassRules, uncertain_mark
-from .report import key_columns, key_columns_header, subject_line
-from ..scoring.scores import ImageScore
+from ..metric.report import key_columns, key_columns_header, subject_line
+from ..metric.scores import ImageScore
 
 RETURN_BEST = "return best"
 BLOCK = "block"

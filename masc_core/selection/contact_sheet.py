@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import MascInputError
-from .report import format_score
+from ..metric.report import format_score
 
 MIN_TILE, MAX_TILE = 64, 1024
 """Tile widths the sheet takes."""
@@ -65,7 +65,7 @@ class Tile:
 
 @lru_cache(maxsize=8)
 def _font(size: int):
-    from ..scoring.captions import _font as caption_font
+    from ..metric.captions import _font as caption_font
 
     return caption_font(size)
 

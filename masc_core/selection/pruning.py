@@ -25,7 +25,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 from ..errors import MascInputError
 from .ranking import PassRules
-from ..scoring.scores import ImageScore, defined_number
+from ..metric.scores import ImageScore, defined_number
 
 STUDY_FRACTIONS = (0.2, 0.3, 0.4, 0.5, 0.6)
 """Where a study judges every candidate, as shares of its steps."""

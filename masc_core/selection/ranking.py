@@ -26,8 +26,8 @@ from typing import Mapping, Sequence
 
 from ..errors import MascInputError
 from ..limits import TOP_K
-from .report import ranking_table
-from ..scoring.scores import ImageScore
+from ..metric.report import ranking_table
+from ..metric.scores import ImageScore
 
 RANK_KEYS = ("cp", "pf", "both")
 KEEP_BUT_MARK = "keep but mark"
@@ -76,7 +76,7 @@ class Ranking:
         return key_label(self.by, self.cp_weight, self.pf_weight)
 
     def table(self, names: Sequence[str] | None = None) -> str:
-        """A readable ranking, one line per output (``masc_core.selection.report.ranking_table``)."""
+        """A readable ranking, one line per output (``masc_core.metric.report.ranking_table``)."""
         return ranking_table(self, names)
 
 

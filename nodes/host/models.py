@@ -11,7 +11,7 @@ import os
 import shutil
 
 from ...masc_core.errors import MascInputError
-from ...masc_core.io.safe_text import shown
+from ...masc_core.safe_text import shown
 from .comfy import IN_COMFYUI, folder_paths
 
 MODEL_FOLDERS = {"masc": "SigLIP2 checkpoints for MaSC", "clipseg": "CLIPSeg checkpoints for MaSC Auto Mask"}

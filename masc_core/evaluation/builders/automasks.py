@@ -27,7 +27,7 @@ from PIL import Image
 from ...io import files
 from ...errors import MascInputError
 from ...io.images import load_image_file
-from ...scoring.masks import DEFAULT_MASK_THRESHOLD, check_dilation, check_threshold
+from ...metric.masks import DEFAULT_MASK_THRESHOLD, check_dilation, check_threshold
 from ...models import checkpoints
 from ...models.clipseg import CLIPSEG_MODEL_ID, ClipSegSegmenter
 from .common import MaskJob, problems_error

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 
 from ...errors import MascInputError
-from ...scoring.stripping import collapse_whitespace
+from ...metric.stripping import collapse_whitespace
 from .common import (
     BuiltManifest, MaskJob, count_text, images_in, is_image, mask_path, plan_mask, problems_error, require_folder, subfolders,
 )

@@ -38,10 +38,10 @@ import json
 import os
 
 from ...errors import MascInputError
-from ...scoring.subjects import MAX_SUBJECTS
+from ...metric.subjects import MAX_SUBJECTS
 from ..subject_columns import column
 from .common import BuiltManifest, MaskJob, count_text, mask_path, plan_mask
-from ...scoring.stripping import collapse_whitespace
+from ...metric.stripping import collapse_whitespace
 from .dreambench import OutputsLayout, read_dataset, scan_outputs, subject_names
 
 JOINER = "+"

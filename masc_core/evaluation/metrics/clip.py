@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from ...scoring.metric import global_cosine, mean_cosine_to_references
+from ...metric.equations import global_cosine, mean_cosine_to_references
 from ...models.embedders import ClipEmbedder, inspect_folder
 from .base import ChunkInputs, Column, GroupInputs, Metric, MetricSpec, Models, RowValues
 

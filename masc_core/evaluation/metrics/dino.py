@@ -6,7 +6,7 @@ layer, after its layer norm) of output and reference; mean over views.
 
 from __future__ import annotations
 
-from ...scoring.metric import mean_cosine_to_references
+from ...metric.equations import mean_cosine_to_references
 from ...models.embedders import DINO_MODEL_TYPES, DinoEmbedder, inspect_folder
 from .base import ChunkInputs, Column, GroupInputs, Metric, MetricSpec, Models, RowValues
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from ...scoring.metric import mean_cosine_to_references
+from ...metric.equations import mean_cosine_to_references
 from .base import ChunkInputs, Column, GroupInputs, Metric, MetricSpec, Models, RowValues
 from .siglip_pool import cosine, full_pools
 

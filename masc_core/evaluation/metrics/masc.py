@@ -8,10 +8,10 @@ columns come first and are compared with the human ratings like any other.
 
 from __future__ import annotations
 
-from ...scoring.scores import ImageScore
+from ...metric.scores import ImageScore
 from ...scoring.batch import score_images
 from ...scoring.subject_scoring import score_subjects
-from ...scoring.subjects import Subject
+from ...metric.subjects import Subject
 from .base import ChunkInputs, Column, GroupInputs, Models
 
 SEVERAL_SUBJECTS = "subjects"

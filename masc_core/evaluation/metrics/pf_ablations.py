@@ -11,7 +11,7 @@ The other cells:
 
 from __future__ import annotations
 
-from ...scoring.masks import grid_weights, hidden_patches, mask_to_float
+from ...metric.masks import grid_weights, hidden_patches, mask_to_float
 from .base import ChunkInputs, Column, Metric, MetricSpec, Models, RowValues
 from .siglip_pool import cosine, full_pools
 

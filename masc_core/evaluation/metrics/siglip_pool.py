@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ...scoring.metric import global_cosine
+from ...metric.equations import global_cosine
 from .base import ChunkInputs, Models
 
 

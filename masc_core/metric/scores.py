@@ -77,7 +77,7 @@ class ImageScore:
     """Several subjects in the image (``score_subjects``; ``cp`` is then their cp_min): per subject, in order,
     ``{"subject": label, "cp": CP_k or None, "mask": its output mask share or None}``. None for one subject."""
     blends: list[str] = field(default_factory=list)
-    """Several subjects: the blend warnings (``masc_core.scoring.subjects.blend_warnings``)."""
+    """Several subjects: the blend warnings (``masc_core.metric.subjects.blend_warnings``)."""
     cp_band: list[float] | None = None
     """[low, high]: CP with the reference mask eroded and dilated by one patch, and CP itself (``score_images(bands=True)``)."""
     pf_band: list[float] | None = None

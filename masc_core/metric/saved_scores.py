@@ -42,12 +42,12 @@ import numpy as np
 from PIL import Image
 
 from ..errors import MascInputError, first_line
-from .files import JSONTooDeep, JSONUnreadable, parse_json
-from .images import open_quietly, too_many_pixels
-from .png_text import PngTextError, find_text, image_only, is_png
-from ..selection.report import format_band, format_score, format_share, subject_line
-from .safe_text import printable
-from ..scoring.scores import ImageScore, ScoreBatch, defined_number, subject_figures
+from ..io.files import JSONTooDeep, JSONUnreadable, parse_json
+from ..io.images import open_quietly, too_many_pixels
+from ..io.png_text import PngTextError, find_text, image_only, is_png
+from .report import format_band, format_score, format_share, subject_line
+from ..safe_text import printable
+from .scores import ImageScore, ScoreBatch, defined_number, subject_figures
 from ..version import __version__
 
 ENTRY_KEY = "masc"

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..io.safe_text import printable
-from ..scoring.scores import ImageScore
+from ..safe_text import printable
+from .scores import ImageScore
 
 
 def format_score(value: float | None, digits: int = 4) -> str:

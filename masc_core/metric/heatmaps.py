@@ -48,7 +48,7 @@ import torch
 import torch.nn.functional as F
 
 from .captions import draw_caption
-from ..selection.report import caption, format_score
+from .report import caption, format_score
 from .scores import ScoreBatch
 
 # Viridis, sampled at 9 points (perceptually uniform, readable in grayscale).
