@@ -33,8 +33,8 @@ import math
 import secrets
 import threading
 import time
-from dataclasses import dataclass, field
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from ..errors import MascInputError
