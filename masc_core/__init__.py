@@ -31,6 +31,9 @@ from .metric.heatmaps import HeatmapImages, render_heatmaps
 from .metric.masks import DEFAULT_MASK_THRESHOLD, FOREGROUND_THRESHOLD, MIN_FOREGROUND_FRACTION
 from .models.checkpoints import PAPER_MODEL_ID
 from .models.clipseg import CLIPSEG_MODEL_ID, ClipSegSegmenter
+from .models.sam3 import SAM3_MODEL_ID, Sam3Segmenter
+from .models.segmenter_folders import load_segmenter
+from .models.segmenters import Segmenter
 from .models.encoder import ImageTokens, MascEncoder
 from .selection.ranking import RANK_KEYS, PassRules, Ranking, rank
 from .metric.scores import Heatmaps, ImageScore, ReferenceInfo, ScoreBatch
@@ -46,6 +49,7 @@ __all__ = [
     "FOREGROUND_THRESHOLD",
     "MIN_FOREGROUND_FRACTION",
     "PAPER_MODEL_ID",
+    "SAM3_MODEL_ID",
     "RANK_KEYS",
     "ClipSegSegmenter",
     "HeatmapImages",
@@ -58,6 +62,8 @@ __all__ = [
     "MascModelError",
     "PassRules",
     "Ranking",
+    "Sam3Segmenter",
+    "Segmenter",
     "ReferenceInfo",
     "ScoreBatch",
     "Subject",
@@ -67,6 +73,7 @@ __all__ = [
     "__version__",
     "parse_subject_names",
     "rank",
+    "load_segmenter",
     "render_heatmaps",
     "score_images",
     "score_subjects",

@@ -2,7 +2,7 @@
 
 from .encoder_node import MaSCLoadEncoder
 from .log_nodes import MaSCLogScores
-from .mask_nodes import MaSCAutoMask, MaSCLoadAutoMaskModel
+from .mask_nodes import MaSCAutoMask, MaSCLoadAutoMaskModel, MaSCLoadSAM3Model
 from .review_nodes import MaSCContactSheet, MaSCPick
 from .sampling_nodes import MaSCSampleUntil
 from .scoring_nodes import MaSCConceptPreservation, MaSCPromptFollowing, MaSCScore, MaSCStripSubject
@@ -19,6 +19,7 @@ NODE_CLASS_MAPPINGS = {
     "MaSCGate": MaSCGate,
     "MaSCLoadAutoMaskModel": MaSCLoadAutoMaskModel,
     "MaSCAutoMask": MaSCAutoMask,
+    "MaSCLoadSAM3Model": MaSCLoadSAM3Model,
     "MaSCSampleUntil": MaSCSampleUntil,
     "MaSCLogScores": MaSCLogScores,
     "MaSCSubject": MaSCSubject,
@@ -37,6 +38,7 @@ NODE_DISPLAY_NAME_MAPPINGS = {
     "MaSCGate": "MaSC Gate",
     "MaSCLoadAutoMaskModel": "Load MaSC Auto Mask Model",
     "MaSCAutoMask": "MaSC Auto Mask",
+    "MaSCLoadSAM3Model": "Load MaSC SAM3 Model",
     "MaSCSampleUntil": "MaSC Sample Until",
     "MaSCLogScores": "MaSC Log Scores",
     "MaSCSubject": "MaSC Subject",

@@ -1,7 +1,8 @@
-"""Built-in text-prompted masks: Load MaSC Auto Mask Model and MaSC Auto Mask (CLIPSeg).
+"""Built-in text-prompted masks: Load MaSC Auto Mask Model (CLIPSeg), Load MaSC SAM3 Model, MaSC Auto Mask.
 
-The paper found CLIPSeg masks as good as SAM3's for MaSC (appendix 6.1), so
-a best-of-N graph can mask every generated image without another node pack.
+Both loaders give the one MASC_SEGMENTER type (``masc_core.models.segmenters.Segmenter``): MaSC Auto Mask and
+MaSC Sample Until's segmenter take either. SAM3 is the paper's mask source; the paper found CLIPSeg masks as
+good for MaSC (appendix 6.1), so a best-of-N graph can mask every generated image without another node pack.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import torch
 from ..masc_core.metric.heatmaps import mask_overlay
 from ..masc_core.metric.masks import DEFAULT_MASK_THRESHOLD, MIN_FOREGROUND_FRACTION, foreground_fraction
 from ..masc_core.models.clipseg import CLIPSEG_MODEL_ID, ClipSegSegmenter
+from ..masc_core.models.sam3 import DEFAULT_SCORE_THRESHOLD, SAM3_MODEL_ID, Sam3Segmenter
 from . import host
 from .convert import comfy_images, to_comfy_image_batch
 from .inputs import checked_inputs
@@ -43,14 +45,51 @@ class MaSCLoadAutoMaskModel(CheckpointLoader):
 
 
 @checked_inputs
-class MaSCAutoMask:
-    """Node: MaSC Auto Mask."""
+class MaSCLoadSAM3Model(CheckpointLoader):
+    """Node: Load MaSC SAM3 Model."""
 
-    SEARCH_ALIASES = ["clipseg", "segment", "text mask", "subject mask"]
+    SEARCH_ALIASES = ["sam3", "segment anything", "segmentation model", "auto mask"]
     """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
 
     DESCRIPTION = (
-        "Masks the subject in every image of a batch with CLIPSeg, prompted by the subject's name (white = subject). "
+        "Loads a SAM3 checkpoint (transformers Hugging Face folder, the paper's mask source) for MaSC Auto Mask and "
+        f"MaSC Sample Until. Put checkpoint folders in ComfyUI/models/sam3/. {SAM3_MODEL_ID} is gated: request access "
+        "on its Hub page and log in (hf auth login) before choosing it, or copy the folder in. Needs transformers 5."
+    )
+    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+        Output(MASC_SEGMENTER, "segmenter", "The loaded SAM3 model; connect it wherever a MaSC segmenter goes."),
+    )
+    KIND, HUB_ID = "sam3", SAM3_MODEL_ID
+    MODEL_TOOLTIP = (f"A SAM3 folder (config.json, model.safetensors, tokenizer) under models/sam3, or {SAM3_MODEL_ID} "
+                     "(gated: accept the SAM License on its Hub page and log in first; downloaded once into models/sam3).")
+
+    @classmethod
+    def option_inputs(cls) -> dict:
+        return {
+            "score_threshold": ("FLOAT", {
+                "default": DEFAULT_SCORE_THRESHOLD, "min": 0.0, "max": 1.0, "step": 0.01,
+                "tooltip": "Instances SAM3 scores at least this are merged into the subject's mask (the union: every "
+                           "part of the subject stays out of PF's background). As core SAM3 Detect's threshold.",
+            }),
+        }
+
+    def build(self, path, offload, dtype, download_dir, score_threshold=DEFAULT_SCORE_THRESHOLD):
+        return Sam3Segmenter.load(path, device=offload, precision=dtype, download_dir=download_dir, score_threshold=score_threshold)
+
+    def load(self, model: str, device: str, precision: str, score_threshold: float):  # the node's inputs by name
+        return super().load(model, device, precision, score_threshold=float(score_threshold))
+
+
+@checked_inputs
+class MaSCAutoMask:
+    """Node: MaSC Auto Mask."""
+
+    SEARCH_ALIASES = ["clipseg", "sam3", "segment", "text mask", "subject mask"]
+    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
+
+    DESCRIPTION = (
+        "Masks the subject in every image of a batch with CLIPSeg or SAM3 (whichever loader feeds it), prompted by the "
+        "subject's name (white = subject). "
         "Feeds the mask inputs of the MaSC scoring nodes; use it for the reference too, or bring masks from elsewhere."
     )
     CATEGORY = CATEGORY
@@ -66,10 +105,10 @@ class MaSCAutoMask:
     def INPUT_TYPES(cls):
         return {
             "required": {
-                "segmenter": (MASC_SEGMENTER, {"tooltip": "From Load MaSC Auto Mask Model."}),
+                "segmenter": (MASC_SEGMENTER, {"tooltip": "From Load MaSC Auto Mask Model (CLIPSeg) or Load MaSC SAM3 Model."}),
                 "images": ("IMAGE", {"tooltip": "The images to mask (a batch is masked in one pass)."}),
                 "subject": ("STRING", {"default": "", "tooltip": "What to mask, usually the subject's class name ('dog'); several names comma-separated ('dog, puppy') are combined."}),
-                "threshold": ("FLOAT", {"default": DEFAULT_MASK_THRESHOLD, "min": 0.0, "max": 1.0, "step": 0.01, "tooltip": "A pixel is the subject when CLIPSeg's probability is at least this."}),
+                "threshold": ("FLOAT", {"default": DEFAULT_MASK_THRESHOLD, "min": 0.0, "max": 1.0, "step": 0.01, "tooltip": "A pixel is the subject when the segmenter's probability is at least this (SAM3: the merged instances' mask probability)."}),
                 "dilation": ("INT", {"default": 0, "min": 0, "max": 256, "tooltip": "Grow each mask by this many pixels (hides the subject's soft edges from PF)."}),
             }
         }

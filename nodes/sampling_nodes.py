@@ -112,7 +112,7 @@ class MaSCSampleUntil:
         optional = {
             "reference_image": (REFERENCE_INPUT[0], dict(REFERENCE_INPUT[1], tooltip=REFERENCE_INPUT[1]["tooltip"] + " Needed unless subjects is connected.")),
             "reference_mask": REFERENCE_MASK_INPUT,
-            "segmenter": (MASC_SEGMENTER, {"tooltip": "Optional: masks each candidate (Load MaSC Auto Mask Model). Without it: CP only, PF undefined."}),
+            "segmenter": (MASC_SEGMENTER, {"tooltip": "Optional: masks each candidate (Load MaSC Auto Mask Model for CLIPSeg, Load MaSC SAM3 Model for SAM3). Without it: CP only, PF undefined."}),
             "subjects": (MASC_SUBJECTS, {"tooltip": "Several subjects in each candidate (chained MaSC Subject nodes) instead of reference_image, reference_mask and subject. A candidate passes only when every subject does (CP = cp_min, the weakest subject); the segmenter masks each subject by its own names."}),
             "on_blend": (BLEND_CHOICES, {"default": "report", "tooltip": "With subjects: report = blend warnings in the report only; reject = a candidate with a blend warning does not pass (needs a segmenter)."}),
             "on_uncertain": ON_UNCERTAIN_INPUT,
@@ -175,7 +175,7 @@ def check_pf_needs_masks(rules: AcceptanceRules, segmenter) -> None:
     for used, name in uses_pf:
         if used:
             raise MascInputError(
-                f"{name} needs the candidates' masks, and no segmenter is connected: connect Load MaSC Auto Mask Model to "
+                f"{name} needs the candidates' masks, and no segmenter is connected: connect Load MaSC Auto Mask Model or Load MaSC SAM3 Model to "
                 f"'segmenter', or rank by cp with min_pf {OFF:g} and reject_small_masks off (CP only)"
             )
 

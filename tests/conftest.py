@@ -146,6 +146,14 @@ def tiny_clipseg_dir(checkpoint_root) -> str:
 
 
 @pytest.fixture(scope="session")
+def tiny_sam3_dir(checkpoint_root) -> str:
+    """A tiny random-weight SAM3 checkpoint (transformers Sam3Model, facebook/sam3's layout), for SAM3 masks."""
+    from masc_core.testing import build_sam3_checkpoint
+
+    return build_sam3_checkpoint(os.path.join(checkpoint_root, "tiny-sam3"), seed=0)
+
+
+@pytest.fixture(scope="session")
 def pack():
     """The node pack, imported as ComfyUI imports it (tests/comfy_harness.py)."""
     from comfy_harness import import_pack
@@ -154,7 +162,7 @@ def pack():
 
 
 @pytest.fixture(scope="session")
-def comfy_dirs(tmp_path_factory, naflex_dir, tiny_clipseg_dir):
+def comfy_dirs(tmp_path_factory, naflex_dir, tiny_clipseg_dir, tiny_sam3_dir):
     """A models dir with the test checkpoints under the paper's names, an input dir with photos and masks, an output dir."""
     import shutil
 
@@ -162,6 +170,7 @@ def comfy_dirs(tmp_path_factory, naflex_dir, tiny_clipseg_dir):
     target = root / "models" / "masc" / "google" / "siglip2-so400m-patch16-naflex"
     shutil.copytree(naflex_dir, target)
     shutil.copytree(tiny_clipseg_dir, root / "models" / "clipseg" / "CIDAS" / "clipseg-rd64-refined")
+    shutil.copytree(tiny_sam3_dir, root / "models" / "sam3" / "tiny-sam3")
     inputs = root / "input"
     inputs.mkdir()
     for name in ["dog_00", "dog_01", "dog_02", "cat_00"]:

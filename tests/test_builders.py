@@ -118,7 +118,7 @@ def test_dreambench_masks_are_reused_and_the_segmenter_not_loaded(dreambench, ti
     assert {p: os.stat(p).st_mtime_ns for p in stamps} == stamps
     # Without --auto-masks the existing masks are enough.
     code, out, err = call("manifest", "dreambench", dreambench["dataset"], dreambench["root"] / "outputs", "-o", dreambench["manifest"])
-    assert code == 0 and ": 0 made with CLIPSeg, 42 reused" in out, err
+    assert code == 0 and ": 0 made, 42 reused" in out, err
     # Another threshold would mix two segmentations in one folder: refused.
     code, out, err = call("manifest", "dreambench", dreambench["dataset"], dreambench["root"] / "outputs",
                           "-o", dreambench["manifest"], "--auto-masks", tiny_clipseg_dir, "--mask-threshold", "0.6")
@@ -144,7 +144,7 @@ def test_dreambench_missing_masks_are_listed_and_nothing_is_written(dreambench, 
     manifest = tmp_path / "m.csv"
     code, out, err = call("manifest", "dreambench", dreambench["dataset"], dreambench["root"] / "outputs", "-o", manifest)
     one_line_error(code, out, err, f"masks folder '{tmp_path / 'masks'}': 42 masks are missing: '")
-    assert "' and 39 more: pass --auto-masks CLIPSEG" in err
+    assert "' and 39 more: pass --auto-masks SEGMENTER" in err
     assert not manifest.exists() and not (tmp_path / "masks").exists()
 
 

@@ -1,4 +1,8 @@
-"""Built-in CLIPSeg masks: shapes, thresholds, dilation, names, batching, transformers parity, bad inputs, CLI.
+"""Built-in masks: shapes, thresholds, dilation, names, batching, transformers parity, bad inputs, CLI.
+
+The conventions (shapes, values, thresholds, names, batching, bad inputs, feeding MaSC) are tested on both
+families behind the one ``Segmenter`` interface (``any_segmenter``: CLIPSeg and SAM3); parity with
+transformers, checkpoint checks and the CLI are CLIPSeg's here (SAM3's are in tests/test_sam3.py).
 
 A tiny random-weight CLIPSeg checkpoint is built here (masc_core.testing)
 in the layout of CIDAS/clipseg-rd64-refined; no network, no real weights.
@@ -44,6 +48,18 @@ def segmenter(clipseg_dir) -> ClipSegSegmenter:
     return ClipSegSegmenter.load(clipseg_dir, device="cpu")
 
 
+@pytest.fixture(scope="module", params=["clipseg", "sam3"])
+def any_segmenter(request, segmenter, tiny_sam3_dir):
+    """Each built-in family behind the one Segmenter interface: the conventions tests run on both."""
+    if request.param == "clipseg":
+        return segmenter
+    if not TRANSFORMERS_5:
+        pytest.skip("SAM3 needs transformers 5")
+    from masc_core import Sam3Segmenter
+
+    return Sam3Segmenter.load(tiny_sam3_dir, device="cpu")
+
+
 @pytest.fixture(scope="module")
 def photos() -> dict[str, np.ndarray]:
     dog = load_photo("dog_01")
@@ -65,71 +81,71 @@ def one_line(error: pytest.ExceptionInfo) -> str:
 # ---------------------------------------------------------------------- shapes and values
 
 
-def test_one_image_of_each_kind_gives_one_mask_at_its_size(segmenter, photos):
+def test_one_image_of_each_kind_gives_one_mask_at_its_size(any_segmenter, photos):
     image = photos["wide"]
     kinds = {
         "numpy uint8": image,
         "PIL RGBA": Image.fromarray(image).convert("RGBA"),
         "ComfyUI IMAGE": torch.from_numpy(image[None].astype(np.float32) / 255.0),
     }
-    expected = segmenter.probabilities(image, "dog")[0]
+    expected = any_segmenter.probabilities(image, "dog")[0]
     for kind, value in kinds.items():
-        masks = segmenter.masks(value, "dog")
-        probabilities = segmenter.probabilities(value, "dog")
+        masks = any_segmenter.masks(value, "dog")
+        probabilities = any_segmenter.probabilities(value, "dog")
         assert len(masks) == 1 and len(probabilities) == 1, kind
         assert masks[0].shape == probabilities[0].shape == image.shape[:2], kind
         assert masks[0].dtype == probabilities[0].dtype == torch.float32 and masks[0].device.type == "cpu"
         assert torch.equal(probabilities[0], expected), kind
 
 
-def test_a_batch_gives_one_mask_per_image_and_stacks_to_a_mask_batch(segmenter, photos):
+def test_a_batch_gives_one_mask_per_image_and_stacks_to_a_mask_batch(any_segmenter, photos):
     batch = torch.from_numpy(np.stack([photos["dog"], photos["cat"], photos["dog"][:, ::-1]]).astype(np.float32) / 255)
-    masks = segmenter.masks(batch, "dog")
+    masks = any_segmenter.masks(batch, "dog")
     assert len(masks) == 3
     assert torch.stack(masks).shape == (3, 512, 512)
 
 
-def test_mixed_sizes_each_get_their_own_size(segmenter, photos):
+def test_mixed_sizes_each_get_their_own_size(any_segmenter, photos):
     images = [photos[k] for k in ("dog", "wide", "tall", "tiny")]
-    for probabilities in (segmenter.probabilities(images, "dog"), segmenter.masks(images, "dog")):
+    for probabilities in (any_segmenter.probabilities(images, "dog"), any_segmenter.masks(images, "dog")):
         assert [tuple(p.shape) for p in probabilities] == [i.shape[:2] for i in images]
 
 
-def test_probabilities_lie_in_0_1_and_masks_are_0_or_1(segmenter, photos):
+def test_probabilities_lie_in_0_1_and_masks_are_0_or_1(any_segmenter, photos):
     images = [photos["dog"], photos["tiny"]]
-    for p in segmenter.probabilities(images, "dog"):
+    for p in any_segmenter.probabilities(images, "dog"):
         assert float(p.min()) >= 0.0 and float(p.max()) <= 1.0
         assert float(p.std()) > 0.05  # the test model gives non-trivial maps
-    for m in segmenter.masks(images, "dog"):
+    for m in any_segmenter.masks(images, "dog"):
         assert set(torch.unique(m).tolist()) <= {0.0, 1.0}
 
 
 # ---------------------------------------------------------------------- threshold and dilation
 
 
-def test_higher_thresholds_keep_fewer_pixels(segmenter, photos):
+def test_higher_thresholds_keep_fewer_pixels(any_segmenter, photos):
     image = photos["dog"]
-    counts = [int(segmenter.masks(image, "dog", threshold=t)[0].sum()) for t in (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)]
+    counts = [int(any_segmenter.masks(image, "dog", threshold=t)[0].sum()) for t in (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)]
     assert counts == sorted(counts, reverse=True)
     assert counts[0] == image.shape[0] * image.shape[1]  # threshold 0 keeps everything
     assert counts[-1] <= 0.01 * counts[0]  # threshold 1 keeps (nearly) nothing
     assert 0 < counts[2] < counts[0]
 
 
-def test_mask_is_probability_at_or_above_threshold(segmenter, photos):
-    probabilities = segmenter.probabilities(photos["cat"], "dog")[0]
+def test_mask_is_probability_at_or_above_threshold(any_segmenter, photos):
+    probabilities = any_segmenter.probabilities(photos["cat"], "dog")[0]
     threshold = float(probabilities.median())  # a value that occurs: >= matters
-    mask = segmenter.masks(photos["cat"], "dog", threshold=threshold)[0]
+    mask = any_segmenter.masks(photos["cat"], "dog", threshold=threshold)[0]
     assert torch.equal(mask, (probabilities >= threshold).float())
 
 
-def test_dilation_grows_the_mask_by_whole_pixels(segmenter, photos):
+def test_dilation_grows_the_mask_by_whole_pixels(any_segmenter, photos):
     image = photos["wide"]
-    plain = segmenter.masks(image, "dog", threshold=0.7)[0]
+    plain = any_segmenter.masks(image, "dog", threshold=0.7)[0]
     assert 0 < int(plain.sum()) < plain.numel()
-    grown = segmenter.masks(image, "dog", threshold=0.7, dilation=3)[0]
+    grown = any_segmenter.masks(image, "dog", threshold=0.7, dilation=3)[0]
     assert torch.all(grown >= plain) and int(grown.sum()) > int(plain.sum())
-    assert torch.equal(segmenter.masks(image, "dog", threshold=0.7, dilation=0)[0], plain)
+    assert torch.equal(any_segmenter.masks(image, "dog", threshold=0.7, dilation=0)[0], plain)
     # A square of side 2 * 3 + 1 around each foreground pixel, computed naively.
     padded = np.pad(plain.numpy(), 3)
     rows, cols = plain.shape
@@ -149,27 +165,27 @@ def test_dilation_of_a_single_pixel_and_beyond_the_image():
 # ---------------------------------------------------------------------- names and batching
 
 
-def test_several_names_give_the_per_pixel_maximum(segmenter, photos):
+def test_several_names_give_the_per_pixel_maximum(any_segmenter, photos):
     images = [photos["dog"], photos["tall"]]
-    dog = segmenter.probabilities(images, "dog")
-    toy = segmenter.probabilities(images, "a red duck toy")
-    both = segmenter.probabilities(images, "dog, a red duck toy")
-    as_list = segmenter.probabilities(images, ["dog", "a red duck toy"])
+    dog = any_segmenter.probabilities(images, "dog")
+    toy = any_segmenter.probabilities(images, "a red duck toy")
+    both = any_segmenter.probabilities(images, "dog, a red duck toy")
+    as_list = any_segmenter.probabilities(images, ["dog", "a red duck toy"])
     for d, t, b, listed in zip(dog, toy, both, as_list):
         assert float((d - t).abs().mean()) > 0.05  # the prompt matters
         torch.testing.assert_close(b, torch.maximum(d, t), atol=BATCH_TOLERANCE, rtol=0)
         assert torch.equal(b, listed)
 
 
-def test_duplicate_names_and_spacing_do_not_change_the_result(segmenter, photos):
-    once = segmenter.probabilities(photos["dog"], "dog")[0]
-    assert torch.equal(segmenter.probabilities(photos["dog"], " dog ,DOG,, ")[0], once)
+def test_duplicate_names_and_spacing_do_not_change_the_result(any_segmenter, photos):
+    once = any_segmenter.probabilities(photos["dog"], "dog")[0]
+    assert torch.equal(any_segmenter.probabilities(photos["dog"], " dog ,DOG,, ")[0], once)
 
 
-def test_batch_equals_one_by_one_and_progress_is_reported(segmenter, photos):
+def test_batch_equals_one_by_one_and_progress_is_reported(any_segmenter, photos):
     images = [photos[k] for k in ("dog", "wide", "cat", "tiny", "tall")]
-    singles = [segmenter.probabilities(image, "dog, cat")[0] for image in images]
-    chunked = ClipSegSegmenter(segmenter.model, segmenter.info, segmenter.spec, segmenter.tokenizer, batch_size=2)
+    singles = [any_segmenter.probabilities(image, "dog, cat")[0] for image in images]
+    chunked = type(any_segmenter)(any_segmenter.model, any_segmenter.info, any_segmenter.spec, any_segmenter.tokenizer, batch_size=2)
     calls = []
     batched = chunked.probabilities(images, "dog, cat", progress=lambda done, total: calls.append((done, total)))
     assert calls == [(2, 5), (4, 5), (5, 5)]
@@ -177,18 +193,18 @@ def test_batch_equals_one_by_one_and_progress_is_reported(segmenter, photos):
         torch.testing.assert_close(many, one, atol=BATCH_TOLERANCE, rtol=0)
 
 
-def test_vision_runs_once_per_image_whatever_the_number_of_names(segmenter, photos):
-    counting = ClipSegSegmenter(segmenter.model, segmenter.info, segmenter.spec, segmenter.tokenizer)
+def test_vision_runs_once_per_image_whatever_the_number_of_names(any_segmenter, photos):
+    counting = type(any_segmenter)(any_segmenter.model, any_segmenter.info, any_segmenter.spec, any_segmenter.tokenizer)
     counting.masks([photos["dog"], photos["cat"], photos["tiny"]], "sks dog, dog, puppy")
     assert counting.forward_counts == {"images": 3, "texts": 3, "pairs": 9}
 
 
-def test_a_progress_callback_can_cancel(segmenter, photos):
+def test_a_progress_callback_can_cancel(any_segmenter, photos):
     def cancel(done, total):
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        segmenter.masks([photos["dog"], photos["cat"]], "dog", progress=cancel)
+        any_segmenter.masks([photos["dog"], photos["cat"]], "dog", progress=cancel)
 
 
 # ---------------------------------------------------------------------- parity with transformers
@@ -373,30 +389,30 @@ def test_no_model_named():
         ({"images": [np.zeros((8, 8, 3), np.uint8), "dog.png"]}, "unsupported image type str"),
     ],
 )
-def test_bad_inputs_raise_one_line_naming_the_input(segmenter, photos, kwargs, message):
+def test_bad_inputs_raise_one_line_naming_the_input(any_segmenter, photos, kwargs, message):
     arguments = {"images": photos["tiny"], "subject": "dog", **kwargs}
-    before = dict(segmenter.forward_counts)
+    before = dict(any_segmenter.forward_counts)
     with pytest.raises(MascInputError) as error:
-        segmenter.masks(**arguments)
+        any_segmenter.masks(**arguments)
     assert message in one_line(error)
-    assert segmenter.forward_counts == before  # refused before any forward pass
+    assert any_segmenter.forward_counts == before  # refused before any forward pass
 
 
-def test_fractional_dilation_that_is_whole_is_accepted(segmenter, photos):
+def test_fractional_dilation_that_is_whole_is_accepted(any_segmenter, photos):
     assert torch.equal(
-        segmenter.masks(photos["tiny"], "dog", dilation=2.0)[0], segmenter.masks(photos["tiny"], "dog", dilation=2)[0]
+        any_segmenter.masks(photos["tiny"], "dog", dilation=2.0)[0], any_segmenter.masks(photos["tiny"], "dog", dilation=2)[0]
     )
 
 
 # ---------------------------------------------------------------------- with MaSC
 
 
-def test_segmenter_masks_feed_score_images(segmenter, naflex_encoder, photos):
+def test_segmenter_masks_feed_score_images(any_segmenter, naflex_encoder, photos):
     """As a ComfyUI graph does: masks of the reference and of an IMAGE batch, then CP/PF."""
     reference = photos["dog"]
     outputs = torch.from_numpy(np.stack([load_photo("dog_01"), load_photo("dog_02"), photos["cat"]]).astype(np.float32) / 255)
-    reference_mask = segmenter.masks(reference, "dog")[0]
-    output_masks = torch.stack(segmenter.masks(outputs, "dog"))
+    reference_mask = any_segmenter.masks(reference, "dog")[0]
+    output_masks = torch.stack(any_segmenter.masks(outputs, "dog"))
     batch = score_images(
         naflex_encoder, outputs, reference=reference, reference_mask=reference_mask, mask=output_masks,
         prompt="a photo of a dog on the beach", subject="dog",
@@ -409,13 +425,13 @@ def test_segmenter_masks_feed_score_images(segmenter, naflex_encoder, photos):
         assert score.small_foreground == (float(mask.mean()) < 0.05)
 
 
-def test_small_masks_raise_the_papers_flag(segmenter, naflex_encoder, photos):
+def test_small_masks_raise_the_papers_flag(any_segmenter, naflex_encoder, photos):
     image = photos["cat"]
-    probabilities = segmenter.probabilities(image, "dog")[0]
+    probabilities = any_segmenter.probabilities(image, "dog")[0]
     flags = {}
     for share in (0.02, 0.5):  # thresholds keeping about 2% and about 50% of the pixels
         threshold = float(torch.quantile(probabilities.flatten(), 1.0 - share))
-        mask = segmenter.masks(image, "dog", threshold=threshold)[0]
+        mask = any_segmenter.masks(image, "dog", threshold=threshold)[0]
         batch = score_images(naflex_encoder, image, mask=mask, prompt="a cat", subject="dog")
         flags[share] = (batch.scores[0].small_foreground, batch.scores[0].foreground_fraction)
     assert flags[0.02][0] is True and flags[0.02][1] < 0.05
@@ -525,8 +541,8 @@ def test_cli_entry_point_prints_no_traceback(tmp_path, image_files):
     )
     assert completed.returncode == 2 and "Traceback" not in completed.stderr
     assert completed.stderr.strip().splitlines() == [
-        f"error: CLIPSeg model folder '{tmp_path}' has no config.json: it is not a Hugging Face checkpoint folder "
-        "(pick the folder that holds config.json and model.safetensors)"
+        f"error: segmentation model folder '{tmp_path}' has no config.json: pass a CLIPSeg or SAM3 checkpoint folder "
+        "(the one holding config.json and model.safetensors)"
     ]
 
 

@@ -92,6 +92,7 @@ def _evaluation_options(args: argparse.Namespace):
         rating_map=args.rating_map,
         bootstrap=args.bootstrap,
         seed=args.seed,
+        mask_sources=args.mask_sources or (),
     )
     return EvalOptions(
         model=args.model, device=args.device, precision=args.precision, max_patches=args.max_patches,
@@ -129,11 +130,34 @@ def _finish(report, args: argparse.Namespace) -> int:
     return 0
 
 
+def _mask_source_folders(args: argparse.Namespace) -> None:
+    """``--mask-sources``: parsed; each built-in source's checkpoint (its folder option, else its usual Hub id,
+    downloaded now) resolved to a local folder before anything is scored."""
+    from ..errors import MascModelError
+    from ..evaluation.mask_study import parse_sources
+    from ..models import checkpoints
+    from ..models.clipseg import CLIPSEG_MODEL_ID
+    from ..models.sam3 import SAM3_GATE, SAM3_MODEL_ID
+
+    if args.mask_sources is None:
+        return
+    args.mask_sources = parse_sources(args.mask_sources)
+    for source, hub_id in (("clipseg", CLIPSEG_MODEL_ID), ("sam3", SAM3_MODEL_ID)):
+        if source in args.mask_sources and not getattr(args, source):
+            try:
+                folder, _ = checkpoints.resolve(hub_id, what=f"--{source}", example=hub_id)
+            except MascModelError as error:
+                gate = f" ({SAM3_GATE})" if source == "sam3" else ""
+                raise MascModelError(f"--mask-sources {source}: {error}{gate}; or pass --{source} DIR") from None
+            setattr(args, source, folder)
+
+
 def run_eval(args: argparse.Namespace) -> int:
     from ..evaluation.run import evaluate
 
     from ..evaluation.plots import remove_plots
 
+    _mask_source_folders(args)
     options = _evaluation_options(args)
     if options.shard is None and os.path.isdir(args.out_dir):
         remove_plots(args.out_dir)  # until this run's summary is written, older plots would show other rows
@@ -169,6 +193,12 @@ def register(commands) -> None:
     for spec in metrics.REGISTRY:
         if spec.folder_option:
             eval_parser.add_argument(spec.folder_option, default=None, metavar="DIR", help=spec.description)
+    eval_parser.add_argument(
+        "--mask-sources", default=None, metavar="A,B[,...]",
+        help="the mask-source study (the paper's Tables 6-7): score every row under each source (clipseg, sam3: masks made "
+        "by that segmenter, prompted with the row's subject, from --clipseg / --sam3 or the usual Hub id; manifest: the "
+        "manifest's own masks) and compare them on the keys valid under all, deltas from the first",
+    )
     eval_parser.add_argument(
         "--rating-scale", nargs=2, type=float, default=list(defaults.rating_scale), metavar=("LOW", "HIGH"),
         help="the human rating scale metrics are mapped onto for alpha (default 0 4)",

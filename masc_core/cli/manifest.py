@@ -18,7 +18,8 @@ import sys
 
 from ..errors import MascInputError
 from ..metric.masks import DEFAULT_MASK_THRESHOLD
-from .options import add_device_options, positive_int
+from ..models.sam3 import DEFAULT_PIXEL_THRESHOLD
+from .options import add_device_options, add_score_threshold_option, positive_int
 
 
 def _method_names(values: list[str] | None) -> dict[str, str]:
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     built = _build(args, masks_dir)
     options = AutoMaskOptions(
         segmenter=args.auto_masks, threshold=args.mask_threshold, dilation=args.mask_dilate, device=args.device,
-        precision=args.precision, batch_size=args.batch_size,
+        precision=args.precision, batch_size=args.batch_size, score_threshold=args.score_threshold,
     )
     report = ensure_masks(built.masks, masks_dir, options, progress=_mask_progress)
     write_manifest(built.rows, output)
@@ -80,13 +81,15 @@ def _add_mask_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--masks-dir", default=None, metavar="DIR", help="where the masks are (and are made): default 'masks' beside the manifest")
     parser.add_argument(
         "--auto-masks", default=None, metavar="SEGMENTER",
-        help="make the missing masks with this CLIPSeg checkpoint (folder or Hub id), prompted with the subject's class; "
-        "without it every mask must exist already",
+        help="make the missing masks with this CLIPSeg or SAM3 checkpoint (folder or Hub id; the family is read from its "
+        "config.json), prompted with the subject's class; without it every mask must exist already",
     )
-    parser.add_argument("--mask-threshold", type=float, default=DEFAULT_MASK_THRESHOLD, help=f"CLIPSeg probability threshold (default {DEFAULT_MASK_THRESHOLD})")
+    parser.add_argument("--mask-threshold", type=float, default=None,
+                        help=f"pixel probability threshold (default {DEFAULT_MASK_THRESHOLD} for CLIPSeg, {DEFAULT_PIXEL_THRESHOLD} for SAM3)")
+    add_score_threshold_option(parser)
     parser.add_argument("--mask-dilate", type=int, default=0, metavar="PIXELS", help="grow each made mask by this many pixels (default 0)")
-    add_device_options(parser, "CLIPSeg's precision")
-    parser.add_argument("--batch-size", type=positive_int, default=8, help="images per CLIPSeg forward (default 8)")
+    add_device_options(parser, "the segmenter's precision")
+    parser.add_argument("--batch-size", type=positive_int, default=8, help="images per segmenter forward (default 8)")
     parser.set_defaults(run=run)
 
 

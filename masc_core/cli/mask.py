@@ -1,4 +1,4 @@
-"""``python -m masc_core mask``: subject masks from CLIPSeg, written as PNG files.
+"""``python -m masc_core mask``: subject masks from CLIPSeg or SAM3 (read from the checkpoint), written as PNG files.
 
 One mask per image, named ``<image stem>_mask.png`` in ``--out-dir``, at the
 image's size (with several ``--subject``: one per subject per image, ``<stem>_<subject>_mask.png``,
@@ -16,26 +16,30 @@ import sys
 
 from ..errors import MascInputError
 from ..metric.masks import DEFAULT_MASK_THRESHOLD
-from .options import add_device_options
+from ..models.sam3 import DEFAULT_PIXEL_THRESHOLD
+from .options import add_device_options, add_score_threshold_option
 
 
 def register(commands) -> None:
     """Register the ``mask`` sub-command on the CLI's sub-parsers."""
-    parser = commands.add_parser("mask", help="subject masks from CLIPSeg (text-prompted), as PNG files")
+    parser = commands.add_parser("mask", help="subject masks from CLIPSeg or SAM3 (text-prompted), as PNG files")
     parser.add_argument(
         "--model", required=True,
-        help="CLIPSeg checkpoint folder (Hugging Face layout) or Hub id, e.g. CIDAS/clipseg-rd64-refined",
+        help="a CLIPSeg or SAM3 checkpoint folder (Hugging Face layout; the family is read from its config.json) or "
+        "Hub id: CIDAS/clipseg-rd64-refined, or facebook/sam3 (gated: accept its licence and log in first)",
     )
     parser.add_argument("--image", nargs="+", required=True, metavar="IMG", help="images to mask")
     parser.add_argument(
         "--subject", required=True, action="append",
-        help="the subject's name, CLIPSeg's prompt; several names of one subject comma-separated ('sks dog, dog'). "
+        help="the subject's name, the segmenter's prompt; several names of one subject comma-separated ('sks dog, dog'). "
         "Repeat it for several subjects (--subject dog --subject cat): one mask per subject per image",
     )
     parser.add_argument(
-        "--threshold", type=float, default=DEFAULT_MASK_THRESHOLD,
-        help=f"probability at or above which a pixel is the subject (default {DEFAULT_MASK_THRESHOLD})"
+        "--threshold", type=float, default=None,
+        help=f"probability at or above which a pixel is the subject (default: {DEFAULT_MASK_THRESHOLD} for CLIPSeg, "
+        f"{DEFAULT_PIXEL_THRESHOLD} for SAM3)"
     )
+    add_score_threshold_option(parser)
     parser.add_argument("--dilate", type=int, default=0, metavar="PIXELS", help="grow each mask by this many pixels (default 0)")
     parser.add_argument(
         "--out-dir", required=True, metavar="DIR", help="folder for the <stem>_mask.png files (created if missing)"
@@ -90,11 +94,11 @@ def run(args: argparse.Namespace) -> int:
 
     from ..io.images import load_image_file
     from ..metric.masks import MIN_FOREGROUND_FRACTION, check_dilation, check_threshold, foreground_fraction
-    from ..models.clipseg import ClipSegSegmenter
+    from ..models.segmenter_folders import load_segmenter
     from ..metric.stripping import subject_prompts
 
     # Everything that can be checked without the model is checked first.
-    threshold = check_threshold(args.threshold, "--threshold")
+    threshold = None if args.threshold is None else check_threshold(args.threshold, "--threshold")
     dilation = check_dilation(args.dilate, "--dilate")
     subjects = [subject_prompts(given, "--subject") for given in args.subject]
     slugs = [subject_slug(names[0]) for names in subjects] if len(subjects) > 1 else [None]
@@ -104,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
     images = [load_image_file(path, "--image") for path in args.image]
     _check_out_dir(args.out_dir)
 
-    segmenter = ClipSegSegmenter.load(args.model, device=args.device, precision=args.precision, batch_size=args.batch_size)
+    segmenter = load_segmenter(args.model, device=args.device, precision=args.precision, batch_size=args.batch_size,
+                               score_threshold=args.score_threshold)
     written = []
     for names, paths in zip(subjects, targets):
         written += zip(paths, segmenter.masks(images, names, threshold=threshold, dilation=dilation))

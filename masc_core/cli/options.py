@@ -28,14 +28,30 @@ def positive_int(text: str) -> int:
     return value
 
 
-def bootstrap_count(text: str) -> int:
-    """A number of bootstrap resamples, 0 (no interval) to 100000."""
+def whole_number_in(low: int, high: int, what: str):
+    """argparse type: a whole number from ``low`` to ``high`` (``what`` names it in the docstring only)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text} must be from {low} to {high}")
+        return value
+
+    parse.__doc__ = f"argparse type: {what}, a whole number from {low} to {high}."
+    return parse
+
+
+def probability(text: str) -> float:
+    """argparse type: a probability, a finite number from 0 to 1."""
     try:
-        value = int(text)
+        value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 0 <= value <= 100_000:
-        raise argparse.ArgumentTypeError(f"{text} must be from 0 to 100000")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and 0.0 <= value <= 1.0):
+        raise argparse.ArgumentTypeError(f"{text} must be a number from 0 to 1")
     return value
 
 
@@ -55,15 +71,8 @@ def ranking_weight(text: str) -> float:
     return value
 
 
-def bootstrap_seed(text: str) -> int:
-    """argparse type: a bootstrap seed, a whole number from 0 to 2^32 - 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 0 <= value <= MAX_SEED:
-        raise argparse.ArgumentTypeError(f"{text} must be from 0 to {MAX_SEED}")
-    return value
+bootstrap_count = whole_number_in(0, 100_000, "a number of bootstrap resamples (0: no interval)")
+bootstrap_seed = whole_number_in(0, MAX_SEED, "a bootstrap seed")
 
 
 def add_log_report_options(parser: argparse.ArgumentParser, what: str) -> None:
@@ -93,6 +102,17 @@ def read_logs(paths) -> tuple[list, str]:
 def add_device_options(parser: argparse.ArgumentParser, precision_help: str = "model precision") -> None:
     parser.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:N or mps")
     parser.add_argument("--precision", default="fp32", choices=PRECISION_CHOICES, help=precision_help)
+
+
+def add_score_threshold_option(parser: argparse.ArgumentParser) -> None:
+    """SAM3's instance score threshold (CLIPSeg has no instances and ignores it)."""
+    from ..models.sam3 import DEFAULT_SCORE_THRESHOLD
+
+    parser.add_argument(
+        "--score-threshold", type=probability, default=DEFAULT_SCORE_THRESHOLD, metavar="P",
+        help=f"SAM3 only: instances scoring at least this are merged into the subject's mask (default {DEFAULT_SCORE_THRESHOLD}, "
+        "as core's SAM3 Detect)",
+    )
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:

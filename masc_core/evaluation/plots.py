@@ -11,6 +11,9 @@
   cp (their cp_min), cp_mean and the blend rate.
 - ``plot_identity_roc.png`` (manifests with ``same_subject`` labels): the
   ROC curve of each concept metric, its AUC and 95% CI in the legend.
+- ``plot_mask_sources.png`` (``--mask-sources``): per aspect, each source's
+  alpha against the human rating with its 95% CI (the mean when the
+  manifest has no ratings), on the keys valid under every source.
 
 Every number drawn comes from summary.json or from the rows it was
 computed on (``summary.agreement_rows`` / ``identity_rows``). matplotlib
@@ -39,6 +42,7 @@ PLOT_FILES = {
     "agreement_pf": "plot_agreement_pf.png",
     "methods": "plot_methods.png",
     "identity_roc": "plot_identity_roc.png",
+    "mask_sources": "plot_mask_sources.png",
 }
 INSTALL_HINT = "pip install 'masc-comfyui[plots]'"
 MISSING = f"plots not written: matplotlib is not installed ({INSTALL_HINT} gives them)"
@@ -142,6 +146,26 @@ def _roc_plot(path: str, records: list[EvalRecord], block: dict) -> str:
     return _save(figure, path)
 
 
+def _mask_sources_plot(path: str, block: dict) -> str:
+    aspects = list(block["aspects"].items())
+    figure, axes = _figure(len(aspects), width=max(4.6, 1.2 * len(block["sources"]) + 2.0))
+    for axis, (aspect, table) in zip(axes, aspects):
+        entries = list(table["sources"].items())
+        rated = any(e.get("krippendorff_alpha") is not None for _, e in entries)
+        figure_name = "krippendorff_alpha" if rated else "mean"
+        values = [np.nan if e.get(figure_name) is None else e[figure_name] for _, e in entries]
+        errors = None
+        if rated:
+            intervals = [(e.get("ci95") or {}).get("krippendorff_alpha") for _, e in entries]
+            errors = np.array([[v - i[0], i[1] - v] if i and not math.isnan(v) else [0.0, 0.0] for v, i in zip(values, intervals)]).T
+        axis.bar(np.arange(len(entries)), values, 0.6, yerr=errors, capsize=4, alpha=0.8)
+        axis.set_xticks(np.arange(len(entries)), [name for name, _ in entries], fontsize=9)
+        what = "Krippendorff alpha (95% CI)" if rated else "mean score"
+        axis.set_title(f"{aspect.upper()} by mask source: {what}, {table['keys']} keys", fontsize=10)
+        axis.axhline(0.0, color="grey", linewidth=0.5)
+    return _save(figure, path)
+
+
 def write_plots(folder: str, records: list[EvalRecord], summary: dict[str, Any]) -> tuple[list[str], str | None]:
     """Write the plots that apply to this summary (removing the others): (paths written, a note or None).
 
@@ -163,4 +187,6 @@ def write_plots(folder: str, records: list[EvalRecord], summary: dict[str, Any])
         written.append(_roc_plot(os.path.join(folder, PLOT_FILES["identity_roc"]), records, identity))
     elif identity:
         note = f"no ROC plot: {identity.get('note', 'no AUC')}"
+    if summary.get("mask_sources"):
+        written.append(_mask_sources_plot(os.path.join(folder, PLOT_FILES["mask_sources"]), summary["mask_sources"]))
     return written, note

@@ -100,6 +100,10 @@ def summary_tables(summary: dict) -> str:
                 f"({len(ceiling['raters'])} raters, {ceiling['n']} rows rated twice or more)"
             )
     lines += identity_lines(summary)
+    if summary.get("mask_sources"):
+        from .mask_study import table_lines
+
+        lines += [""] + table_lines(summary["mask_sources"])
     return "\n".join(lines) + "\n"
 
 

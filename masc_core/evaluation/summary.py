@@ -18,6 +18,8 @@ shards. Sums are exact (``math.fsum``) and do not depend on row order.
   human rating = mean over raters), per method, per rater, and among the
   raters. See ``agreement`` for the statistics and the rating-scale
   mapping.
+- The mask-source study (``mask_sources`` given): the table of
+  ``mask_study``, each source judged on the keys valid under every source.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ class SummaryOptions:
     rating_map: str = "minmax"
     bootstrap: int = agreement.DEFAULT_BOOTSTRAP
     seed: int = agreement.DEFAULT_SEED
+    mask_sources: tuple[str, ...] = ()
+    """The mask-source study's sources in order (``mask_study``; deltas from the first); () for no study."""
 
     def __post_init__(self):
         if not 0.0 <= float(self.min_foreground) <= 1.0:
@@ -60,6 +64,9 @@ class SummaryOptions:
         data = asdict(self)
         data["rating_scale"] = [float(v) for v in self.rating_scale]
         data["min_foreground"] = float(self.min_foreground)
+        data["mask_sources"] = list(self.mask_sources)
+        if not self.mask_sources:  # only then: a run without the study keeps its summary's bytes
+            del data["mask_sources"]
         return data
 
     @classmethod
@@ -70,6 +77,7 @@ class SummaryOptions:
             rating_map=str(data["rating_map"]),
             bootstrap=int(data["bootstrap"]),
             seed=int(data["seed"]),
+            mask_sources=tuple(data.get("mask_sources") or ()),
         )
 
 
@@ -295,4 +303,8 @@ def summarize(records: Iterable[EvalRecord | dict], options: SummaryOptions) -> 
     identity = _identity(records, metrics, options)
     if identity is not None:
         summary["identity"] = identity
+    if options.mask_sources:
+        from .mask_study import study
+
+        summary["mask_sources"] = study(records, options.mask_sources, options)
     return summary

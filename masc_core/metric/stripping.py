@@ -115,7 +115,7 @@ def subject_found(prompt: str, stripped: str) -> bool:
 
 
 def subject_prompts(subject: Any, name: str = "subject") -> list[str]:
-    """The text prompts for CLIPSeg: the subject's name(s), "sks dog, dog" or a list of names."""
+    """The text prompts for a segmenter (CLIPSeg, SAM3): the subject's name(s), "sks dog, dog" or a list of names."""
     if not isinstance(subject, (str, list, tuple)):
         raise MascInputError(
             f"{name} is a {type(subject).__name__}: give the subject's name as text, e.g. 'dog' (several: 'sks dog, dog')"
@@ -123,6 +123,6 @@ def subject_prompts(subject: Any, name: str = "subject") -> list[str]:
     names = parse_subject_names(subject, what=name)
     if not names:
         raise MascInputError(
-            f"{name} is empty: give the subject's name as CLIPSeg's text prompt, e.g. 'dog' (several: 'sks dog, dog')"
+            f"{name} is empty: give the subject's name as the segmenter's text prompt, e.g. 'dog' (several: 'sks dog, dog')"
         )
     return names

@@ -39,20 +39,18 @@ from __future__ import annotations
 import inspect
 import os
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from ..errors import MascModelError
-from ..io.images import to_rgb_uint8_list
-from ..metric.masks import DEFAULT_MASK_THRESHOLD, check_dilation, check_threshold, dilate_mask, threshold_mask
 from ..progress import ProgressCallback
-from ..metric.stripping import subject_prompts
 from . import checkpoints
-from .devices import ModelPlacement, place
+from .devices import place
 from .preprocess import PreprocessSpec, prepare_image
+from .segmenters import Segmenter
 from .tokenizers import ClipTextTokenizer
 
 CLIPSEG_MODEL_ID = "CIDAS/clipseg-rd64-refined"
@@ -143,13 +141,16 @@ def load_clipseg_model(info: ClipSegCheckpoint) -> torch.nn.Module:
 # ---------------------------------------------------------------------- the segmenter
 
 
-class ClipSegSegmenter(ModelPlacement):
-    """A loaded CLIPSeg checkpoint that turns images and a subject name into masks.
+class ClipSegSegmenter(Segmenter):
+    """A loaded CLIPSeg checkpoint that turns images and a subject name into masks (``Segmenter``'s
+    ``probabilities`` and ``masks``).
 
     Build one with :meth:`load`. The model can be moved with :meth:`to`
     (ComfyUI moves it between GPU and CPU); inputs always follow the model's
     current device, and results come back as float32 CPU tensors.
     """
+
+    kind = "clipseg"
 
     def __init__(
         self,
@@ -218,56 +219,6 @@ class ClipSegSegmenter(ModelPlacement):
             "device": str(self.device),
             "precision": str(self.dtype).replace("torch.", ""),
         }
-
-    # ------------------------------------------------------------------ public API
-
-    def probabilities(
-        self,
-        images: Any,
-        subject: str | Sequence[str],
-        *,
-        progress: ProgressCallback | None = None,
-    ) -> list[torch.Tensor]:
-        """Per pixel, the probability (0..1) that it shows the subject.
-
-        images: one image, a list, or a [B,H,W,C] batch (PIL, numpy or torch;
-            uint8 or float 0..1; RGBA and grayscale accepted).
-        subject: the subject's name, CLIPSeg's text prompt; several names
-            ("sks dog, dog" or a list) give the per-pixel maximum over names.
-        progress: ``progress(done, total)`` after each batch of images.
-
-        Returns one float32 CPU tensor [H, W] per image, at that image's own
-        size, always a list (images of a ComfyUI batch share a size, so
-        ``torch.stack`` makes the [B, H, W] MASK batch).
-        """
-        names = subject_prompts(subject)
-        arrays = to_rgb_uint8_list(images, "images")
-        return [p.cpu() for p in self._iter_probabilities(arrays, names, progress)]
-
-    def masks(
-        self,
-        images: Any,
-        subject: str | Sequence[str],
-        *,
-        threshold: float = DEFAULT_MASK_THRESHOLD,
-        dilation: int = 0,
-        progress: ProgressCallback | None = None,
-    ) -> list[torch.Tensor]:
-        """0/1 subject masks (float32 CPU tensors [H, W], one per image, at its size).
-
-        A pixel is foreground when its probability (see :meth:`probabilities`)
-        is >= ``threshold`` (0..1; 0 keeps every pixel). ``dilation`` then
-        grows the mask by that many pixels in every direction, which helps PF
-        hide the subject's soft edges.
-        """
-        threshold = check_threshold(threshold)
-        dilation = check_dilation(dilation)
-        names = subject_prompts(subject)
-        arrays = to_rgb_uint8_list(images, "images")
-        return [
-            dilate_mask(threshold_mask(p, threshold), dilation).cpu()
-            for p in self._iter_probabilities(arrays, names, progress)
-        ]
 
     # ------------------------------------------------------------------ forward passes
 

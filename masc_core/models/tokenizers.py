@@ -201,7 +201,7 @@ def read_vocab_and_merges(folder: str) -> tuple[dict[str, int], list]:
     if not (os.path.isfile(vocab_file) and os.path.isfile(merges_file)):
         raise MascModelError(
             f"model folder '{folder}' has no tokenizer.json (nor vocab.json + merges.txt): "
-            "copy the tokenizer files that came with the CLIPSeg checkpoint into it"
+            "copy the tokenizer files that came with the checkpoint into it"
         )
     vocab = read_config(vocab_file, "vocabulary")
     try:
@@ -214,14 +214,17 @@ def read_vocab_and_merges(folder: str) -> tuple[dict[str, int], list]:
 
 
 class ClipTextTokenizer:
-    """Turns prompts into CLIP token ids and an attention mask, padded to the longest prompt."""
+    """Turns prompts into CLIP token ids and an attention mask, padded to the longest prompt (or to
+    ``max_length`` with ``pad_to_max_length``, as SAM3's processor pads its 32 tokens)."""
 
-    def __init__(self, vocab: dict[str, int], merges: list, tokenizer_config: dict, *, max_length: int):
+    def __init__(self, vocab: dict[str, int], merges: list, tokenizer_config: dict, *, max_length: int,
+                 pad_to_max_length: bool = False):
         special = {role: token_text(tokenizer_config.get(role), default) for role, default in DEFAULT_SPECIAL_TOKENS.items()}
         tokenizer = build_clip_tokenizer(vocab, merges, special)
         pad_id = require_token_id(tokenizer, special["pad_token"], "pad_token")
         tokenizer.enable_truncation(max_length=max_length)
-        tokenizer.enable_padding(direction="right", pad_id=pad_id, pad_token=special["pad_token"])
+        tokenizer.enable_padding(direction="right", pad_id=pad_id, pad_token=special["pad_token"],
+                                 length=max_length if pad_to_max_length else None)
         self._tokenizer = tokenizer
         self.max_length = max_length
 
@@ -233,9 +236,9 @@ class ClipTextTokenizer:
         return ids, mask
 
     @classmethod
-    def from_folder(cls, folder: str, *, max_length: int) -> "ClipTextTokenizer":
-        """Load the tokenizer of a CLIPSeg checkpoint folder."""
+    def from_folder(cls, folder: str, *, max_length: int, pad_to_max_length: bool = False) -> "ClipTextTokenizer":
+        """Load the tokenizer of a CLIPSeg or SAM3 checkpoint folder."""
         vocab, merges = read_vocab_and_merges(folder)
         config_file = os.path.join(folder, "tokenizer_config.json")
         config = read_config(config_file, "tokenizer config") if os.path.isfile(config_file) else {}
-        return cls(vocab, merges, config, max_length=max_length)
+        return cls(vocab, merges, config, max_length=max_length, pad_to_max_length=pad_to_max_length)

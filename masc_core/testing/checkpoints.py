@@ -15,7 +15,7 @@ preprocessor_config.json, special_tokens_map.json), with:
 Folder names matter to one consumer only: the paper's package decides NaFlex
 by looking for "naflex" in the name, so NaFlex builds carry it.
 
-``build_clipseg_checkpoint`` does the same for CLIPSeg (the built-in masks).
+``build_clipseg_checkpoint`` does the same for CLIPSeg (the built-in masks; SAM3's builder is in ``sam3_checkpoint``).
 """
 
 from __future__ import annotations
@@ -226,7 +226,7 @@ def train_clip_tokenizer(vocab_size: int = 700, extra_text: str = ""):
     return build_clip_tokenizer(vocab, merges)
 
 
-def _clip_tokenizer_files(folder: str, tokenizer, text_length: int) -> None:
+def _clip_tokenizer_files(folder: str, tokenizer, text_length: int, processor_class: str = "CLIPSegProcessor") -> None:
     """tokenizer.json, vocab.json, merges.txt, tokenizer_config.json and special_tokens_map.json, as CLIP ships them."""
     tokenizer.save(os.path.join(folder, "tokenizer.json"))
     model = json.loads(tokenizer.to_str())["model"]
@@ -239,7 +239,7 @@ def _clip_tokenizer_files(folder: str, tokenizer, text_length: int) -> None:
     specials = {"bos_token": "<|startoftext|>", "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>", "unk_token": "<|endoftext|>"}
     config = dict(
         specials, add_prefix_space=False, clean_up_tokenization_spaces=False, do_lower_case=True, errors="replace",
-        model_max_length=text_length, processor_class="CLIPSegProcessor", tokenizer_class="CLIPTokenizer",
+        model_max_length=text_length, processor_class=processor_class, tokenizer_class="CLIPTokenizer",
     )
     with open(os.path.join(folder, "tokenizer_config.json"), "w", encoding="utf-8") as handle:
         json.dump(config, handle, indent=2)
@@ -369,3 +369,4 @@ def build_clipseg_checkpoint(
     _clip_tokenizer_files(folder, tokenizer, text_length)
     _write_clipseg_preprocessor(folder, image_size)
     return folder
+

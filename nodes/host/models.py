@@ -14,7 +14,11 @@ from ...masc_core.errors import MascInputError
 from ...masc_core.safe_text import shown
 from .comfy import IN_COMFYUI, folder_paths
 
-MODEL_FOLDERS = {"masc": "SigLIP2 checkpoints for MaSC", "clipseg": "CLIPSeg checkpoints for MaSC Auto Mask"}
+MODEL_FOLDERS = {
+    "masc": "SigLIP2 checkpoints for MaSC",
+    "clipseg": "CLIPSeg checkpoints for MaSC Auto Mask",
+    "sam3": "SAM3 checkpoints (transformers folders) for MaSC Auto Mask",
+}
 
 
 def _standalone_models_dir() -> str:
@@ -23,7 +27,7 @@ def _standalone_models_dir() -> str:
 
 
 def register_model_folders() -> None:
-    """Add models/masc and models/clipseg to ComfyUI's model folders.
+    """Add models/masc, models/clipseg and models/sam3 to ComfyUI's model folders.
 
     ``add_model_folder_path`` keeps the paths a user's extra_model_paths.yaml
     already gave these keys (assigning folder_names_and_paths would wipe them).
@@ -74,7 +78,7 @@ def copy_example_inputs(input_dir: str | None = None) -> list[str]:
 
 
 def model_roots(kind: str) -> list[str]:
-    """Folders searched for checkpoints of ``kind`` ("masc" or "clipseg")."""
+    """Folders searched for checkpoints of ``kind`` ("masc", "clipseg" or "sam3")."""
     if IN_COMFYUI:
         try:
             return list(folder_paths.get_folder_paths(kind))

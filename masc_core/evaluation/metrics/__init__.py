@@ -15,11 +15,11 @@ import torch
 
 from ...errors import MascInputError
 from ...models.encoder import ImageTokens, MascEncoder
-from . import clip, dino, global_pool, pf_ablations
+from . import clip, dino, global_pool, mask_sources, pf_ablations
 from .base import ASPECTS, ChunkInputs, Column, GroupInputs, Metric, MetricSpec, Models, RowValues
 from .masc import COLUMNS as MASC_COLUMNS
 
-REGISTRY: tuple[MetricSpec, ...] = (global_pool.SPEC, pf_ablations.SPEC, clip.SPEC, dino.SPEC)
+REGISTRY: tuple[MetricSpec, ...] = (global_pool.SPEC, pf_ablations.SPEC, clip.SPEC, dino.SPEC, *mask_sources.SPECS)
 """Every metric beside MaSC, in the order their columns appear in results and summaries."""
 
 COLUMNS: tuple[Column, ...] = MASC_COLUMNS + tuple(column for spec in REGISTRY for column in spec.columns)
