@@ -144,6 +144,28 @@ def test_a_ray_run_writes_the_single_process_files_and_nothing_else(workspace):
     assert timing["forwards"]["siglip_texts"] == single["forwards"]["siglip_texts"]
 
 
+def test_the_mask_source_study_on_ray_writes_the_single_process_files(workspace, tiny_sam3_dir, tiny_clipseg_dir):
+    """Each actor loads the sources' segmenters once; the study's rows and table are the single process's bytes."""
+    study = ["--mask-sources", "sam3,clipseg,manifest", "--sam3", tiny_sam3_dir, "--clipseg", tiny_clipseg_dir]
+    single = os.path.join(workspace["folder"], "study-single")
+    code, out, err = call("eval", workspace["manifest"], "--model", workspace["model"], *OPTIONS, "--out-dir", single,
+                          "--quiet", *study)
+    assert code == 0, err
+    out_dir = os.path.join(workspace["folder"], "study-ray")
+    done = subprocess.run(eval_command(workspace, out_dir, "--workers", "2", "--quiet", *study), env=environment(),
+                          capture_output=True, text=True, timeout=DEADLINE)
+    assert done.returncode == 0, done.stderr
+    for name in FILES:
+        assert read_bytes(out_dir, name) == read_bytes(single, name), name
+    assert done.stdout == out and "mask sources (deltas from sam3" in out
+    forwards = json.loads(read_bytes(out_dir, "timing.json"))["forwards"]
+    alone = json.loads(read_bytes(single, "timing.json"))["forwards"]
+    # A mask per image per source, as SigLIP2's encodings: in one process and on Ray (whose units re-encode each
+    # reference once more, see the test above) alike.
+    assert alone["sam3_images"] == alone["clipseg_images"] == alone["siglip_images"]
+    assert forwards["sam3_images"] == forwards["clipseg_images"] == forwards["siglip_images"] == alone["siglip_images"] + 3
+
+
 def test_interrupted_then_killed_then_resumed(workspace):
     """Ctrl-C ends the run and its cluster cleanly; kill -9 loses nothing written; a rerun finishes the same files.
 

@@ -14,7 +14,8 @@ CP and PF with those masks. The columns, per source ``s``:
 **No SigLIP2 forward of its own.** The masks change which patches are pooled, never the patches: the run has
 already encoded this chunk's reference and outputs (and the stripped prompts) for MaSC's own columns, and the
 scores here read those encodings from the encoder's cache. What a source costs is its segmenter's forwards:
-one per reference view per group and one per output (``forwards``: ``<s>_images``).
+one per reference view per group (and subject text) and one per distinct output image of a chunk
+(``forwards``: ``<s>_images``), as SigLIP2's own.
 
 The columns' aspect is ``MASK_SOURCES``, not cp or pf: they are compared with the human ratings in the study's
 own table (``masc_core.evaluation.mask_study``), on the keys where every source's mask is valid, never mixed
@@ -30,6 +31,7 @@ import numpy as np
 from ...errors import MascInputError
 from ...metric.masks import foreground_fraction
 from ...models import segmenter_folders
+from ...models.cache import content_key
 from .base import ChunkInputs, Column, GroupInputs, Metric, MetricSpec, Models, RowValues
 from . import masc
 
@@ -58,22 +60,25 @@ class MaskSourceMetric(Metric):
                                                    precision=models.dtype, batch_size=models.batch_size)
         self.images = 0
         self.group: GroupInputs | None = None
-        self.reference_masks: dict[str, list[np.ndarray]] = {}
+        self.reference_masks: dict[tuple[str, str], np.ndarray] = {}
 
     def start_group(self, group: GroupInputs) -> None:
         self.group = group
-        self.reference_masks = {}  # per subject text: rows of one group may name their subject differently
+        # The group's reference masks, per subject text (rows of one group may name their subject differently):
+        # kept for the whole group, as the encoder keeps the reference's encoding.
+        self.reference_masks: dict[tuple[str, str], np.ndarray] = {}
 
-    def _masks(self, images: list[np.ndarray], subject: str) -> list[np.ndarray]:
-        self.images += len(images)
-        # A folder-style name ("bear_plushie", as the pairs builder's subject column) reads as words to the segmenter.
-        made = self.segmenter.masks(images, subject.replace("_", " "), threshold=self.segmenter.default_threshold)
-        return [m.numpy() for m in made]
-
-    def _reference(self, subject: str) -> list[np.ndarray]:
-        if subject not in self.reference_masks:
-            self.reference_masks[subject] = self._masks(self.group.refs, subject)
-        return self.reference_masks[subject]
+    def _masks(self, images: list[np.ndarray], subject: str, known: dict[tuple[str, str], np.ndarray]) -> list[np.ndarray]:
+        """One mask per image; an image already in ``known`` (or repeated in the list) is masked once, as SigLIP2
+        encodes it once. What is masked is added to ``known``."""
+        keys = [(content_key(image), subject) for image in images]
+        missing = {key: image for key, image in zip(keys, images) if key not in known}
+        if missing:
+            self.images += len(missing)
+            # A folder-style name ("bear_plushie", as the pairs builder's subject column) reads as words to the segmenter.
+            made = self.segmenter.masks(list(missing.values()), subject.replace("_", " "), threshold=self.segmenter.default_threshold)
+            known.update({key: mask.numpy() for key, mask in zip(missing, made)})
+        return [known[key] for key in keys]
 
     def score(self, chunk: ChunkInputs) -> list[RowValues]:
         names = [f"{name}_{self.source}" for name in ("cp", "pf", "ref_fg", "out_fg")]
@@ -90,8 +95,9 @@ class MaskSourceMetric(Metric):
                 for i in members:
                     values[i] = RowValues(dict.fromkeys(names), dict.fromkeys(names, why))
                 continue
-            ref_masks = self._reference(subject)
-            out_masks = self._masks([chunk.outs[i] for i in members], subject)
+            ref_masks = self._masks(self.group.refs, subject, self.reference_masks)
+            # An output that is a reference view reuses its mask; the chunk's others are masked for this chunk only.
+            out_masks = self._masks([chunk.outs[i] for i in members], subject, dict(self.reference_masks))
             group = replace(self.group, ref_masks=ref_masks)
             part = replace(
                 chunk, outs=[chunk.outs[i] for i in members], masks=out_masks,
