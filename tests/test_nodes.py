@@ -360,3 +360,25 @@ def test_image_batches_are_the_pictures_over_255(pack):
     batch = pack.nodes.convert.to_comfy_image_batch(pictures)
     assert batch.dtype == torch.float32 and batch.shape == (2, 512, 512, 3)
     assert torch.equal(batch, torch.from_numpy(np.stack(pictures)).float() / 255.0)
+
+
+def test_sam3_loader_feeds_auto_mask_with_the_same_masks_as_the_library(pack, comfy_dirs):
+    """Load MaSC SAM3 Model lists models/sam3 folders; its MASC_SEGMENTER is the CLIPSeg loader's type to Auto Mask."""
+    from masc_core.models.sam3 import Sam3Segmenter
+
+    pytest.importorskip("transformers.models.sam3", reason="SAM3 needs transformers 5")
+    loader = pack.NODE_CLASS_MAPPINGS["MaSCLoadSAM3Model"]
+    assert loader.INPUT_TYPES()["required"]["model"][0][:1] == ["tiny-sam3"]
+    assert loader.INPUT_TYPES()["required"]["model"][0][-1] == "facebook/sam3"
+    segmenter = loader().load("tiny-sam3", "cpu", "fp32", 0.5)[0]
+    assert loader().load("tiny-sam3", "cpu", "fp32", 0.5)[0] is segmenter  # shared per settings
+    stricter = loader().load("tiny-sam3", "cpu", "fp32", 0.9)[0]
+    assert stricter is not segmenter and stricter.core.score_threshold == 0.9
+    images = torch.cat([float_image("dog_01"), float_image("cat_00")])
+    masks, preview, report = pack.NODE_CLASS_MAPPINGS["MaSCAutoMask"]().mask(segmenter, images, "dog", 0.5, 0)["result"]
+    direct = Sam3Segmenter.load(os.path.join(comfy_dirs["models"], "sam3", "tiny-sam3"), device="cpu")
+    assert torch.equal(masks, torch.stack(direct.masks([load_photo("dog_01"), load_photo("cat_00")], "dog", threshold=0.5)))
+    assert 0 < float(masks.mean()) < 1 and preview.shape == (2, 512, 512, 3)
+    assert report.splitlines()[0].startswith(f"#0: mask covers {100 * float(masks[0].mean()):.1f}%")
+    with pytest.raises(pack_errors(pack).MascInputError, match="score_threshold is 1.5"):
+        loader().load("tiny-sam3", "cpu", "fp32", 1.5)  # a value over a link is held to the widget's range

@@ -197,3 +197,21 @@ def test_the_phase_plan_resumes_or_replays_by_sampler():
     study = phase_plan([2, 3, 4], 10, "euler_ancestral", prunes=False)
     assert (study.ends, study.judged_at(10), study.first_step(0)) == ([10], [2, 3, 4], 0)
     assert phase_plan([2, 3], 10, "heun", prunes=False).ends == [2, 3, 10]
+
+
+def test_a_sam3_segmenter_stops_early_and_prunes_as_clipseg_does(pack, models, comfy_dirs):
+    """The segmenter is an input like any other: with SAM3's, PF is defined, pruning keeps one per round, the ledger
+    is exact, and the masks are SAM3's of the kept images."""
+    from masc_core.models.sam3 import Sam3Segmenter
+
+    pytest.importorskip("transformers.models.sam3", reason="SAM3 needs transformers 5")
+    sam3 = pack.NODE_CLASS_MAPPINGS["MaSCLoadSAM3Model"]().load("tiny-sam3", "cpu", "fp32", 0.5)[0]
+    out, backend = run(pack, models, steps=STEPS, batch_size=4, max_candidates=8, accept=1, min_cp=-1.0, rank_by="both",
+                       prune_at=0.5, prune_keep=1, segmenter=sam3)
+    images, latent, masks, scores, used, seeds, report, candidates = out["result"]
+    assert used == 4  # the first round's survivor passes (thresholds off): an early stop after one round
+    finished = [s for s in scores.scores if s.cp is not None]
+    assert len(finished) == 1 and finished[0].pf is not None
+    assert scores.context.ledger["spent"] == 4 * 2 + 2 and scores.context.ledger["pruned"] == 3
+    direct = Sam3Segmenter.load(sam3.core.info.folder, device="cpu")
+    assert torch.equal(masks[0], direct.masks(images[0:1], "dog", threshold=0.4)[0])  # mask_threshold 0.4 (inputs())
