@@ -329,6 +329,7 @@ def build_clipseg_checkpoint(
     seed: int = 0,
     image_size: int = CLIPSEG_IMAGE_SIZE,
     tokenizer=None,
+    size: str = "tiny",
 ) -> str:
     """Write a tiny random-weight CLIPSeg checkpoint to ``folder`` and return its path.
 
@@ -342,6 +343,8 @@ def build_clipseg_checkpoint(
 
     The weights are random but scaled so the masks are not trivial: the
     probabilities spread over 0..1 and depend on the image and the prompt.
+    ``size`` "base" has CIDAS's own widths and depths (ViT-B/16, 12 + 12
+    layers, decoder of 64 channels reading layers 3, 6, 9): for benchmarks.
     """
     import torch
     import transformers
@@ -350,16 +353,20 @@ def build_clipseg_checkpoint(
     os.makedirs(folder, exist_ok=True)
     tokenizer = tokenizer or train_clip_tokenizer()
     text_length = 77
+    base = size == "base"
     text_config = dict(
-        vocab_size=tokenizer.get_vocab_size(), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=2, max_position_embeddings=text_length, bos_token_id=0, eos_token_id=2, pad_token_id=1,
+        vocab_size=tokenizer.get_vocab_size(), hidden_size=512 if base else 32, intermediate_size=2048 if base else 64,
+        num_hidden_layers=12 if base else 2, num_attention_heads=8 if base else 2, max_position_embeddings=text_length,
+        bos_token_id=0, eos_token_id=2, pad_token_id=1,
     )
     vision_config = dict(
-        hidden_size=32, intermediate_size=64, num_hidden_layers=4, num_attention_heads=2, image_size=224, patch_size=16,
+        hidden_size=768 if base else 32, intermediate_size=3072 if base else 64, num_hidden_layers=12 if base else 4,
+        num_attention_heads=12 if base else 2, image_size=224, patch_size=16,
     )
     config = transformers.CLIPSegConfig(
-        text_config=text_config, vision_config=vision_config, projection_dim=32, extract_layers=[0, 1, 2],
-        reduce_dim=16, decoder_num_attention_heads=2, decoder_intermediate_size=32, conditional_layer=0,
+        text_config=text_config, vision_config=vision_config, projection_dim=512 if base else 32,
+        extract_layers=[3, 6, 9] if base else [0, 1, 2], reduce_dim=64 if base else 16,
+        decoder_num_attention_heads=4 if base else 2, decoder_intermediate_size=2048 if base else 32, conditional_layer=0,
         use_complex_transposed_convolution=True,
     )
     torch.manual_seed(seed)

@@ -41,6 +41,7 @@ SKIP_REASON = (
 )
 ENCODER_NAME = "masc-host-test-siglip2"
 SEGMENTER_NAME = "masc-host-test-clipseg"
+SAM3_NAME = "masc-host-test-sam3"
 NOT_SIGLIP_NAME = "masc-host-test-not-siglip2"
 SD15_NAME = "masc-host-test-sd15.safetensors"
 EXAMPLE_PREFIX = "masc_example_"
@@ -166,22 +167,27 @@ def install_pack(host: Host) -> list[str]:
 # --- random-weight checkpoints -------------------------------------------------------------------------------
 
 def _builder_digest() -> str:
-    with open(os.path.join(ROOT, "masc_core", "testing", "checkpoints.py"), "rb") as handle:
-        return hashlib.sha256(handle.read()).hexdigest()[:12]
+    digest = hashlib.sha256()
+    for name in ("checkpoints.py", "sam3_checkpoint.py"):
+        with open(os.path.join(ROOT, "masc_core", "testing", name), "rb") as handle:
+            digest.update(handle.read())
+    return digest.hexdigest()[:12]
 
 
 @pytest.fixture(scope="session")
 def tiny_models() -> dict:
-    """The tiny SigLIP2 and CLIPSeg folders, built once (per builder version) and reused by every host."""
+    """The tiny SigLIP2, CLIPSeg and SAM3 folders, built once (per builder version) and reused by every host."""
     cache = os.environ.get("MASC_HOST_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "masc-comfyui", "host-tests")
     folder = os.path.join(cache, f"checkpoints-{_builder_digest()}")
-    paths = {"encoder": os.path.join(folder, ENCODER_NAME), "segmenter": os.path.join(folder, SEGMENTER_NAME)}
+    paths = {"encoder": os.path.join(folder, ENCODER_NAME), "segmenter": os.path.join(folder, SEGMENTER_NAME),
+             "sam3": os.path.join(folder, SAM3_NAME)}
     if not os.path.isfile(os.path.join(folder, "complete")):
-        from masc_core.testing import build_checkpoint, build_clipseg_checkpoint, train_tokenizer
+        from masc_core.testing import build_checkpoint, build_clipseg_checkpoint, build_sam3_checkpoint, train_tokenizer
 
         shutil.rmtree(folder, ignore_errors=True)
         build_checkpoint(paths["encoder"], naflex=True, tokenizer=train_tokenizer(), seed=1)
         build_clipseg_checkpoint(paths["segmenter"], seed=0)
+        build_sam3_checkpoint(paths["sam3"], seed=0)  # the driver's transformers 5 (.ci/venv) builds it
         with open(os.path.join(folder, "complete"), "w") as handle:
             handle.write("built by tests/host/conftest.py\n")
     return paths
@@ -216,6 +222,7 @@ def installed(host, tiny_models, out_dir) -> dict:
     names = install_pack(host)
     _copy_folder(tiny_models["encoder"], os.path.join(host.models("masc"), ENCODER_NAME))
     _copy_folder(tiny_models["segmenter"], os.path.join(host.models("clipseg"), SEGMENTER_NAME))
+    _copy_folder(tiny_models["sam3"], os.path.join(host.models("sam3"), SAM3_NAME))
     # A user mistake to explain: a CLIPSeg folder put where SigLIP2 checkpoints go.
     _copy_folder(tiny_models["segmenter"], os.path.join(host.models("masc"), NOT_SIGLIP_NAME))
     folders = {kind: os.path.join(out_dir, kind) for kind in ("input", "output", "temp", "user")}

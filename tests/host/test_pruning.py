@@ -178,3 +178,41 @@ def test_cancel_after_the_judgement_stops_the_survivors_and_frees_the_queue(coun
     assert counting_server.request("/queue")["queue_running"] == []
     after = for_cpu(load(WORKFLOW), sd15=sd15)
     assert hostapi.status(counting_server.run(after)) == "success"
+
+
+def _with_sam3(graph: dict, sample_until: str) -> None:
+    """Workflow 4 with its CLIPSeg loader swapped for Load MaSC SAM3 Model (the test SAM3 in models/sam3)."""
+    from .conftest import SAM3_NAME
+
+    loader = graph[sample_until]["inputs"]["segmenter"][0]
+    graph[loader] = node("MaSCLoadSAM3Model", model=SAM3_NAME, device="auto", precision="auto", score_threshold=0.5)
+
+
+def _host_has_sam3(host) -> bool:
+    done = host.run_python("-c", "import transformers, sys; sys.exit(0 if hasattr(transformers, 'Sam3Model') else 1)")
+    return done.returncode == 0
+
+
+def test_with_sam3_masks_sample_until_prunes_exactly_and_stops_early(counting_server, sd15, installed, host):
+    """SAM3's segmenter in place of CLIPSeg's: the same exact ledger and plain-KSampler survivor, PF defined; and
+    with every candidate passing, one round is enough."""
+    if not _host_has_sam3(host):
+        pytest.skip("this host's transformers has no Sam3Model (SAM3 needs transformers 5)")
+    readers = {}
+
+    def edit(graph, sample_until):
+        _with_sam3(graph, sample_until)
+        readers["id"] = _count_calls(graph, sample_until)
+
+    run = Run(counting_server, sd15, installed["output"], edit=edit, **dict(PRUNED, rank_by="both"))
+    run.check_succeeded()
+    calls = int(hostapi.ui_text(run.entry, readers["id"]))
+    ledger = re.search(r"(\d+) of (\d+) model evaluations, [\d.]+x fewer \(3 of 4 candidates pruned\)", run.report)
+    assert ledger and int(ledger.group(1)) == calls == 4 * 2 + 2, run.report
+    (seed,) = run.seeds
+    (path,) = run.pngs
+    check_plain_ksampler_pixels(counting_server, run, seed, path, installed["output"])
+    early = Run(counting_server, sd15, installed["output"], edit=_with_sam3, steps=2, batch_size=1, max_candidates=6, accept=1,
+                min_cp=-0.9, rank_by="both", reject_small_masks=False, on_shortfall="return best", prune_at=0.0)
+    early.check_succeeded()
+    assert early.used == 1 and early.seeds == [SEED], early.report
