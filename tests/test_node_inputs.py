@@ -175,6 +175,30 @@ def test_only_the_packs_own_hub_ids_download(pack, comfy_dirs, monkeypatch):
     assert kinds == ["masc", "clipseg"]  # into models/<kind>/owner--name, nowhere else
 
 
+def test_the_gated_sam3_id_downloads_into_models_sam3_and_says_how_to_get_access(pack, comfy_dirs, monkeypatch):
+    pytest.importorskip("transformers.models.sam3", reason="SAM3 needs transformers 5")
+    host = import_module(pack.__name__ + ".nodes.host")
+    checkpoints = import_module(pack.__name__ + ".masc_core.models.checkpoints")
+    asked = []
+
+    def download(repo_id, **where):
+        asked.append((repo_id, where.get("local_dir")))
+        raise errors(pack).MascModelError(f"could not get '{repo_id}' from the Hugging Face Hub (401 gated): check the id")
+
+    monkeypatch.setattr(checkpoints, "download", download)
+    monkeypatch.setattr(host.models, "list_checkpoints", lambda kind: [])
+    loader = NODES["MaSCLoadSAM3Model"]
+    with pytest.raises(errors(pack).MascModelError) as error:
+        loader().load(model="facebook/sam3", device="cpu", precision="fp32", score_threshold=0.5)
+    message = str(error.value)
+    assert "\n" not in message and "facebook/sam3 is gated" in message and "hf auth login" in message
+    assert [(repo, os.path.basename(os.path.dirname(local))) for repo, local in asked] == [("facebook/sam3", "sam3")]
+    with pytest.raises(errors(pack).MascInputError, match="not one of its choices"):  # only the one Hub id downloads
+        loader().load(model="someone/other-sam3", device="cpu", precision="fp32", score_threshold=0.5)
+    with pytest.raises(errors(pack).MascInputError, match="put the checkpoint's folder \\(with config.json\\) in models/sam3"):
+        host.checkpoint_folder("sam3", "someone/other-sam3", "facebook/sam3")
+
+
 def test_a_listed_folder_still_loads(pack, comfy_dirs):
     encoder = NODES["MaSCLoadEncoder"]().load(model="google/siglip2-so400m-patch16-naflex", device="cpu", precision="fp32", max_patches=256)[0]
     assert os.path.samefile(encoder.core.info.folder, comfy_dirs["checkpoint"])

@@ -185,8 +185,8 @@ class Sam3Segmenter(Segmenter):
             folder, source = checkpoints.resolve(model, what="SAM3 model", example=SAM3_MODEL_ID, cache_dir=cache_dir,
                                                  local_dir=download_dir)
         except MascModelError as error:
-            if os.fspath(model) == SAM3_MODEL_ID and "Hugging Face Hub" in str(error):
-                raise MascModelError(f"could not get {SAM3_MODEL_ID}: {SAM3_GATE}") from None
+            if os.fspath(model) == SAM3_MODEL_ID and not os.path.exists(SAM3_MODEL_ID):  # the download failed
+                raise MascModelError(f"{error} ({SAM3_GATE})") from None
             raise
         info = inspect_sam3(folder, source)
         spec = sam3_preprocess_spec(info)
