@@ -46,10 +46,9 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import MascModelError
-from ..progress import ProgressCallback
 from . import checkpoints
 from .devices import place
-from .preprocess import PreprocessSpec, prepare_image
+from .preprocess import PreprocessSpec
 from .segmenters import Segmenter
 from .tokenizers import ClipTextTokenizer
 
@@ -210,32 +209,15 @@ class ClipSegSegmenter(Segmenter):
 
     # ------------------------------------------------------------------ placement
 
-    def describe(self) -> dict:
-        """Name, input size, device and precision, for logs and reports."""
-        return {
-            "model": self.info.source,
-            "kind": "clipseg",
-            "image_size": list(self.spec.image_size),
-            "device": str(self.device),
-            "precision": str(self.dtype).replace("torch.", ""),
-        }
-
     # ------------------------------------------------------------------ forward passes
 
-    def _iter_probabilities(
-        self, arrays: Sequence[np.ndarray], names: Sequence[str], progress: ProgressCallback | None
-    ) -> Iterator[torch.Tensor]:
-        """Probability maps on the model's device, image by image, batch by batch."""
-        conditional = self._text_embeddings(names)
-        total = len(arrays)
-        for start in range(0, total, self.batch_size):
-            chunk = arrays[start : start + self.batch_size]
-            pixels = torch.stack([prepare_image(image, self.spec).pixels for image in chunk])
-            logits = self._logits(pixels, conditional)
-            for image, per_name in zip(chunk, logits):
-                yield self._at_image_size(per_name, image.shape[:2])
-            if progress is not None:
-                progress(start + len(chunk), total)
+    def _encode_names(self, names: Sequence[str]) -> torch.Tensor:
+        return self._text_embeddings(names)
+
+    def _batch_maps(self, pixels: torch.Tensor, chunk: Sequence[np.ndarray], conditional: torch.Tensor) -> Iterator[torch.Tensor]:
+        logits = self._logits(pixels, conditional)
+        for image, per_name in zip(chunk, logits):
+            yield self._at_image_size(per_name, image.shape[:2])
 
     @staticmethod
     def _at_image_size(logits: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:

@@ -39,10 +39,9 @@ import torch.nn.functional as F
 
 from ..errors import MascModelError
 from ..metric.masks import check_threshold
-from ..progress import ProgressCallback
 from . import checkpoints
 from .devices import place
-from .preprocess import PreprocessSpec, prepare_image
+from .preprocess import PreprocessSpec
 from .segmenters import Segmenter
 from .tokenizers import ClipTextTokenizer
 
@@ -196,31 +195,20 @@ class Sam3Segmenter(Segmenter):
 
     def describe(self) -> dict:
         """Name, input size, instance score threshold, device and precision, for logs and reports."""
-        return {
-            "model": self.info.source,
-            "kind": "sam3",
-            "image_size": list(self.spec.image_size),
-            "score_threshold": self.score_threshold,
-            "device": str(self.device),
-            "precision": str(self.dtype).replace("torch.", ""),
-        }
+        info = super().describe()
+        info["score_threshold"] = self.score_threshold
+        return {key: info[key] for key in ("model", "kind", "image_size", "score_threshold", "device", "precision")}
 
     # ------------------------------------------------------------------ forward passes
 
-    def _iter_probabilities(
-        self, arrays: Sequence[np.ndarray], names: Sequence[str], progress: ProgressCallback | None
-    ) -> Iterator[torch.Tensor]:
-        texts = self._text_embeddings(names)
-        total = len(arrays)
-        for start in range(0, total, self.batch_size):
-            chunk = arrays[start : start + self.batch_size]
-            pixels = torch.stack([prepare_image(image, self.spec).pixels for image in chunk])
-            per_name = self._instance_probabilities(pixels, texts)  # [names][B] -> (scores [Q], masks [Q, h, w])
-            for position, image in enumerate(chunk):
-                maps = [merge_instances(*per_name[n][position], self.score_threshold, image.shape[:2]) for n in range(len(names))]
-                yield torch.stack(maps).amax(dim=0)
-            if progress is not None:
-                progress(start + len(chunk), total)
+    def _encode_names(self, names: Sequence[str]):
+        return self._text_embeddings(names)
+
+    def _batch_maps(self, pixels: torch.Tensor, chunk: Sequence[np.ndarray], texts) -> Iterator[torch.Tensor]:
+        per_name = self._instance_probabilities(pixels, texts)  # [names][B] -> (scores [Q], masks [Q, h, w])
+        for position, image in enumerate(chunk):
+            maps = [merge_instances(*scores_masks[position], self.score_threshold, image.shape[:2]) for scores_masks in per_name]
+            yield torch.stack(maps).amax(dim=0)
 
     @torch.inference_mode()
     def _text_embeddings(self, names: Sequence[str]) -> list[tuple[torch.Tensor, torch.Tensor]]:

@@ -25,6 +25,7 @@ from ..metric.masks import DEFAULT_MASK_THRESHOLD, check_dilation, check_thresho
 from ..metric.stripping import subject_prompts
 from ..progress import ProgressCallback
 from .devices import ModelPlacement
+from .preprocess import prepare_image
 
 
 
@@ -87,8 +88,34 @@ class Segmenter(ModelPlacement):
             for p in self._iter_probabilities(arrays, names, progress)
         ]
 
+    def describe(self) -> dict:
+        """Name, family, input size, device and precision, for logs and reports."""
+        return {
+            "model": self.info.source,
+            "kind": self.kind,
+            "image_size": list(self.spec.image_size),
+            "device": str(self.device),
+            "precision": str(self.dtype).replace("torch.", ""),
+        }
+
     def _iter_probabilities(
         self, arrays: Sequence[np.ndarray], names: Sequence[str], progress: ProgressCallback | None
     ) -> Iterator[torch.Tensor]:
-        """Probability maps [H, W] (any device), image by image; ``progress`` after each batch."""
+        """Probability maps [H, W] on the model's device, image by image, batch by batch: the names are encoded
+        once (``_encode_names``), each batch of ``batch_size`` prepared images goes through ``_batch_maps``."""
+        texts = self._encode_names(names)
+        total = len(arrays)
+        for start in range(0, total, self.batch_size):
+            chunk = arrays[start : start + self.batch_size]
+            pixels = torch.stack([prepare_image(image, self.spec).pixels for image in chunk])
+            yield from self._batch_maps(pixels, chunk, texts)
+            if progress is not None:
+                progress(start + len(chunk), total)
+
+    def _encode_names(self, names: Sequence[str]):
+        """The names as the model's text side needs them (once per call)."""
+        raise NotImplementedError
+
+    def _batch_maps(self, pixels: torch.Tensor, chunk: Sequence[np.ndarray], texts) -> Iterator[torch.Tensor]:
+        """One [H, W] probability map per image of ``chunk`` (``pixels`` its prepared batch), max over the names."""
         raise NotImplementedError
