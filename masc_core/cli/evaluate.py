@@ -137,18 +137,18 @@ def _mask_source_folders(args: argparse.Namespace) -> None:
     from ..evaluation.mask_study import parse_sources
     from ..models import checkpoints
     from ..models.clipseg import CLIPSEG_MODEL_ID
-    from ..models.sam3 import SAM3_GATE, SAM3_MODEL_ID
+    from ..models.sam3 import SAM3_MODEL_ID, resolve_sam3
 
     if args.mask_sources is None:
         return
     args.mask_sources = parse_sources(args.mask_sources)
     for source, hub_id in (("clipseg", CLIPSEG_MODEL_ID), ("sam3", SAM3_MODEL_ID)):
         if source in args.mask_sources and not getattr(args, source):
+            resolve = resolve_sam3 if source == "sam3" else checkpoints.resolve
             try:
-                folder, _ = checkpoints.resolve(hub_id, what=f"--{source}", example=hub_id)
+                folder, _ = resolve(hub_id, what=f"--{source}")
             except MascModelError as error:
-                gate = f" ({SAM3_GATE})" if source == "sam3" else ""
-                raise MascModelError(f"--mask-sources {source}: {error}{gate}; or pass --{source} DIR") from None
+                raise MascModelError(f"--mask-sources {source}: {error}; or pass --{source} DIR") from None
             setattr(args, source, folder)
 
 

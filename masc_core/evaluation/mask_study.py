@@ -57,13 +57,10 @@ def valid(record: EvalRecord, source: str, aspect: str, min_foreground: float) -
     if record.value(column(source, aspect)) is None:
         return False
     if source == MANIFEST:
-        out, refs = record.out_foreground, list(record.ref_foreground)
-    else:
-        out, ref = record.value(f"out_fg_{source}"), record.value(f"ref_fg_{source}")
-        refs = [] if ref is None else [ref]
-        if ref is None:
-            return False
-    return out is not None and out >= min_foreground and all(f >= min_foreground for f in refs)
+        shares = [record.out_foreground, *record.ref_foreground]
+    else:  # the smallest reference view's share stands for them all
+        shares = [record.value(f"out_fg_{source}"), record.value(f"ref_fg_{source}")]
+    return all(share is not None and share >= min_foreground for share in shares)
 
 
 def intersected(records: Sequence[EvalRecord], sources: Sequence[str], aspect: str, min_foreground: float) -> list[EvalRecord]:

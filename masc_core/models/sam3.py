@@ -101,6 +101,17 @@ def check_transformers_has_sam3():
     return model_class
 
 
+def resolve_sam3(model: str | os.PathLike, *, what: str, cache_dir: str | None = None,
+                 local_dir: str | None = None) -> tuple[str, str]:
+    """``checkpoints.resolve`` for a SAM3 model: a failed download of the gated id also says how to get access."""
+    try:
+        return checkpoints.resolve(model, what=what, example=SAM3_MODEL_ID, cache_dir=cache_dir, local_dir=local_dir)
+    except MascModelError as error:
+        if os.fspath(model) == SAM3_MODEL_ID and not os.path.exists(SAM3_MODEL_ID):  # the download failed
+            raise MascModelError(f"{error} ({SAM3_GATE})") from None
+        raise
+
+
 def inspect_sam3(folder: str, source: str | None = None) -> Sam3Checkpoint:
     """Check that ``folder`` is a usable SAM3 checkpoint, without loading weights."""
     info = checkpoints.read_folder(
@@ -180,13 +191,7 @@ class Sam3Segmenter(Segmenter):
         """
         score_threshold = check_threshold(score_threshold, "score_threshold")
         check_transformers_has_sam3()  # before any download
-        try:
-            folder, source = checkpoints.resolve(model, what="SAM3 model", example=SAM3_MODEL_ID, cache_dir=cache_dir,
-                                                 local_dir=download_dir)
-        except MascModelError as error:
-            if os.fspath(model) == SAM3_MODEL_ID and not os.path.exists(SAM3_MODEL_ID):  # the download failed
-                raise MascModelError(f"{error} ({SAM3_GATE})") from None
-            raise
+        folder, source = resolve_sam3(model, what="SAM3 model", cache_dir=cache_dir, local_dir=download_dir)
         info = inspect_sam3(folder, source)
         spec = sam3_preprocess_spec(info)
         tokenizer = ClipTextTokenizer.from_folder(folder, max_length=info.text_length, pad_to_max_length=True)

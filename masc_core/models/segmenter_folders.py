@@ -42,6 +42,11 @@ def segmenter_kind(folder: str, source: str | None = None) -> str:
     return kind
 
 
+def default_threshold(kind: str) -> float:
+    """The pixel threshold ``kind``'s segmenter uses when given none (its ``default_threshold``)."""
+    return FAMILIES[kind].default_threshold
+
+
 def load_segmenter(model: str | os.PathLike, *, kind: str | None = None, **options) -> Segmenter:
     """Load a CLIPSeg or SAM3 checkpoint (a folder, or a Hub id) as a ``Segmenter``.
 

@@ -29,11 +29,11 @@ from PIL import Image
 from ...io import files
 from ...errors import MascInputError
 from ...io.images import load_image_file
-from ...metric.masks import DEFAULT_MASK_THRESHOLD, check_dilation, check_threshold
+from ...metric.masks import check_dilation, check_threshold
 from ...models import checkpoints
 from ...models.clipseg import CLIPSEG_MODEL_ID
-from ...models.sam3 import DEFAULT_PIXEL_THRESHOLD, DEFAULT_SCORE_THRESHOLD
-from ...models.segmenter_folders import load_segmenter, segmenter_kind
+from ...models.sam3 import DEFAULT_SCORE_THRESHOLD
+from ...models.segmenter_folders import default_threshold, load_segmenter, segmenter_kind
 from .common import MaskJob, problems_error
 
 SIDECAR = "masks.json"
@@ -72,9 +72,7 @@ class MaskReport:
 def _identity(options: AutoMaskOptions) -> tuple[str, dict]:
     folder, source = checkpoints.resolve(options.segmenter, what="--auto-masks segmentation model", example=CLIPSEG_MODEL_ID)
     kind = segmenter_kind(folder, source)
-    threshold = options.threshold
-    if threshold is None:
-        threshold = DEFAULT_PIXEL_THRESHOLD if kind == "sam3" else DEFAULT_MASK_THRESHOLD
+    threshold = default_threshold(kind) if options.threshold is None else options.threshold
     identity = {
         "segmenter": source, "kind": kind, "digest": checkpoints.folder_digest(folder),
         "threshold": float(threshold), "dilation": int(options.dilation),

@@ -50,17 +50,13 @@ def columns(source: str) -> tuple[Column, ...]:
 class MaskSourceMetric(Metric):
     """CP and PF of each row with masks from one built-in segmenter (see the module)."""
 
-    def __init__(self, models: Models, folder: str | None, source: str):
-        from ...models.clipseg import CLIPSEG_MODEL_ID
-        from ...models.sam3 import SAM3_MODEL_ID
-
+    def __init__(self, models: Models, folder: str, source: str):
         self.source, self.models = source, models
-        name = folder or (CLIPSEG_MODEL_ID if source == "clipseg" else SAM3_MODEL_ID)
-        self.segmenter = segmenter_folders.load_segmenter(name, kind=source, device=models.device,
+        # The run has checked the folder (``scoring_identity`` requires the folder option; --mask-sources resolves Hub ids).
+        self.segmenter = segmenter_folders.load_segmenter(folder, kind=source, device=models.device,
                                                    precision=models.dtype, batch_size=models.batch_size)
         self.images = 0
         self.group: GroupInputs | None = None
-        self.reference_masks: dict[tuple[str, str], np.ndarray] = {}
 
     def start_group(self, group: GroupInputs) -> None:
         self.group = group
