@@ -105,6 +105,35 @@ class AcceptanceRules:
         )
 
 
+@dataclass(frozen=True)
+class RunRules:
+    """A sample-until run's rules apart from its seeds (MaSC Rules' value): what passes, how many to keep, the budget.
+
+    The seeds come from the sampler's side (a seed widget or a NOISE's seed): ``acceptance(seed)`` joins them.
+    """
+
+    passing: PassRules = PassRules()
+    accept: int = 1
+    max_candidates: int = 16
+    batch_size: int = 1
+    on_shortfall: str = RETURN_BEST
+
+    def acceptance(self, seed: int) -> AcceptanceRules:
+        """The loop's rules for a run starting at ``seed`` (checked: ``AcceptanceRules.check``)."""
+        p = self.passing
+        return AcceptanceRules(
+            seed=seed, accept=self.accept, max_candidates=self.max_candidates, batch_size=self.batch_size, by=p.by,
+            cp_weight=p.cp_weight, pf_weight=p.pf_weight, min_cp=p.min_cp, min_pf=p.min_pf, reject_small_masks=p.reject_small_masks,
+            min_foreground=MIN_FOREGROUND_FRACTION if p.min_foreground is None else p.min_foreground, on_shortfall=self.on_shortfall,
+            on_uncertain=p.on_uncertain, on_blend=p.on_blend,
+        ).check()
+
+    def check(self) -> "RunRules":
+        """These rules, or a one-line error naming the setting that cannot work (the seed is checked with the run's)."""
+        self.acceptance(0)
+        return self
+
+
 @dataclass
 class Candidate:
     """One sampled candidate and what the loop made of it."""

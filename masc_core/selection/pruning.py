@@ -62,13 +62,21 @@ def resumes_at_split(sampler_name: str) -> bool:
     return sampler_name in RESUMABLE_SAMPLERS
 
 
-def split_note(sampler_name: str) -> str | None:
-    """Why survivors cost more with this sampler than the judged steps saved suggest (None when they resume)."""
-    if resumes_at_split(sampler_name):
+def split_note(sampler_name: str, known: bool = True) -> str | None:
+    """Why survivors cost more with this sampler than the judged steps saved suggest (None when they resume).
+
+    ``known`` False: ``sampler_name`` describes a sampler that is none of core's (another pack's, or core's with its
+    options changed), which is always replayed: a split is exact only for the samplers this module names.
+    """
+    if known and resumes_at_split(sampler_name):
         return None
-    why = "is a multistep sampler (a split would restart its history)" if sampler_name in RESTARTING_SAMPLERS \
-        else "draws noise while sampling (a split would change its noise)"
-    return f"{sampler_name} {why}: each survivor was sampled again from step 0, so it is the image a KSampler gives at its seed; the ledger counts the replayed steps"
+    if not known:
+        why = "is not one of core's samplers that resume exactly after a split"
+    elif sampler_name in RESTARTING_SAMPLERS:
+        why = "is a multistep sampler (a split would restart its history)"
+    else:
+        why = "draws noise while sampling (a split would change its noise)"
+    return f"{sampler_name} {why}: each survivor was sampled again from step 0, so it is the image the plain sampler gives at its seed; the ledger counts the replayed steps"
 
 
 @dataclass(frozen=True)
