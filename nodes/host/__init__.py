@@ -6,7 +6,8 @@ One module per concern, each usable without ComfyUI (the pack's tests, scripts),
 - ``models``: the model folders and checkpoint lookup, the example inputs, the output folder;
 - ``execution``: devices and dtypes, ModelPatcher memory management and the shared models, the progress bar,
   Cancel, the previews shown on a node;
-- ``sampling``: core's sampling for MaSC Sample Until, pruning's phases included (``use_sampling`` installs the
+- ``sampling``: core's sampling for both MaSC Sample Until nodes (KSampler's inputs or NOISE/GUIDER/SAMPLER/SIGMAS),
+  pruning's phases included (``use_sampling`` installs the
   tests' stand-in);
 - ``browser``: MaSC Pick's tab and routes (``use_pick_browser`` installs the tests' stand-in).
 
@@ -30,12 +31,12 @@ from .models import (
     output_directory, register_model_folders,
 )
 from .sampling import (
-    CandidateProgress, CoreSampling, sampler_names, sampling, scheduler_names, use_sampling,
+    CandidateProgress, CoreSampling, candidate_noise, check_custom_inputs, sampler_names, sampling, scheduler_names, use_sampling,
 )
 
 __all__ = [
     "DEVICE_INPUT", "EXAMPLE_PREFIX", "IN_COMFYUI", "MAX_BODY_BYTES", "MODEL_FOLDERS",
-    "PICK_CLOSED_EVENT", "PICK_CONFIG_ROUTE", "PICK_EVENT", "PICK_HELLO_ROUTE", "PICK_ROUTE", "STATUS", "PREVIEW_DIR_ENV", "CandidateProgress", "ComfyBrowser", "CoreSampling",
+    "PICK_CLOSED_EVENT", "PICK_CONFIG_ROUTE", "PICK_EVENT", "PICK_HELLO_ROUTE", "PICK_ROUTE", "STATUS", "PREVIEW_DIR_ENV", "CandidateProgress", "ComfyBrowser", "CoreSampling", "candidate_noise", "check_custom_inputs",
     "ExecutionBlocker", "ManagedModel", "check_interrupt", "checkpoint_choices", "checkpoint_folder", "copy_example_inputs",
     "interrupt_callback", "list_checkpoints", "load_shared", "make_patcher", "output_directory", "pick_board", "pick_browser", "pick_config",
     "precision_input", "preview_thumbnail", "progress_callback", "register_model_folders", "register_pick_route",

@@ -12,11 +12,13 @@ try:  # ComfyUI's modules are importable only inside ComfyUI.
     import comfy.sample as comfy_sample  # type: ignore
     import comfy.samplers as comfy_samplers  # type: ignore
     import comfy.utils as comfy_utils  # type: ignore
+    import comfy.k_diffusion.sampling as k_diffusion_sampling  # type: ignore
     import latent_preview  # type: ignore
 
     IN_COMFYUI = True
 except ImportError:  # pragma: no cover - exercised by the tests without ComfyUI
     folder_paths = model_management = model_patcher = comfy_sample = comfy_samplers = comfy_utils = latent_preview = None
+    k_diffusion_sampling = None
     IN_COMFYUI = False
 
 try:

@@ -9,14 +9,15 @@ counted, stoppable sampler call are the part of pruning that must touch core's s
 from __future__ import annotations
 
 import contextlib
+import copy
 import inspect
 from typing import Callable
 
 import torch
 
 from ...masc_core.errors import MascInputError
-from ...masc_core.selection.pruning import CandidateRun, RoundResult, phase_plan, run_round, samples_one_by_one
-from .comfy import IN_COMFYUI, comfy_sample, comfy_samplers, comfy_utils, latent_preview, model_management
+from ...masc_core.selection.pruning import UNSPLITTABLE_SAMPLERS, CandidateRun, RoundResult, phase_plan, run_round, samples_one_by_one
+from .comfy import IN_COMFYUI, comfy_sample, comfy_samplers, comfy_utils, k_diffusion_sampling, latent_preview, model_management
 from .execution import check_interrupt
 
 FALLBACK_SAMPLERS = ("euler", "euler_ancestral", "heun", "dpm_2", "lms", "dpm_fast", "dpm_adaptive", "dpmpp_2m", "dpmpp_2m_sde", "ddim", "uni_pc")
@@ -77,17 +78,18 @@ class CandidateProgress:
 
 
 class CoreSampling:
-    """ComfyUI's own sampling, as core KSampler + VAE Decode do it (nodes.common_ksampler), one candidate per seed.
+    """ComfyUI's own sampling, one candidate per seed: as core KSampler + VAE Decode (nodes.common_ksampler), or as core
+    SamplerCustomAdvanced with the graph's NOISE, GUIDER, SAMPLER and SIGMAS.
 
-    Whatever the graph did to MODEL and CONDITIONING upstream (LoRA, IP-Adapter, ...) applies. Each
-    candidate's noise is ``comfy.sample.prepare_noise(latent, seed, batch_index)`` of the one input latent,
-    exactly what a KSampler with that seed and latent uses. The round itself (phases, judged steps, who goes on)
-    is ``masc_core.selection.pruning.run_round``; this supplies its one primitive (``_CoreRoundSampler``).
+    Whatever the graph did to MODEL and CONDITIONING upstream (LoRA, IP-Adapter, a guider from another pack, ...) applies.
+    Candidate ``i``'s noise is what the plain node makes for its seed from the one input latent. The round itself
+    (phases, judged steps, who goes on) is ``masc_core.selection.pruning.run_round`` for both; this supplies its one
+    primitive (``_CoreRoundSampler``), fed by a ``_KSamplerSource`` or a ``_GuiderSource``.
     """
 
     def sample_round(self, model, seeds, latent, *, positive, negative, steps, cfg, sampler_name, scheduler, denoise,
                      progress, done, stops=(), judge=None, prunes=True) -> RoundResult:
-        """Sample a round of candidates (seeds), judged at ``stops`` by ``judge`` (``run_round``); a plain round has none.
+        """Sample a round of candidates (seeds) as KSampler would, judged at ``stops`` by ``judge``; a plain round has none.
 
         Every survivor is the image a KSampler gives at its seed (batch of one):
         - a plain round samples the round as one batch when the sampler draws no noise of its own
@@ -98,11 +100,33 @@ class CoreSampling:
           sampler is replayed (each call from step 0, stopping right after a judged step; a survivor sampled again from
           step 0, so its history and noise are the uninterrupted run's). A study needs one call each.
         """
-        image = self._fix_empty_latent(model, latent)
-        round_sampler = _CoreRoundSampler(model, seeds, latent, image, progress, done, stops, sampler_name, prunes,
-                                          dict(positive=positive, negative=negative, steps=steps, cfg=cfg, scheduler=scheduler, denoise=denoise))
-        return run_round(round_sampler.plan, len(seeds), round_sampler, judge, check_interrupt,
-                         batch=not samples_one_by_one(sampler_name), sampler_name=sampler_name)
+        source = _KSamplerSource(model, latent, positive, negative, steps, cfg, sampler_name, scheduler, denoise)
+        return self._round(source, seeds, latent, progress, done, stops, judge, prunes, batch=not samples_one_by_one(sampler_name))
+
+    def sample_guided_round(self, noise, guider, sampler, sigmas, seeds, latent, *, progress, done, stops=(), judge=None,
+                            prunes=True) -> RoundResult:
+        """Sample a round as SamplerCustomAdvanced would, candidate ``i`` with ``noise`` at seed ``seeds[i]``.
+
+        One call per candidate (another pack's guider or sampler may not batch exactly). Judged rounds as in
+        ``sample_round``: a sampler ``sampler_identity`` names and that ``resumes_at_split`` resumes, any other is replayed.
+        """
+        source = _GuiderSource(noise, guider, sampler, sigmas, latent)
+        return self._round(source, seeds, latent, progress, done, stops, judge, prunes, batch=False)
+
+    @staticmethod
+    def sampler_name(sampler) -> str | None:
+        """Core's name for a SAMPLER, or None when it is none of core's samplers unchanged (``sampler_identity``)."""
+        return sampler_identity(sampler)
+
+    @staticmethod
+    def check_splittable(sampler) -> None:
+        """One line when pruning cannot stop ``sampler`` at a step (it is not a k-diffusion sampler of core's kind)."""
+        _GuiderSource.check_splittable(sampler)
+
+    def _round(self, source, seeds, latent, progress, done, stops, judge, prunes, batch) -> RoundResult:
+        image = self._fix_empty_latent(source.model, latent)
+        round_sampler = _CoreRoundSampler(source, seeds, latent, image, progress, done, stops, prunes)
+        return run_round(round_sampler.plan, len(seeds), round_sampler, judge, check_interrupt, batch=batch, sampler_name=source.label)
 
     @staticmethod
     def _fix_empty_latent(model, latent):
@@ -119,26 +143,152 @@ class CoreSampling:
         return images
 
 
-class _CoreRoundSampler:
-    """``run_round``'s primitive with core's sampling: a plain round's calls as core KSampler makes them, a judged
-    round's as ``_CandidateCall``s (counted, previews kept, resumable or stoppable)."""
+class _KSamplerSource:
+    """What a round samples with when the node takes KSampler's inputs: core KSampler's schedule, sampler and CFG guider."""
 
-    def __init__(self, model, seeds, latent, image, progress, done, stops, sampler_name, prunes, settings):
-        self.model, self.seeds, self.latent, self.image, self.progress, self.done = model, seeds, latent, image, progress, done
-        self.sampler_name, self.settings = sampler_name, settings
-        self.batch_index = latent.get("batch_index")
+    def __init__(self, model, latent, positive, negative, steps, cfg, sampler_name, scheduler, denoise):
+        self.model, self.latent, self.positive, self.negative = model, latent, positive, negative
+        self.steps, self.cfg, self.name, self.scheduler, self.denoise = steps, cfg, sampler_name, scheduler, denoise
+        self.label = sampler_name
+
+    def schedule(self):
+        model = self.model
+        return comfy_samplers.KSampler(model, steps=self.steps, device=model.load_device, sampler=self.name, scheduler=self.scheduler,
+                                       denoise=self.denoise, model_options=model.model_options).sigmas
+
+    def real_sampler(self):
+        return comfy_samplers.sampler_object(self.name)
+
+    def guider(self):
+        """The guider core's comfy.samplers.sample builds for KSampler (a fresh CFGGuider on these conds and cfg)."""
+        guider = comfy_samplers.CFGGuider(self.model)
+        guider.set_conds(self.positive, self.negative)
+        guider.set_cfg(self.cfg)
+        return guider
+
+    def noise(self, image, seed):
+        return comfy_sample.prepare_noise(image, seed, self.latent.get("batch_index"))
+
+    def plain(self, group, seeds, image, progress, done):
+        """A plain round's call, as core KSampler makes it, the group as one batch."""
+        noise = torch.cat([self.noise(image, seeds[j]) for j in group])
+        batch = image.repeat(len(group), *([1] * (image.ndim - 1)))
+        out = comfy_sample.sample(
+            self.model, noise, self.steps, self.cfg, self.name, self.scheduler, self.positive, self.negative, batch,
+            denoise=self.denoise, noise_mask=self.latent.get("noise_mask"), callback=progress.sampler_callback(self.model, done + group[0]),
+            disable_pbar=not comfy_utils.PROGRESS_BAR_ENABLED, seed=seeds[group[0]],
+        )
+        return [out[i : i + 1] for i in range(len(group))]
+
+
+class _GuiderSource:
+    """What a round samples with when the node takes core's custom-sampling inputs: the graph's NOISE (its seed moved to
+    each candidate's), GUIDER, SAMPLER and SIGMAS, called as SamplerCustomAdvanced calls them."""
+
+    def __init__(self, noise, guider, sampler, sigmas, latent):
+        self.noise_source, self.given_guider, self.sampler, self.sigmas, self.latent = noise, guider, sampler, sigmas, latent
+        self.model = guider.model_patcher
+        self.steps = int(sigmas.shape[-1]) - 1
+        self.name = sampler_identity(sampler)
+        self.label = self.name or f"the connected sampler ({type(sampler).__name__})"
+
+    def schedule(self):
+        return self.sigmas
+
+    def real_sampler(self):
+        self.check_splittable(self.sampler)
+        return self.sampler
+
+    @staticmethod
+    def check_splittable(sampler) -> None:
+        # A KSAMPLER wraps a k-diffusion function whose per-step callback pruning needs; any other SAMPLER is opaque.
+        if not isinstance(sampler, comfy_samplers.KSAMPLER):
+            raise MascInputError(
+                f"sampler is a {type(sampler).__name__}, which cannot be stopped at a step: pruning needs a k-diffusion sampler "
+                "(KSampler Select or a Sampler... node of core); disconnect MaSC Prune to sample in full"
+            )
+        name = sampler_identity(sampler)
+        if name in UNSPLITTABLE_SAMPLERS:
+            raise MascInputError(f"sampler {name} chooses its own steps and cannot be stopped at a step: pick another sampler to prune")
+
+    def guider(self):
+        return self.given_guider
+
+    def noise(self, image, seed):
+        latent = dict(self.latent, samples=image)  # as SamplerCustomAdvanced hands it over: fixed samples, the input's batch_index
+        return candidate_noise(self.noise_source, seed).generate_noise(latent)
+
+    def plain(self, group, seeds, image, progress, done):
+        intermediate = model_management.intermediate_device()
+        outs = []
+        for j in group:
+            out = self.given_guider.sample(
+                self.noise(image, seeds[j]), image, self.sampler, self.sigmas, denoise_mask=self.latent.get("noise_mask"),
+                callback=progress.sampler_callback(self.model, done + j), disable_pbar=not comfy_utils.PROGRESS_BAR_ENABLED, seed=seeds[j],
+            )
+            outs.append(out.to(intermediate))
+        return outs
+
+
+def sampler_identity(sampler) -> str | None:
+    """The name core gives a SAMPLER (KSamplerSelect's, or a Sampler... node's built on one), None when it is not one of
+    core's k-diffusion samplers unchanged: pruning then replays (never resumes), which is exact for any sampler."""
+    function = getattr(sampler, "sampler_function", None)
+    if function is None or not IN_COMFYUI:
+        return None
+    wrapped = getattr(function, "__name__", "")
+    if wrapped in ("dpm_fast_function", "dpm_adaptive_function"):  # core wraps these two: they choose their own steps
+        return wrapped[: -len("_function")]
+    if getattr(sampler, "extra_options", None):  # eta, s_noise, ...: not the sampler the pack's tables describe
+        return None
+    return next((name for name in comfy_samplers.KSAMPLER_NAMES if getattr(k_diffusion_sampling, f"sample_{name}", None) is function), None)
+
+
+def check_custom_inputs(noise, guider, sampler, sigmas) -> int:
+    """The custom-sampling inputs checked before anything is sampled (a shared workflow's values arrive unchecked); returns
+    the number of steps the sigmas make."""
+    if not callable(getattr(noise, "generate_noise", None)):
+        raise MascInputError("noise is not a NOISE: connect Random Noise (core) or another node's NOISE output")
+    seed = getattr(noise, "seed", None)
+    if type(noise).__name__ == "Noise_EmptyNoise" or isinstance(seed, bool) or not isinstance(seed, int):
+        raise MascInputError(
+            "noise has no seed to count up from (Disable Noise?): every candidate would be the same image; connect Random Noise"
+        )
+    if not callable(getattr(guider, "sample", None)) or getattr(guider, "model_patcher", None) is None:
+        raise MascInputError("guider is not a GUIDER: connect CFG Guider, Basic Guider, Dual CFG Guider or another node's GUIDER output")
+    if not callable(getattr(sampler, "sample", None)):
+        raise MascInputError("sampler is not a SAMPLER: connect KSampler Select or another node's SAMPLER output")
+    if not isinstance(sigmas, torch.Tensor) or sigmas.ndim != 1 or sigmas.shape[0] < 2 or not torch.isfinite(sigmas).all():
+        shape = tuple(sigmas.shape) if isinstance(sigmas, torch.Tensor) else type(sigmas).__name__
+        raise MascInputError(f"sigmas is {shape}, not a schedule of at least 2 finite noise levels: connect Basic Scheduler or another node's SIGMAS")
+    return int(sigmas.shape[0]) - 1
+
+
+def candidate_noise(noise, seed: int):
+    """The graph's NOISE with its seed moved to a candidate's: Random Noise with that seed (its copy; the input is untouched)."""
+    moved = copy.copy(noise)
+    moved.seed = int(seed)
+    return moved
+
+
+class _CoreRoundSampler:
+    """``run_round``'s primitive with core's sampling: a plain round's calls as the plain node makes them (the source's
+    ``plain``), a judged round's as ``_CandidateCall``s (counted, previews kept, resumable or stoppable)."""
+
+    def __init__(self, source, seeds, latent, image, progress, done, stops, prunes):
+        self.source, self.seeds, self.latent, self.image, self.progress, self.done = source, seeds, latent, image, progress, done
         self.state: dict[int, torch.Tensor] = {}
+        self.model = source.model
         if not stops:
-            self.plan = phase_plan((), settings["steps"], sampler_name, prunes=False)
+            self.plan = phase_plan((), source.steps, source.name, prunes=False)
             return
-        self.schedule = comfy_samplers.KSampler(model, steps=settings["steps"], device=model.load_device, sampler=sampler_name,
-                                                scheduler=settings["scheduler"], denoise=settings["denoise"],
-                                                model_options=model.model_options).sigmas
-        self.real = comfy_samplers.sampler_object(sampler_name)
-        self.plan = phase_plan(stops, len(self.schedule) - 1, sampler_name, prunes)
+        self.schedule = source.schedule()
+        self.real = source.real_sampler()
+        self.guider = source.guider()
+        self.plan = phase_plan(stops, len(self.schedule) - 1, source.name, prunes)
         # The bar moves one step per step sampled in this round (monotonic: phases interleave candidates; held below the
         # round's end when replays sample more), and jumps over what pruning saved when the next round starts.
-        step_callback = progress.sampler_callback(model, done)
+        step_callback = progress.sampler_callback(self.model, done)
         executed = [0]
         last = self.plan.last
 
@@ -149,24 +299,16 @@ class _CoreRoundSampler:
         self.on_step = on_step
 
     def sample(self, group, start, end, judged, stop_after):
-        settings, model = self.settings, self.model
-        if not self.plan.judged:  # a plain round: core's sampling as KSampler calls it, the group as one batch
-            noise = torch.cat([comfy_sample.prepare_noise(self.image, self.seeds[j], self.batch_index) for j in group])
-            batch = self.image.repeat(len(group), *([1] * (self.image.ndim - 1)))
-            out = comfy_sample.sample(
-                model, noise, settings["steps"], settings["cfg"], self.sampler_name, settings["scheduler"], settings["positive"],
-                settings["negative"], batch, denoise=settings["denoise"], noise_mask=self.latent.get("noise_mask"),
-                callback=self.progress.sampler_callback(model, self.done + group[0]),
-                disable_pbar=not comfy_utils.PROGRESS_BAR_ENABLED, seed=self.seeds[group[0]],
-            )
-            return [CandidateRun(final=out[i : i + 1]) for i in range(len(group))]
+        model = self.model
+        if not self.plan.judged:  # a plain round: the plain node's own call
+            return [CandidateRun(final=out) for out in self.source.plain(group, self.seeds, self.image, self.progress, self.done)]
         (j,) = group
         counted = [0]
         call = _CandidateCall(self.real, 0, counted, self.on_step, judged)
         plan = self.plan
-        out = call.sample(model, self.image, self.seeds[j], self.batch_index, self.schedule[start : end + 1 if plan.resume else None],
-                          settings["positive"], settings["negative"], settings["cfg"], offset=start, resume_from=self.state.get(j),
-                          stop_after=stop_after)
+        out = call.sample(self.guider, self.image, self.source.noise(self.image, self.seeds[j]), self.seeds[j],
+                          self.schedule[start : end + 1 if plan.resume else None], resume_from=self.state.get(j),
+                          offset=start, stop_after=stop_after)
         if plan.resume:
             self.state[j] = call.left
         intermediate = model_management.intermediate_device()
@@ -210,9 +352,7 @@ class _CandidateCall:
         self.denoised: dict[int, torch.Tensor] = {}
         self.left = None  # the latent inside the sampler when the call ended
 
-    def sample(self, model, image, seed, batch_index, sigmas, positive, negative, cfg, *, offset=0, resume_from=None, stop_after=None):
-        noise = comfy_sample.prepare_noise(image, seed, batch_index)
-
+    def sample(self, guider, image, noise, seed, sigmas, *, offset=0, resume_from=None, stop_after=None):
         def count():
             self.evaluations[self.j] += 1
 
@@ -238,10 +378,9 @@ class _CandidateCall:
             return self.left
 
         sampler = comfy_samplers.KSAMPLER(function, self.real.extra_options, self.real.inpaint_options)
-        return comfy_samplers.sample(
-            model, noise, positive, negative, cfg, model.load_device, sampler, sigmas, model_options=model.model_options,
-            latent_image=image, denoise_mask=None, callback=None, disable_pbar=not comfy_utils.PROGRESS_BAR_ENABLED, seed=seed,
-        )
+        # guider.sample is core's public sampling call (comfy.samplers.sample is this with a fresh CFGGuider).
+        return guider.sample(noise, image, sampler, sigmas, denoise_mask=None, callback=None,
+                             disable_pbar=not comfy_utils.PROGRESS_BAR_ENABLED, seed=seed)
 
 
 _SAMPLING = CoreSampling() if IN_COMFYUI else None
