@@ -17,6 +17,7 @@ from . import host
 from .convert import comfy_images, to_comfy_image_batch
 from .inputs import checked_inputs
 from .metadata import HIDDEN_INPUTS, image_digests, record
+from .rule_values import RULES_INPUT, passing_from
 from .selection_nodes import CARRIED_INPUTS, check_batch, chosen_outputs, pass_rules
 from .types import CATEGORY, MASC_SCORES, Output, declare_outputs
 
@@ -125,6 +126,7 @@ class MaSCPick:
             "optional": {
                 **CARRIED_INPUTS,
                 "heatmaps": ("IMAGE", {"tooltip": "Optional: one heatmap per image (e.g. MaSC Score's presence heatmaps), shown on demand in the dialog."}),
+                "rules": (RULES_INPUT[0], dict(RULES_INPUT[1], tooltip="Optional: the score order from MaSC Rules (its rank_by and weights) in place of this node's.")),
             },
             "hidden": dict(HIDDEN_INPUTS),
         }
@@ -135,7 +137,7 @@ class MaSCPick:
         return float("nan")
 
     def pick(self, scores, images, show, keep, rank_by, cp_weight, pf_weight, timeout, latent=None, mask=None, heatmaps=None,
-             extra_pnginfo=None, unique_id=None):
+             rules=None, extra_pnginfo=None, unique_id=None):
         scores = check_batch(scores, images)
         count = images.shape[0]
         show, keep, seconds = int(show), int(keep), timeout_seconds(timeout)
@@ -145,9 +147,11 @@ class MaSCPick:
             heatmap_arrays = comfy_images(heatmaps, "heatmaps")
             if len(heatmap_arrays) != count:
                 raise MascInputError(f"heatmaps has {len(heatmap_arrays)} pictures for {count} images: connect one heatmap per scored image")
-        ranking = pass_rules(rank_by, cp_weight, pf_weight).rank(scores.scores)
+        # Pick orders, it does not judge: of MaSC Rules it takes the ranking key only (a person decides what passes).
+        order = passing_from(rules, pass_rules(rank_by, cp_weight, pf_weight))
+        ranking = pass_rules(order.by, order.cp_weight, order.pf_weight).rank(scores.scores)
         shown = ranking.order[:show]
-        outcome = self._ask(scores, images, shown, keep, seconds, heatmap_arrays, rank_by, unique_id)
+        outcome = self._ask(scores, images, shown, keep, seconds, heatmap_arrays, order.by, unique_id)
         chosen = sorted((shown[p] for p in outcome.picks), key=shown.index)
         verdicts = _pick_verdicts(count, shown, chosen, outcome)
         labelled = ScoreBatch(

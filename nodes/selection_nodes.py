@@ -19,6 +19,7 @@ from ..masc_core.metric.scores import ScoreBatch
 from . import host
 from .metadata import HIDDEN_INPUTS, image_digests, record
 from .inputs import checked_inputs
+from .rule_values import RULES_INPUT, passing_from
 from .types import CATEGORY, MASC_SCORES, Output, declare_outputs
 
 OFF = -1.0
@@ -188,17 +189,17 @@ class MaSCSelectBest:
                 "top_k": ("INT", {"default": 1, "min": TOP_K.low, "max": TOP_K.high, "tooltip": "How many of the best passing images to keep."}),
                 **THRESHOLD_INPUTS,
             },
-            "optional": dict(CARRIED_INPUTS, on_uncertain=ON_UNCERTAIN_INPUT),
+            "optional": dict(CARRIED_INPUTS, on_uncertain=ON_UNCERTAIN_INPUT, rules=RULES_INPUT),
             "hidden": dict(HIDDEN_INPUTS),
         }
 
     def select(
         self, scores, images, rank_by, cp_weight, pf_weight, top_k, min_cp, min_pf, reject_small_masks, min_foreground,
-        latent=None, mask=None, on_uncertain=None, extra_pnginfo=None, unique_id=None,
+        latent=None, mask=None, on_uncertain=None, rules=None, extra_pnginfo=None, unique_id=None,
     ):
         scores = check_batch(scores, images)
-        rules = pass_rules(rank_by, cp_weight, pf_weight, min_cp, min_pf, reject_small_masks, min_foreground, on_uncertain)
-        ranking = rules.rank(scores.scores, top_k=int(top_k))
+        passing = passing_from(rules, pass_rules(rank_by, cp_weight, pf_weight, min_cp, min_pf, reject_small_masks, min_foreground, on_uncertain))
+        ranking = passing.rank(scores.scores, top_k=int(top_k))
         chosen = ranking.selected
         count = images.shape[0]
         table = ranking.table() + top_k_note(int(top_k), count, len([i for i in ranking.items if i.passed]))
@@ -240,14 +241,16 @@ class MaSCGate:
             **THRESHOLD_INPUTS,
         }
         required["min_cp"] = ("FLOAT", dict(THRESHOLD_INPUTS["min_cp"][1], default=0.5))
-        return {"required": required, "optional": dict(CARRIED_INPUTS, on_uncertain=ON_UNCERTAIN_INPUT), "hidden": dict(HIDDEN_INPUTS)}
+        optional = dict(CARRIED_INPUTS, on_uncertain=ON_UNCERTAIN_INPUT, rules=RULES_INPUT)
+        return {"required": required, "optional": optional, "hidden": dict(HIDDEN_INPUTS)}
 
     def gate(self, scores, images, min_cp, min_pf, reject_small_masks, min_foreground, latent=None, mask=None, on_uncertain=None,
-             extra_pnginfo=None, unique_id=None):
+             rules=None, extra_pnginfo=None, unique_id=None):
         scores = check_batch(scores, images)
         cp_on, pf_on = threshold_value(min_cp), threshold_value(min_pf)
         by = "both" if (cp_on is not None and pf_on is not None) else ("pf" if pf_on is not None else "cp")
-        ranking = pass_rules(by, 1.0, 1.0, min_cp, min_pf, reject_small_masks, min_foreground, on_uncertain).rank(scores.scores)
+        passing = passing_from(rules, pass_rules(by, 1.0, 1.0, min_cp, min_pf, reject_small_masks, min_foreground, on_uncertain))
+        ranking = passing.rank(scores.scores)
         passed = sorted(ranking.selected)
         count = images.shape[0]
         selection_entry(extra_pnginfo, unique_id, scores, images, "MaSCGate", ranking, passed, "passed")

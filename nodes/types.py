@@ -15,6 +15,10 @@ MASC_SCORES = "MASC_SCORES"
 """Per-image scores of a batch (``masc_core.ScoreBatch``), for Select Best and Gate."""
 MASC_SUBJECTS = "MASC_SUBJECTS"
 """The subjects of a multi-subject image, declared by chained MaSC Subject nodes."""
+MASC_RULES = "MASC_RULES"
+"""What passes, how many to keep and the budget (``masc_core.selection.acceptance.RunRules``), from MaSC Rules."""
+MASC_PRUNE = "MASC_PRUNE"
+"""When to judge and how many go on (``masc_core.selection.pruning.PruneRules``), from MaSC Prune."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,90 @@
+"""What a best-of-N run decides, as small typed nodes: MaSC Rules -> MASC_RULES and MaSC Prune -> MASC_PRUNE.
+
+Core composes its custom sampler from NOISE, GUIDER, SAMPLER and SIGMAS; the pack composes what passes the same way.
+MaSC Rules holds one ``RunRules`` (what passes, ``PassRules``, plus how many to keep and the budget): MaSC Sample Until
+(Custom) runs on it, and MaSC Gate, Select Best and Pick take its pass rules in place of their own widgets, so "what
+passes" is said once per graph. MaSC Prune holds one ``PruneRules``. Both check their values when made; the consumers
+check what arrives over the link (a shared workflow's value is untrusted).
+"""
+
+from __future__ import annotations
+
+from ..masc_core.limits import ACCEPT, BATCH_SIZE, MAX_CANDIDATES
+from ..masc_core.selection.acceptance import SHORTFALL_CHOICES, RunRules
+from ..masc_core.selection.pruning import PruneRules
+from ..masc_core.selection.ranking import RANK_KEYS
+from .inputs import checked_inputs
+from .rounds import PRUNE_INPUTS
+from .selection_nodes import ON_UNCERTAIN_INPUT, THRESHOLD_INPUTS, pass_rules
+from .subject_nodes import BLEND_CHOICES
+from .types import CATEGORY, MASC_PRUNE, MASC_RULES, Output, declare_outputs
+
+@checked_inputs
+class MaSCRules:
+    """Node: MaSC Rules."""
+
+    SEARCH_ALIASES = ["thresholds", "acceptance", "pass rules", "best of n rules", "budget"]
+    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
+
+    DESCRIPTION = (
+        "What passes and how many to keep: the ranking, the thresholds, the mask filter, what an uncertain or blended "
+        "candidate becomes, how many to accept and the budget. Connect it to MaSC Sample Until (Custom); MaSC Gate, "
+        "Select Best and Pick take the same rules."
+    )
+    CATEGORY = CATEGORY
+    FUNCTION = "rules"
+    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+        Output(MASC_RULES, "rules", "These rules, for MaSC Sample Until (Custom), MaSC Gate, Select Best and Pick."),
+    )
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        required = {
+            "rank_by": (list(RANK_KEYS), {"default": "cp", "tooltip": "Best first by cp, pf, or both = cp_weight*CP + pf_weight*PF (pf and both need masks: a segmenter)."}),
+            "cp_weight": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of CP when ranking by both."}),
+            "pf_weight": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of PF when ranking by both."}),
+            **THRESHOLD_INPUTS,
+            "min_cp": ("FLOAT", dict(THRESHOLD_INPUTS["min_cp"][1], default=0.5)),  # as MaSC Gate: a starting point, tune it
+            "on_uncertain": ON_UNCERTAIN_INPUT,
+            "on_blend": (BLEND_CHOICES, {"default": "report", "tooltip": "With several subjects: report = blend warnings in the report only; reject = a candidate with a blend warning does not pass (needs a segmenter)."}),
+            "accept": ("INT", {"default": 1, "min": ACCEPT.low, "max": ACCEPT.high, "tooltip": "Stop once this many candidates pass; they are returned best first."}),
+            "max_candidates": ("INT", {"default": 16, "min": MAX_CANDIDATES.low, "max": MAX_CANDIDATES.high, "tooltip": "The budget: never sample more candidates than this."}),
+            "batch_size": ("INT", {"default": 1, "min": BATCH_SIZE.low, "max": BATCH_SIZE.high, "tooltip": "Candidates per round (pruning chooses among a round's). 1 stops soonest and needs least VRAM."}),
+            "on_shortfall": (list(SHORTFALL_CHOICES), {"default": SHORTFALL_CHOICES[0], "tooltip": "When the budget runs out with fewer than accept passing: return the best so far (marked below threshold in the report), or block the nodes downstream."}),
+        }
+        return {"required": required}
+
+    def rules(self, rank_by, cp_weight, pf_weight, min_cp, min_pf, reject_small_masks, min_foreground, on_uncertain, on_blend,
+              accept, max_candidates, batch_size, on_shortfall):
+        passing = pass_rules(rank_by, cp_weight, pf_weight, min_cp, min_pf, reject_small_masks, min_foreground, on_uncertain, on_blend)
+        rules = RunRules(passing=passing, accept=int(accept), max_candidates=int(max_candidates), batch_size=int(batch_size),
+                         on_shortfall=on_shortfall)
+        return (rules.check(),)
+
+
+@checked_inputs
+class MaSCPrune:
+    """Node: MaSC Prune."""
+
+    SEARCH_ALIASES = ["prune", "early stop", "preview judging", "prune study"]
+    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
+
+    DESCRIPTION = (
+        "Pruning for MaSC Sample Until (Custom): judge each round's candidates on the model's denoised preview at "
+        "prune_at of the steps and finish only the best prune_keep. Survivors stay exactly the plain sampler's image at "
+        "their seed. prune_study prunes nothing and records previews for 'python -m masc_core prune-report'."
+    )
+    CATEGORY = CATEGORY
+    FUNCTION = "prune"
+    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+        Output(MASC_PRUNE, "prune", "These pruning settings, for MaSC Sample Until (Custom)'s 'prune' input."),
+    )
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        prune_at = ("FLOAT", dict(PRUNE_INPUTS["prune_at"][1], default=0.4))  # this node is added to prune: on by default
+        return {"required": {"prune_at": prune_at, "prune_keep": PRUNE_INPUTS["prune_keep"], "prune_study": PRUNE_INPUTS["prune_study"]}}
+
+    def prune(self, prune_at, prune_keep, prune_study):
+        # What depends on the run (batch_size, steps, sampler) is checked by Sample Until, before the first candidate.
+        return (PruneRules(prune_at=float(prune_at), prune_keep=int(prune_keep), study=bool(prune_study)),)
