@@ -4,7 +4,8 @@ from .encoder_node import MaSCLoadEncoder
 from .log_nodes import MaSCLogScores
 from .mask_nodes import MaSCAutoMask, MaSCLoadAutoMaskModel, MaSCLoadSAM3Model
 from .review_nodes import MaSCContactSheet, MaSCPick
-from .sampling_nodes import MaSCSampleUntil
+from .rules_nodes import MaSCPrune, MaSCRules
+from .sampling_nodes import MaSCSampleUntil, MaSCSampleUntilCustom
 from .scoring_nodes import MaSCConceptPreservation, MaSCPromptFollowing, MaSCScore, MaSCStripSubject
 from .selection_nodes import MaSCGate, MaSCSelectBest
 from .subject_nodes import MaSCScoreSubjects, MaSCSubject
@@ -21,6 +22,9 @@ NODE_CLASS_MAPPINGS = {
     "MaSCAutoMask": MaSCAutoMask,
     "MaSCLoadSAM3Model": MaSCLoadSAM3Model,
     "MaSCSampleUntil": MaSCSampleUntil,
+    "MaSCSampleUntilCustom": MaSCSampleUntilCustom,
+    "MaSCRules": MaSCRules,
+    "MaSCPrune": MaSCPrune,
     "MaSCLogScores": MaSCLogScores,
     "MaSCSubject": MaSCSubject,
     "MaSCScoreSubjects": MaSCScoreSubjects,
@@ -40,6 +44,9 @@ NODE_DISPLAY_NAME_MAPPINGS = {
     "MaSCAutoMask": "MaSC Auto Mask",
     "MaSCLoadSAM3Model": "Load MaSC SAM3 Model",
     "MaSCSampleUntil": "MaSC Sample Until",
+    "MaSCSampleUntilCustom": "MaSC Sample Until (Custom)",
+    "MaSCRules": "MaSC Rules",
+    "MaSCPrune": "MaSC Prune",
     "MaSCLogScores": "MaSC Log Scores",
     "MaSCSubject": "MaSC Subject",
     "MaSCScoreSubjects": "MaSC Score Subjects",

@@ -73,12 +73,16 @@ class CandidateRound:
                 self.pruned[j] = pruned_reason(step, self.steps, batch.scores[position], passing)
         return chosen
 
-    def run(self, model, seeds, latent_image, progress, done, settings, ledger: Ledger | None):
-        """(round scores in seed order, take(j), pruned {j: why}, thumbnails, a ScoreBatch of the round)."""
+    def run(self, sample_round, seeds, latent_image, progress, done, ledger: Ledger | None):
+        """(round scores in seed order, take(j), pruned {j: why}, thumbnails, a ScoreBatch of the round).
+
+        ``sample_round(seeds, latent, *, progress, done, stops, judge, prunes)`` is the node's way of sampling (KSampler's
+        inputs or core's custom-sampling ones); both end in the backend's one round (``run_round``).
+        """
         judged = self.pruning.active
-        result = self.sampling.sample_round(
-            model, seeds, latent_image, progress=progress, done=done, stops=self.pruning.stops(self.steps) if judged else (),
-            judge=self.judge if judged else None, prunes=not self.pruning.study, **settings,
+        result = sample_round(
+            seeds, latent_image, progress=progress, done=done, stops=self.pruning.stops(self.steps) if judged else (),
+            judge=self.judge if judged else None, prunes=not self.pruning.study,
         )
         positions, evaluations, replayed = result.positions, result.evaluations, result.replayed
         samples = torch.cat(result.samples) if result.samples else None

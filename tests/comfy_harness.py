@@ -172,6 +172,63 @@ def ksampler(ctx, model, seed, steps, cfg, sampler_name, scheduler, positive, ne
     return (out,)
 
 
+class Noise_RandomNoise:
+    """core's NOISE from Random Noise (comfy_extras/nodes_custom_sampler.py, same class name): prepare_noise at its seed."""
+
+    def __init__(self, seed):
+        self.seed = seed
+
+    def generate_noise(self, input_latent):
+        return prepare_noise(input_latent["samples"], self.seed, input_latent.get("batch_index"))
+
+
+class Noise_EmptyNoise:
+    """core's NOISE from Disable Noise: zeros, seed 0."""
+
+    def __init__(self):
+        self.seed = 0
+
+    def generate_noise(self, input_latent):
+        return torch.zeros_like(input_latent["samples"])
+
+
+class StandInGuider:
+    """GUIDER on the stand-in model, as core's CFGGuider: ``sample(noise, latent_image, sampler, sigmas, ...)``; the
+    stand-in's denoise strength is the schedule's first sigma (Basic Scheduler's denoise)."""
+
+    def __init__(self, model, positive, negative, cfg):
+        self.model_patcher, self.positive, self.negative, self.cfg = model, positive, negative, cfg
+
+    @property
+    def settings(self) -> dict:
+        return dict(positive=self.positive, negative=self.negative, cfg=self.cfg)
+
+    def sample(self, noise, latent_image, sampler, sigmas, denoise_mask=None, callback=None, disable_pbar=False, seed=None):
+        return self.model_patcher.denoise(noise, latent_image, self.positive, self.negative, self.cfg, float(sigmas[0]))
+
+
+class StandInSampler:
+    """SAMPLER: a named one of core's (KSampler Select) or, with ``name`` None, another pack's opaque sampler."""
+
+    def __init__(self, name, splittable=True):
+        self.name, self.splittable = name, splittable
+
+    def sample(self, *args, **kwargs):  # core's KSAMPLER.sample: never called on the stand-in (its guider samples)
+        raise AssertionError("the stand-in guider samples; a SAMPLER is only passed along")
+
+
+def basic_scheduler(steps, denoise=1.0):
+    """SIGMAS of the stand-in: steps + 1 levels from ``denoise`` down to 0."""
+    return torch.linspace(float(denoise), 0.0, int(steps) + 1)
+
+
+def sampler_custom_advanced(ctx, noise, guider, sampler, sigmas, latent_image):
+    """core SamplerCustomAdvanced on the stand-in model: (output, denoised_output)."""
+    out = latent_image.copy()
+    out["samples"] = guider.sample(noise.generate_noise(latent_image), latent_image["samples"], sampler, sigmas, seed=noise.seed)
+    return (out, out)
+
+
 class StandInSampling:
     """The pack's sampling backend (``host.use_sampling``) on the stand-in model, as host.CoreSampling does it:
     each candidate's noise from its own seed, the round as one batch, the progress callback once per step.
@@ -179,7 +236,8 @@ class StandInSampling:
     Keeps what a test asserts: the seeds of each call, and weak references to every tensor it made.
     """
 
-    def __init__(self):
+    def __init__(self, host=None):
+        self.host = host  # the pack's nodes.host (its candidate_noise), for the custom-sampling rounds
         self.calls: list[list[int]] = []
         self.phase_calls: list[dict] = []
         self.made: list[weakref.ref] = []
@@ -209,6 +267,40 @@ class StandInSampling:
             result.samples = list(joined.split(1))
         return result
 
+    def sample_guided_round(self, noise, guider, sampler, sigmas, seeds, latent, *, progress, done, stops=(), judge=None,
+                            prunes=True):
+        """As host.CoreSampling.sample_guided_round: candidate i's noise is the graph's NOISE at seeds[i] (the pack's own
+        ``candidate_noise``), one call per candidate, the same ``run_round``."""
+        from masc_core.selection.pruning import phase_plan, run_round
+
+        self.alive_at_call.append(sum(ref() is not None for ref in self.made))
+        self.calls.append(list(seeds))
+        if judge is not None:
+            self.phase_calls.append({"seeds": list(seeds), "stops": list(stops), "prunes": prunes, "sampler": sampler.name})
+        steps = int(sigmas.shape[0]) - 1
+        plan = phase_plan(stops if judge is not None else (), steps, sampler.name, prunes if judge is not None else False)
+        settings = dict(guider.settings, denoise=float(sigmas[0]))
+
+        def noise_for(seed):
+            return self.host.candidate_noise(noise, seed).generate_noise(dict(latent))
+
+        primitive = _StandInRoundSampler(self, guider.model_patcher, seeds, latent, progress, done, steps, plan, settings, noise_for)
+        result = run_round(plan, len(seeds), primitive, judge, lambda: None, batch=False, sampler_name=sampler.name or "the connected sampler")
+        if result.samples:
+            joined = self._made(torch.cat(result.samples))
+            result.samples = list(joined.split(1))
+        return result
+
+    @staticmethod
+    def sampler_name(sampler):
+        return sampler.name
+
+    def check_splittable(self, sampler):
+        """As the host's: one line for a sampler that cannot be stopped at a step (the pack's own error class)."""
+        if not sampler.splittable:
+            errors = importlib.import_module(self.host.__name__.rsplit(".nodes.host", 1)[0] + ".masc_core.errors")
+            raise errors.MascInputError("sampler is a StandInSampler, which cannot be stopped at a step: disconnect MaSC Prune")
+
     def preview(self, model, seed, latent, step, steps, positive, negative, cfg, denoise):
         """The stand-in's denoised prediction after ``step`` of ``steps``: the final latent plus a per-seed wobble that
         shrinks to nothing at the last step (a known function of the seed, for pruning tests)."""
@@ -226,16 +318,17 @@ class _StandInRoundSampler:
     """``run_round``'s primitive on the stand-in model, as the host's: a plain round's calls draw the group's noise from
     its seeds and report every step; a judged call counts one model evaluation per step it samples."""
 
-    def __init__(self, backend, model, seeds, latent, progress, done, steps, plan, settings):
+    def __init__(self, backend, model, seeds, latent, progress, done, steps, plan, settings, noise_for=None):
         self.backend, self.model, self.seeds, self.latent, self.progress, self.done = backend, model, seeds, latent, progress, done
         self.steps, self.plan, self.settings = steps, plan, settings
+        self.noise_for = noise_for or (lambda seed: prepare_noise(latent["samples"], seed, latent.get("batch_index")))
         self.callback = progress.sampler_callback(model, done)
         self.executed = 0
 
     def sample(self, group, start, end, judged, stop_after):
         image, model, settings = self.latent["samples"], self.model, self.settings
         if not self.plan.judged:
-            noise = torch.cat([prepare_noise(image, self.seeds[j], self.latent.get("batch_index")) for j in group])
+            noise = torch.cat([self.noise_for(self.seeds[j]) for j in group])
             callback = self.progress.sampler_callback(model, self.done + group[0])
             for step in range(self.steps):
                 callback(step, None, None, self.steps)
@@ -249,7 +342,7 @@ class _StandInRoundSampler:
         previews = {step: self.backend.preview(model, self.seeds[j], self.latent, step, self.steps, **settings) for step in judged}
         final = None
         if end == self.steps:
-            noise = prepare_noise(image, self.seeds[j], self.latent.get("batch_index"))
+            noise = self.noise_for(self.seeds[j])
             final = model.denoise(noise, image, settings["positive"], settings["negative"], settings["cfg"], settings["denoise"])
         return [CandidateRun(previews=previews, final=final, evaluations=end - start)]
 
@@ -266,7 +359,7 @@ PREVIEW_WOBBLE_SEED = 7777
 def stand_in_sampling(pack):
     """Install a StandInSampling as the pack's sampling backend for the block."""
     host = importlib.import_module(pack.__name__ + ".nodes.host")
-    with host.use_sampling(StandInSampling()) as backend:
+    with host.use_sampling(StandInSampling(host)) as backend:
         yield backend
 
 
@@ -282,6 +375,13 @@ CORE_NODES = {
     "CLIPTextEncode": lambda ctx, text, clip: (text_conditioning(text),),
     "EmptyLatentImage": lambda ctx, width, height, batch_size: ({"samples": torch.zeros(batch_size, LATENT_CHANNELS, height // 8, width // 8)},),
     "KSampler": ksampler,
+    "RandomNoise": lambda ctx, noise_seed: (Noise_RandomNoise(noise_seed),),
+    "DisableNoise": lambda ctx: (Noise_EmptyNoise(),),
+    "CFGGuider": lambda ctx, model, positive, negative, cfg: (StandInGuider(model, positive, negative, cfg),),
+    "BasicGuider": lambda ctx, model, conditioning: (StandInGuider(model, conditioning, conditioning, 1.0),),
+    "KSamplerSelect": lambda ctx, sampler_name: (StandInSampler(sampler_name),),
+    "BasicScheduler": lambda ctx, model, scheduler, steps, denoise: (basic_scheduler(steps, denoise),),
+    "SamplerCustomAdvanced": sampler_custom_advanced,
     "VAEDecode": lambda ctx, samples, vae: (vae.decode(samples["samples"]),),
 }
 
