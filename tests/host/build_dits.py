@@ -1,0 +1,80 @@
+"""Write tiny random-weight diffusion transformers (and their VAE) with a ComfyUI host's own model code.
+
+Run by the host suite with the HOST's interpreter, inside the host checkout:
+
+    MASC_COMFYUI_PYTHON build_dits.py COMFYUI_DIR MODELS_DIR flux
+
+Nothing of ComfyUI is copied: the transformer is built by the host's ``comfy.supported_models`` class (so its
+``UNETLoader`` detects the same model family from the saved keys) and the VAE by the host's autoencoder classes.
+
+- ``flux``: Flux.1 (``comfy.ldm.flux.model.Flux``): hidden 256, two heads (the host derives heads = hidden / 128),
+  one double and one single block, guidance embedding (dev/Kontext), T5 width shrunk to 64, CLIP pooled 768; and a
+  16-channel VAE as Flux's ``ae.safetensors`` is laid out (no quant convs), its decoder 4x narrower. The host
+  detects it as Flux; ReferenceLatent (Kontext) works on it.
+
+Weights are N(0, 0.02) (every element written: comfy.ops layers start uninitialized), biases 0, norms 1, fp32.
+Written to ``MODELS_DIR/diffusion_models/masc-host-test-<family>.safetensors`` and
+``MODELS_DIR/vae/masc-host-test-<family>-vae.safetensors``. Its images are noise; it exists so core's custom
+sampling runs a real DiT for real.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from build_sd15 import randomize
+
+FLUX = dict(image_model="flux", in_channels=16, out_channels=16, vec_in_dim=768, context_in_dim=64, hidden_size=256, mlp_ratio=4.0,
+            num_heads=2, depth=1, depth_single_blocks=1, axes_dim=[16, 56, 56], theta=10000, qkv_bias=True, guidance_embed=True,
+            patch_size=2, txt_ids_dims=[])
+FLUX_VAE = dict(double_z=True, z_channels=16, resolution=256, in_channels=3, out_ch=3, ch=128, ch_mult=[1, 2, 4, 4],
+                num_res_blocks=2, attn_resolutions=[], dropout=0.0)
+FLUX_VAE_DECODER_CH = 32
+FAMILIES = {"flux": "Flux"}
+
+
+def flux(torch, generator):
+    import comfy.ldm.models.autoencoder
+    import comfy.supported_models
+
+    config = comfy.supported_models.Flux(dict(FLUX))
+    model = config.get_model({}, device=torch.device("cpu"))
+    decoder = dict(FLUX_VAE, ch=FLUX_VAE_DECODER_CH)
+    vae = comfy.ldm.models.autoencoder.AutoencodingEngine(
+        regularizer_config={"target": "comfy.ldm.models.autoencoder.DiagonalGaussianRegularizer"},
+        encoder_config={"target": "comfy.ldm.modules.diffusionmodules.model.Encoder", "params": FLUX_VAE},
+        decoder_config={"target": "comfy.ldm.modules.diffusionmodules.model.Decoder", "params": decoder},
+    )
+    return model.diffusion_model, vae
+
+
+def main(comfy_dir: str, models_dir: str, family: str) -> None:
+    started = time.time()
+    sys.path[0] = comfy_dir  # this script's own folder must not shadow the host's modules
+    os.chdir(comfy_dir)
+    import comfy.cli_args
+
+    comfy.cli_args.args.cpu = True  # before comfy.model_management looks for a GPU
+    import torch
+
+    import comfy.utils
+
+    generator = torch.Generator().manual_seed(0)
+    transformer, vae = {"flux": flux}[family](torch, generator)
+    counts = [randomize(part, generator) for part in (transformer, vae)]
+    written = []
+    for folder, name, module in (("diffusion_models", f"masc-host-test-{family}.safetensors", transformer),
+                                 ("vae", f"masc-host-test-{family}-vae.safetensors", vae)):
+        path = os.path.join(models_dir, folder, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        state = {k: v.detach().to(torch.float32).contiguous() for k, v in module.state_dict().items()}
+        comfy.utils.save_torch_file(state, path)
+        written.append(f"{folder}/{name}")
+    print(f"built {FAMILIES[family]} ({counts[0] / 1e6:.1f}M parameters) and its VAE ({counts[1] / 1e6:.1f}M) with the host's code in "
+          f"{time.time() - started:.1f}s: {', '.join(written)}")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])

@@ -1,0 +1,199 @@
+"""MaSC Sample Until (Custom) in a real ComfyUI, on a tiny random-weight Flux built by the host's own classes
+(``build_dits.py``: hidden 256, two heads, one double and one single block; the host's UNETLoader detects it as
+Flux) in a Flux.1 Kontext-shaped graph: the reference photo is VAE-encoded into ReferenceLatent, FluxGuidance,
+core's guiders, KSampler Select / a Sampler... node, Basic Scheduler and Random Noise. Text comes from a test-only
+conditioning node (no T5 here). 256 px, 4 steps.
+
+- pruning (a round of 4 judged at step 2, 1 finished): the ledger in the report equals the model evaluations counted
+  from outside MaSC, for euler (resumed) and dpmpp_2m (replayed); the survivor's pixels equal SamplerCustomAdvanced's
+  at its seed (Random Noise seed + i, batch 1);
+- the twin and MaSC Sample Until, given the same settings (CFG Guider at cfg 1 = what KSampler builds), give the same
+  seeds, ledger and pixels;
+- Dual CFG Guider with Sampler Euler Ancestral (its options set, so none of the samplers pruning's tables name) is
+  replayed and still pixel-identical to SamplerCustomAdvanced;
+- a low threshold stops after the first candidate; Disable Noise, or pruning a sampler that picks its own steps, is
+  one line before anything is sampled.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from . import hostapi
+from .conftest import ENCODER_NAME, HERE
+from .graphs import node
+from .test_pruning import counting_server  # noqa: F401 (a fixture: the server with the test-only nodes)
+
+SEED = 2000
+PROMPT = "a photo of sks dog on the beach"
+SUBJECT = "sks dog, dog"
+STEPS = 4
+FLUX = "masc-host-test-flux.safetensors"
+FLUX_VAE = "masc-host-test-flux-vae.safetensors"
+RULES = dict(rank_by="cp", cp_weight=1.0, pf_weight=1.0, min_cp=0.999, min_pf=-1.0, reject_small_masks=False, min_foreground=0.05,
+             on_uncertain="keep but mark", on_blend="report", accept=1, max_candidates=4, batch_size=4, on_shortfall="return best")
+LEDGER = re.compile(r"(\d+) of (\d+) model evaluations, [\d.]+x fewer \((\d+) of (\d+) candidates pruned(?:; (\d+) evaluations replayed)?\)")
+
+
+@pytest.fixture(scope="module")
+def flux(host) -> str:
+    """The tiny Flux and its VAE in the host's models folders, built by the host's code once, then reused."""
+    target = host.models("diffusion_models")
+    if not os.path.isfile(os.path.join(target, FLUX)) or not os.path.isfile(os.path.join(host.models("vae"), FLUX_VAE)):
+        built = host.run_python(os.path.join(HERE, "build_dits.py"), host.dir, os.path.join(host.dir, "models"), "flux")
+        assert built.returncode == 0, f"building Flux with the host's code failed:\n{built.stdout}\n{built.stderr[-4000:]}"
+        print(built.stdout.strip())
+    return FLUX
+
+
+def kontext_graph(*, guider: str = "basic", sampler: dict | None = None, twin: str = "custom", prune: dict | None = None,
+                  count_calls: bool = True, **rules) -> dict:
+    """A Flux.1 Kontext-shaped best-of-N graph, as core's Kontext template wires the generator, with MaSC's twin (or
+    MaSC Sample Until) where the sampler was. Node ids are fixed: "twin" samples, "calls" counts, "save" saves."""
+    settings = dict(RULES, **rules)
+    g = {
+        "unet": node("UNETLoader", unet_name=FLUX, weight_dtype="default"),
+        "vae": node("VAELoader", vae_name=FLUX_VAE),
+        "photo": node("LoadImage", image="masc_example_dog_00.jpg"),
+        "photo_mask": node("LoadImageMask", image="masc_example_dog_00_mask.png", channel="red"),
+        "scaled": node("ImageScale", image=["photo", 0], upscale_method="bilinear", width=256, height=256, crop="center"),
+        "encoded": node("VAEEncode", pixels=["scaled", 0], vae=["vae", 0]),
+        "text": node("HostTestConditioning", text=PROMPT, width=64, tokens=8, pooled=768),
+        "reference": node("ReferenceLatent", conditioning=["text", 0], latent=["encoded", 0]),
+        "guided": node("FluxGuidance", conditioning=["reference", 0], guidance=2.5),
+        "negative": node("ConditioningZeroOut", conditioning=["guided", 0]),
+        "latent": node("EmptySD3LatentImage", width=256, height=256, batch_size=1),
+        "encoder": node("MaSCLoadEncoder", model=ENCODER_NAME, device="auto", precision="auto", max_patches=1024),
+    }
+    g["model"] = node("HostTestCountModelCalls", model=["unet", 0]) if count_calls else g["unet"]
+    masc = dict(latent_image=["latent", 0], vae=["vae", 0], encoder=["encoder", 0], prompt=PROMPT, subject=SUBJECT,
+                reference_image=["photo", 0], reference_mask=["photo_mask", 0])
+    if twin == "custom":
+        if guider == "basic":
+            g["guider"] = node("BasicGuider", model=["model", 0], conditioning=["guided", 0])
+        elif guider == "cfg":
+            g["guider"] = node("CFGGuider", model=["model", 0], positive=["guided", 0], negative=["negative", 0], cfg=1.0)
+        else:
+            g["guider"] = node("DualCFGGuider", model=["model", 0], cond1=["guided", 0], cond2=["text", 0], negative=["negative", 0],
+                               cfg_conds=2.0, cfg_cond2_negative=1.5, style="regular")
+        g["sampler"] = node(**sampler) if sampler else node("KSamplerSelect", sampler_name="euler")
+        g["sigmas"] = node("BasicScheduler", model=["model", 0], scheduler="simple", steps=STEPS, denoise=1.0)
+        g["noise"] = node("RandomNoise", noise_seed=SEED)
+        g["rules"] = node("MaSCRules", **settings)
+        masc.update(noise=["noise", 0], guider=["guider", 0], sampler=["sampler", 0], sigmas=["sigmas", 0], rules=["rules", 0],
+                    mask_subject="", mask_threshold=0.4)
+        if prune:
+            g["prune"] = node("MaSCPrune", **prune)
+            masc["prune"] = ["prune", 0]
+        g["twin"] = node("MaSCSampleUntilCustom", **masc)
+    else:
+        sampler_name = (sampler or {}).get("sampler_name", "euler")
+        masc.update(model=["model", 0], positive=["guided", 0], negative=["negative", 0], seed=SEED, steps=STEPS, cfg=1.0,
+                    sampler_name=sampler_name, scheduler="simple", denoise=1.0, mask_subject="", mask_threshold=0.4,
+                    **{k: v for k, v in settings.items() if k not in ("on_blend", "on_uncertain")},
+                    on_blend=settings["on_blend"], on_uncertain=settings["on_uncertain"],
+                    **{k: v for k, v in (prune or {}).items()})
+        g["twin"] = node("MaSCSampleUntil", **masc)
+    if count_calls:
+        g["calls"] = node("HostTestModelCalls", after=["twin", 6])
+    g["used"] = node("PreviewAny", source=["twin", 4])
+    g["seeds"] = node("PreviewAny", source=["twin", 5])
+    g["save"] = node("SaveImage", images=["twin", 0], filename_prefix=f"masc_custom_{twin}_{guider}")
+    return g
+
+
+class Run:
+    def __init__(self, server, output_dir, **options):
+        self.graph = kontext_graph(**options)
+        self.entry = server.run(self.graph, extra_data=hostapi.FROM_FRONT_END)
+        assert hostapi.status(self.entry) == "success", hostapi.explain(self.entry)
+        self.report = hostapi.ui_text(self.entry, "twin")
+        self.used = int(hostapi.ui_text(self.entry, "used"))
+        self.seeds = [int(s) for s in hostapi.ui_text(self.entry, "seeds").split(", ") if s]
+        self.pngs = hostapi.saved_images(self.entry, "save", output_dir)
+        self.calls = int(hostapi.ui_text(self.entry, "calls")) if "calls" in self.graph else None
+
+    def ledger(self) -> tuple[int, ...]:
+        match = LEDGER.search(self.report)
+        assert match, self.report
+        return tuple(int(g or 0) for g in match.groups())
+
+
+def plain_pixels(server, run: Run, seed: int, output_dir: str) -> np.ndarray:
+    """SamplerCustomAdvanced (Random Noise at ``seed``) on the run's own guider, sampler, sigmas and latent, decoded."""
+    graph = {k: v for k, v in run.graph.items() if k not in ("twin", "calls", "used", "seeds", "save", "rules", "prune")}
+    graph["noise"] = node("RandomNoise", noise_seed=seed)
+    graph["plain"] = node("SamplerCustomAdvanced", noise=["noise", 0], guider=["guider", 0], sampler=["sampler", 0],
+                          sigmas=["sigmas", 0], latent_image=["latent", 0])
+    graph["decoded"] = node("VAEDecode", samples=["plain", 0], vae=["vae", 0])
+    graph["save"] = node("SaveImage", images=["decoded", 0], filename_prefix=f"masc_plain_custom_{seed}")
+    entry = server.run(graph)
+    assert hostapi.status(entry) == "success", hostapi.explain(entry)
+    (path,) = hostapi.saved_images(entry, "save", output_dir)
+    return np.asarray(Image.open(path).convert("RGB"))
+
+
+def assert_same_pixels(path: str, expected: np.ndarray, seed: int) -> None:
+    candidate = np.asarray(Image.open(path).convert("RGB"))
+    assert candidate.shape == expected.shape and np.array_equal(candidate, expected), (
+        f"{int((candidate != expected).any(-1).sum())} pixels differ from SamplerCustomAdvanced at seed {seed}"
+    )
+
+
+@pytest.mark.parametrize("sampler_name, spent, replayed", [("euler", 4 * 2 + 2, 0), ("dpmpp_2m", 4 * 2 + 4, 2)])
+def test_pruning_counts_every_evaluation_and_the_survivor_is_sampler_custom_advanceds_image(
+        counting_server, flux, installed, sampler_name, spent, replayed):
+    run = Run(counting_server, installed["output"], sampler=dict(class_type="KSamplerSelect", sampler_name=sampler_name),
+              prune=dict(prune_at=0.5, prune_keep=1, prune_study=False))
+    assert run.ledger() == (spent, 4 * STEPS, 3, 4, replayed) and run.calls == spent, (run.calls, run.report)
+    assert run.used == 4 and len(run.seeds) == 1 and SEED <= run.seeds[0] < SEED + 4
+    (path,) = run.pngs
+    assert_same_pixels(path, plain_pixels(counting_server, run, run.seeds[0], installed["output"]), run.seeds[0])
+
+
+def test_the_twin_and_sample_until_give_the_same_seeds_ledger_and_pixels(counting_server, flux, installed):
+    prune = dict(prune_at=0.5, prune_keep=2, prune_study=False)
+    twin = Run(counting_server, installed["output"], guider="cfg", prune=prune, accept=2)
+    today = Run(counting_server, installed["output"], twin="sample_until", prune=prune, accept=2)
+    assert twin.seeds == today.seeds and len(twin.seeds) == 2
+    assert twin.ledger() == today.ledger() and twin.calls == today.calls == twin.ledger()[0]
+    assert twin.report.splitlines() == today.report.splitlines()
+    for mine, theirs in zip(twin.pngs, today.pngs):
+        assert np.array_equal(np.asarray(Image.open(mine).convert("RGB")), np.asarray(Image.open(theirs).convert("RGB")))
+
+
+def test_a_dual_cfg_guider_and_a_sampler_with_options_are_replayed_exactly(counting_server, flux, installed):
+    run = Run(counting_server, installed["output"], guider="dual",
+              sampler=dict(class_type="SamplerEulerAncestral", eta=0.7, s_noise=1.0), prune=dict(prune_at=0.5, prune_keep=1, prune_study=False))
+    spent, in_full, pruned, candidates, replayed = run.ledger()
+    assert (pruned, candidates, replayed) == (3, 4, 2) and spent == run.calls == 4 * 2 + 4
+    assert "is not one of core's samplers that resume exactly after a split" in run.report
+    (path,) = run.pngs
+    assert_same_pixels(path, plain_pixels(counting_server, run, run.seeds[0], installed["output"]), run.seeds[0])
+
+
+def test_a_low_threshold_stops_after_the_first_candidate(counting_server, flux, installed):
+    run = Run(counting_server, installed["output"], min_cp=-0.9, batch_size=1, max_candidates=4)
+    assert run.used == 1 and run.seeds == [SEED] and run.calls == STEPS
+    assert run.report.splitlines()[0] == "1 of 1 accepted after 1 of 4 candidates (stopped early)", run.report
+    assert_same_pixels(run.pngs[0], plain_pixels(counting_server, run, SEED, installed["output"]), SEED)
+
+
+def test_disable_noise_and_an_unsplittable_sampler_are_one_line_before_sampling(counting_server, flux, installed):
+    graph = kontext_graph()
+    graph["noise"] = node("DisableNoise")
+    entry = counting_server.run(graph)
+    error = hostapi.error_of(entry)
+    assert error and error["node_id"] == "twin", hostapi.explain(entry)
+    assert error["exception_message"].startswith("noise has no seed to count up from (Disable Noise?)"), hostapi.explain(entry)
+    graph = kontext_graph(sampler=dict(class_type="KSamplerSelect", sampler_name="dpm_adaptive"),
+                          prune=dict(prune_at=0.5, prune_keep=1, prune_study=False))
+    entry = counting_server.run(graph)
+    error = hostapi.error_of(entry)
+    assert error and "sampler dpm_adaptive chooses its own steps" in error["exception_message"], hostapi.explain(entry)
+    assert "\n" not in error["exception_message"].strip()
