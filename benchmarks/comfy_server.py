@@ -11,7 +11,8 @@ import uuid
 
 from .bench import ROOT
 
-WORKFLOW = os.path.join(ROOT, "workflows", "api", "4_rejection_sampling.json")
+WORKFLOW = os.path.join(ROOT, "tests", "data", "saved_workflows", "4_rejection_sampling_0.2.0.api.json")
+"""MaSC Sample Until's KSampler-shaped graph (workflow 4 as shipped until 0.2.0)."""
 """Workflow 4 (API format): its checkpoint, prompt, reference, segmenter and encoder nodes are every benchmark's."""
 
 

@@ -1,7 +1,7 @@
 """Benchmark: what pruning saves in MaSC Sample Until, in a real ComfyUI, with its own diffusion model.
 
 ``python -m benchmarks pruning --url http://127.0.0.1:8188 --ckpt MODEL.safetensors`` queues workflow 4
-(``workflows/api/4_rejection_sampling.json``) on a running ComfyUI that has this pack, a SigLIP2 and a CLIPSeg
+(workflow 4 as shipped until 0.2.0, ``tests/data/saved_workflows/4_rejection_sampling_0.2.0.api.json``) on a running ComfyUI that has this pack, a SigLIP2 and a CLIPSeg
 (``--encoder`` / ``--segmenter`` name them), at ``--side`` pixels, with ``--candidates`` candidates in one round
 and a threshold nothing reaches (the whole budget is spent: best-of-N). Once without pruning, once with
 ``--prune-at`` and ``--prune-keep``; each ``--repeat`` times. It reports the ledger (model evaluations spent and in

@@ -285,7 +285,8 @@ def workflow_4(**sample_until):
 
     from comfy_harness import ROOT
 
-    with open(os.path.join(ROOT, "workflows", "api", "4_rejection_sampling.json")) as handle:
+    # Workflow 4 as shipped until 0.2.0 (KSampler-shaped): a saved workflow of MaSC Sample Until keeps running.
+    with open(os.path.join(ROOT, "tests", "data", "saved_workflows", "4_rejection_sampling_0.2.0.api.json")) as handle:
         graph = json.load(handle)
     graph["5"]["inputs"].update(width=256, height=256)
     graph["10"]["inputs"].update(steps=1, **sample_until)

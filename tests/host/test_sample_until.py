@@ -26,7 +26,8 @@ from . import hostapi
 from .conftest import ENCODER_NAME, ROOT, pack_mappings, read_scores, this_image, write_json
 from .graphs import ancestors, for_cpu, load, node, of_type
 
-WORKFLOW = os.path.join(ROOT, "workflows", "api", "4_rejection_sampling.json")
+WORKFLOW = os.path.join(ROOT, "tests", "data", "saved_workflows", "4_rejection_sampling_0.2.0.api.json")
+"""Workflow 4 as shipped until 0.2.0 (MaSC Sample Until, KSampler-shaped): a saved workflow keeps running and giving the same pixels."""
 NODE = "MaSCSampleUntil"
 SEED = 1000
 EVERY_CANDIDATE_PASSES = dict(min_cp=-0.9, reject_small_masks=False, rank_by="cp")
