@@ -382,6 +382,19 @@ CORE_NODES = {
     "KSamplerSelect": lambda ctx, sampler_name: (StandInSampler(sampler_name),),
     "BasicScheduler": lambda ctx, model, scheduler, steps, denoise: (basic_scheduler(steps, denoise),),
     "SamplerCustomAdvanced": sampler_custom_advanced,
+    # The DiT templates' loaders and conditioning: on the stand-in model a loader gives the stand-in, a model patch or a
+    # conditioning transform passes its input on, and VAE Encode gives the latent of the image's size.
+    "UNETLoader": lambda ctx, unet_name, weight_dtype="default": (StandInModel(),),
+    "VAELoader": lambda ctx, vae_name: (StandInVAE(),),
+    "DualCLIPLoader": lambda ctx, clip_name1, clip_name2, type, device="default": (object(),),
+    "CLIPLoader": lambda ctx, clip_name, type, device="default": (object(),),
+    "ModelSamplingAuraFlow": lambda ctx, model, shift: (model,),
+    "CFGNorm": lambda ctx, model, strength, pre_cfg=False: (model,),
+    "FluxKontextImageScale": lambda ctx, image: (image,),
+    "VAEEncode": lambda ctx, pixels, vae: ({"samples": torch.zeros(pixels.shape[0], LATENT_CHANNELS, pixels.shape[1] // 8, pixels.shape[2] // 8)},),
+    "ReferenceLatent": lambda ctx, conditioning, latent=None: (conditioning,),
+    "FluxGuidance": lambda ctx, conditioning, guidance: (conditioning,),
+    "TextEncodeQwenImageEditPlus": lambda ctx, clip, prompt, vae=None, image1=None, image2=None, image3=None: (text_conditioning(prompt),),
     "VAEDecode": lambda ctx, samples, vae: (vae.decode(samples["samples"]),),
 }
 

@@ -64,3 +64,34 @@ def test_the_packs_nodes_carry_the_registry_id_and_version(path):
     assert ours
     for node in ours:
         assert node["properties"].get("cnr_id") == project["name"] and node["properties"].get("ver") == project["version"], node["type"]
+
+
+MODEL_LOADERS = {  # core loader -> its widgets that name a model file, and the models folder the file belongs in
+    "CheckpointLoaderSimple": ({"ckpt_name"}, "checkpoints"),
+    "UNETLoader": ({"unet_name"}, "diffusion_models"),
+    "VAELoader": ({"vae_name"}, "vae"),
+    "CLIPLoader": ({"clip_name"}, "text_encoders"),
+    "DualCLIPLoader": ({"clip_name1", "clip_name2"}, "text_encoders"),
+}
+
+
+@pytest.mark.parametrize("path", UI_FILES, ids=[os.path.basename(p) for p in UI_FILES])
+def test_every_model_file_a_workflow_names_can_be_downloaded_from_its_loader(path, specs):
+    """The front end (1.49 and later) offers a missing model's download from the loader's ``models`` property, as core's
+    templates carry it; a file named without one opens as a dead end ("... is missing")."""
+    with open(path, encoding="utf-8") as handle:
+        ui = json.load(handle)
+    for node in ui["nodes"]:
+        if node["type"] not in MODEL_LOADERS:
+            continue
+        names, directory = MODEL_LOADERS[node["type"]]
+        from workflow_specs import widget_slots
+
+        values = dict(zip(widget_slots(specs[node["type"]]), node["widgets_values"]))
+        offered = {entry["name"]: entry for entry in node["properties"].get("models", [])}
+        for name in names:
+            file = values[name]
+            assert file in offered, f"{node['type']} #{node['id']} names {file} with no download in properties.models"
+            entry = offered[file]
+            assert entry["directory"] == directory, entry
+            assert entry["url"].startswith("https://huggingface.co/") and entry["url"].split("?")[0].endswith("/" + file), entry
