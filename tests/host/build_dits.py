@@ -11,6 +11,10 @@ Nothing of ComfyUI is copied: the transformer is built by the host's ``comfy.sup
   one double and one single block, guidance embedding (dev/Kontext), T5 width shrunk to 64, CLIP pooled 768; and a
   16-channel VAE as Flux's ``ae.safetensors`` is laid out (no quant convs), its decoder 4x narrower. The host
   detects it as Flux; ReferenceLatent (Kontext) works on it.
+- ``qwen_image``: Qwen-Image (``comfy.ldm.qwen_image.model``) with one block. The host's detection reads only the
+  input channels and the block count (its width stays Qwen-Image's: about 150M parameters), and the
+  ``__index_timestep_zero__`` buffer that marks Edit 2511; and the Wan 2.1-style VAE Qwen-Image uses
+  (``comfy.ldm.wan.vae.WanVAE``), at width 32 (the host reads the width from the weights).
 
 Weights are N(0, 0.02) (every element written: comfy.ops layers start uninitialized), biases 0, norms 1, fp32.
 Written to ``MODELS_DIR/diffusion_models/masc-host-test-<family>.safetensors`` and
@@ -32,7 +36,10 @@ FLUX = dict(image_model="flux", in_channels=16, out_channels=16, vec_in_dim=768,
 FLUX_VAE = dict(double_z=True, z_channels=16, resolution=256, in_channels=3, out_ch=3, ch=128, ch_mult=[1, 2, 4, 4],
                 num_res_blocks=2, attn_resolutions=[], dropout=0.0)
 FLUX_VAE_DECODER_CH = 32
-FAMILIES = {"flux": "Flux"}
+QWEN_IMAGE = dict(image_model="qwen_image", in_channels=64, num_layers=1, default_ref_method="index_timestep_zero")
+WAN_VAE = dict(dim=32, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[], temperal_downsample=[False, True, True],
+               dropout=0.0)
+FAMILIES = {"flux": "Flux", "qwen_image": "Qwen-Image-Edit 2511"}
 
 
 def flux(torch, generator):
@@ -50,6 +57,15 @@ def flux(torch, generator):
     return model.diffusion_model, vae
 
 
+def qwen_image(torch, generator):
+    import comfy.ldm.wan.vae
+    import comfy.supported_models
+
+    config = comfy.supported_models.QwenImage(dict(QWEN_IMAGE))
+    model = config.get_model({}, device=torch.device("cpu"))
+    return model.diffusion_model, comfy.ldm.wan.vae.WanVAE(**WAN_VAE)
+
+
 def main(comfy_dir: str, models_dir: str, family: str) -> None:
     started = time.time()
     sys.path[0] = comfy_dir  # this script's own folder must not shadow the host's modules
@@ -62,7 +78,7 @@ def main(comfy_dir: str, models_dir: str, family: str) -> None:
     import comfy.utils
 
     generator = torch.Generator().manual_seed(0)
-    transformer, vae = {"flux": flux}[family](torch, generator)
+    transformer, vae = {"flux": flux, "qwen_image": qwen_image}[family](torch, generator)
     counts = [randomize(part, generator) for part in (transformer, vae)]
     written = []
     for folder, name, module in (("diffusion_models", f"masc-host-test-{family}.safetensors", transformer),

@@ -109,3 +109,51 @@ def check_saved_scores(path: str, graph: dict, save_id: str) -> None:
     sources = [source for _, source in this_image(read.stdout)]
     found = {header for header in expected if any(source.startswith(header) for source in sources)}
     assert found == expected, f"{path}: expected scores {sorted(expected)}, read printed\n{read.stdout}"
+
+
+DIT_LOADERS = {"UNETLoader", "DualCLIPLoader", "CLIPLoader"}
+"""Loaders of the DiT templates (8, 9): their text encoders cannot exist here, so those graphs run through ``for_tiny_dits``."""
+TINY_DITS = {"flux": ("masc-host-test-flux.safetensors", "masc-host-test-flux-vae.safetensors", 64, 768),
+             "qwen": ("masc-host-test-qwen_image.safetensors", "masc-host-test-qwen_image-vae.safetensors", 3584, 0)}
+"""Per family: the tiny transformer and VAE ``build_dits.py`` writes, and the text width and pooled size its
+conditioning has (Flux: T5 shrunk to 64 and CLIP-L's 768; Qwen-Image: Qwen2.5-VL's 3584, nothing pooled)."""
+
+
+def needs_text_encoders(graph: dict) -> bool:
+    return any(n["class_type"] in DIT_LOADERS for n in graph.values())
+
+
+def for_tiny_dits(graph: dict, *, steps: int = 4, side: int = 256) -> dict:
+    """A DiT template made to run here, generator wiring kept: the tiny models of its family, each text encoder
+    replaced by the test-only conditioning node (Qwen's edit encoder by that node + ReferenceLatent of the
+    VAE-encoded image1, which is what TextEncodeQwenImageEditPlus adds), images scaled to ``side`` px in place of
+    Flux Kontext Image Scale, ``steps`` steps."""
+    graph = copy.deepcopy(graph)
+    family = "qwen" if any("qwen" in str(n["inputs"].get("unet_name", "")) for n in graph.values()) else "flux"
+    unet, vae, width, pooled = TINY_DITS[family]
+    top = max(int(i) for i in graph)
+    for node_id, n in list(graph.items()):
+        kind, inputs = n["class_type"], n["inputs"]
+        if kind == "UNETLoader":
+            inputs["unet_name"] = unet
+        elif kind == "VAELoader":
+            inputs["vae_name"] = vae
+        elif kind == "FluxKontextImageScale":
+            graph[node_id] = node("ImageScale", image=inputs["image"], upscale_method="bilinear", width=side, height=side, crop="center")
+        elif kind == "CLIPTextEncode":
+            graph[node_id] = node("HostTestConditioning", text=inputs["text"], width=width, tokens=8, pooled=pooled)
+        elif kind == "TextEncodeQwenImageEditPlus":
+            top += 2
+            text, encoded = str(top - 1), str(top)
+            graph[text] = node("HostTestConditioning", text=inputs["prompt"], width=width, tokens=8, pooled=pooled)
+            graph[encoded] = node("VAEEncode", pixels=inputs["image1"], vae=inputs["vae"])
+            graph[node_id] = node("ReferenceLatent", conditioning=[text, 0], latent=[encoded, 0])
+        elif kind in ("BasicScheduler", "MaSCSampleUntil") and isinstance(inputs.get("steps"), int):
+            inputs["steps"] = steps
+        elif kind == "MaSCLoadEncoder":
+            inputs["model"] = ENCODER_NAME
+        elif kind == "MaSCLoadAutoMaskModel":
+            inputs["model"] = SEGMENTER_NAME
+    for node_id in [i for i, n in graph.items() if n["class_type"] in ("DualCLIPLoader", "CLIPLoader")]:
+        del graph[node_id]
+    return graph

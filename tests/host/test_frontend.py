@@ -21,9 +21,11 @@ from PIL import Image
 
 from . import hostapi
 from .conftest import ENCODER_NAME, EXAMPLE_PREFIX, HERE, ROOT, SEGMENTER_NAME, pack_mappings, write_json
-from .graphs import BLUEPRINTS, UI_WORKFLOWS, check_saved_scores, load, node, page_widgets
+from .graphs import BLUEPRINTS, DIT_LOADERS, UI_WORKFLOWS, check_saved_scores, load, node, page_widgets
 
 NAMES = [os.path.splitext(os.path.basename(p))[0] for p in UI_WORKFLOWS]
+RUN_FROM_PAGE = [name for name, path in zip(NAMES, UI_WORKFLOWS) if not {n["type"] for n in load(path)["nodes"]} & DIT_LOADERS]
+"""Workflows the page runs; the DiT templates' text encoders cannot exist here (they run in test_templates.py)."""
 BLUEPRINT_NAMES = [os.path.splitext(os.path.basename(p))[0] for p in BLUEPRINTS]
 PROMPT, SUBJECT = "a photo of a dog on the beach", "dog"
 
@@ -73,7 +75,7 @@ def _browse(host, server, installed, out_dir, sd15, vue: bool) -> dict:
         "blueprints": None if vue else BLUEPRINT_PLAN,
         "pick_reload": None if vue else {"path": next(p for p in UI_WORKFLOWS if any(n["type"] == "MaSCPick" for n in load(p)["nodes"])), "pick": [1]},
         "workflows": [
-            {"name": name, "path": path, "run": True, "thumbnail": None if vue else os.path.join(thumbnails, name + ".jpg"),
+            {"name": name, "path": path, "run": name in RUN_FROM_PAGE, "thumbnail": None if vue else os.path.join(thumbnails, name + ".jpg"),
              "pick": PICK_TILES if any(n["type"] == "MaSCPick" for n in load(path)["nodes"]) else None}
             for name, path in zip(NAMES, UI_WORKFLOWS)
         ],
@@ -91,7 +93,7 @@ def _browse(host, server, installed, out_dir, sd15, vue: bool) -> dict:
     if not vue and os.environ.get("MASC_WRITE_THUMBNAILS") == "1":
         for name in NAMES:
             made = os.path.join(thumbnails, name + ".jpg")
-            if os.path.isfile(made) and result["workflows"][name].get("run") == "success":
+            if os.path.isfile(made) and (result["workflows"][name].get("run") == "success" or name not in RUN_FROM_PAGE):
                 shutil.copy(made, os.path.join(ROOT, "workflows", name + ".jpg"))
     return result
 
@@ -154,8 +156,9 @@ def test_workflow_opens_with_the_widget_values_it_was_saved_with(session, name):
             assert loaded.get(str(node["id"])) == node["widgets_values"], f"{node['type']} #{node['id']}"
 
 
-def _with_node(kind: str) -> list[str]:
-    return [name for name, path in zip(NAMES, UI_WORKFLOWS) if any(n["type"] == kind for n in load(path)["nodes"])]
+def _with_node(*kinds: str) -> list[str]:
+    """The workflows the page runs that hold a node of one of ``kinds``."""
+    return [name for name, path in zip(NAMES, UI_WORKFLOWS) if name in RUN_FROM_PAGE and any(n["type"] in kinds for n in load(path)["nodes"])]
 
 
 @pytest.mark.parametrize("name", _with_node("SaveImage"))
@@ -175,13 +178,15 @@ def test_images_saved_from_the_page_carry_the_workflow_and_the_scores(session, i
             check_saved_scores(path, prompt, save)
 
 
-@pytest.mark.parametrize("name", _with_node("MaSCSampleUntil"))
+@pytest.mark.parametrize("name", _with_node("MaSCSampleUntil", "MaSCSampleUntilCustom"))
 def test_sample_until_samples_its_candidates_in_one_queue_press(session, name):
     """One press runs the whole loop: the candidates until enough pass or the budget is spent, then Save Image."""
     ran = session["workflows"][name]
     prompt = json.loads(ran["saved"]["prompt"])
-    for node_id in (i for i, n in prompt.items() if n["class_type"] == "MaSCSampleUntil"):
+    for node_id in (i for i, n in prompt.items() if n["class_type"] in ("MaSCSampleUntil", "MaSCSampleUntilCustom")):
         inputs = prompt[node_id]["inputs"]
+        if "rules" in inputs:  # the custom twin: its rules are MaSC Rules' widgets
+            inputs = prompt[inputs["rules"][0]]["inputs"]
         report = "\n".join(ran["sent_text"].get(node_id, []))
         counts = re.match(r"(\d+) of (\d+) accepted after (\d+) of (\d+) candidates", report)
         assert counts, report
