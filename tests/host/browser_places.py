@@ -137,8 +137,11 @@ def check_help(page, node_type: str, out: str) -> dict:
         }""",
         page.evaluate("(t) => LiteGraph.registered_node_types[t].title", node_type),
     )
+    # The pictures the page shows (web/docs/images/): each must have loaded, at its own width.
+    images = page.evaluate("""() => [...document.querySelectorAll('img')].filter(i => i.src.includes('/docs/images/'))
+                                   .map(i => ({src: i.src, width: i.naturalWidth}))""")
     page.screenshot(path=os.path.join(out, f"help-{node_type}.png"))
-    return {"button": True, "shown": shown}
+    return {"button": True, "shown": shown, "images": images}
 
 
 def _page_ready(page) -> None:

@@ -438,4 +438,8 @@ def test_help_panel_shows_the_nodes_page(classic, out_dir, node_type):
     spec = pack_mappings().NODE_CLASS_MAPPINGS[node_type].INPUT_TYPES()
     for name in [*spec["required"], *spec.get("optional", {})]:
         assert name in shown["text"], f"the panel does not name the input {name}"
+    pictures = re.findall(r"!\[[^\]]*\]\((images/[^)]+)\)", open(os.path.join(ROOT, "web", "docs", node_type + ".md"), encoding="utf-8").read())
+    shown_pictures = {image["src"].split("/docs/", 1)[1]: image["width"] for image in opened.get("images", [])}
+    for picture in pictures:  # served from the pack's web/docs/images/ and drawn in the panel
+        assert shown_pictures.get(picture, 0) > 0, f"{picture} did not load in the panel: {opened.get('images')}"
     assert os.path.isfile(os.path.join(out_dir, "browser-classic", f"help-{node_type}.png"))
