@@ -250,14 +250,14 @@ def test_a_click_in_the_pick_dialog_lets_the_graph_go_on_with_that_candidate(ses
     assert picks["picked"] >= 1 and picks["passed_over"] >= 1 and picks["warnings"]  # one round: too few, and it says so
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", RUN_FROM_PAGE)
 def test_workflow_runs_from_the_page_and_leaves_every_node_readable(session, name):
     ran = session["workflows"][name]
     assert ran["run"] == "success", ran["run"]
     assert ran["overlaps_after_run"] == [], "nodes cover each other after a run"
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", RUN_FROM_PAGE)
 def test_report_boxes_show_what_the_server_sent_every_line_read_only(session, name):
     ran = session["workflows"][name]
     ours = _ours()
@@ -274,7 +274,7 @@ def _type(result: dict, node_id: str) -> str:
     return next((n["type"] for n in result["saved"]["nodes"] if n["id"] == node_id), "")
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", RUN_FROM_PAGE)
 def test_report_is_never_saved_in_the_workflow_or_sent_in_the_prompt(session, name):
     """Our nodes' saved widget values and queued inputs hold no report (core's Preview Any may show the same text)."""
     ran = session["workflows"][name]
