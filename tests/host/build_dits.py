@@ -11,6 +11,9 @@ Nothing of ComfyUI is copied: the transformer is built by the host's ``comfy.sup
   one double and one single block, guidance embedding (dev/Kontext), T5 width shrunk to 64, CLIP pooled 768; and a
   16-channel VAE as Flux's ``ae.safetensors`` is laid out (no quant convs), its decoder 4x narrower. The host
   detects it as Flux; ReferenceLatent (Kontext) works on it.
+- ``sd3``: SD3 (``comfy.ldm.modules.diffusionmodules.mmdit.MMDiT``) with two joint blocks (the host reads the width as
+  64 per block: 128), T5 width shrunk to 64, CLIP pooled 2048, positions for up to 32x32 patches; its VAE has
+  Flux's 16-channel layout (built as Flux's).
 - ``qwen_image``: Qwen-Image (``comfy.ldm.qwen_image.model``) with one block. The host's detection reads only the
   input channels and the block count (its width stays Qwen-Image's: about 150M parameters), and the
   ``__index_timestep_zero__`` buffer that marks Edit 2511; and the Wan 2.1-style VAE Qwen-Image uses
@@ -39,7 +42,10 @@ FLUX_VAE_DECODER_CH = 32
 QWEN_IMAGE = dict(image_model="qwen_image", in_channels=64, num_layers=1, default_ref_method="index_timestep_zero")
 WAN_VAE = dict(dim=32, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[], temperal_downsample=[False, True, True],
                dropout=0.0)
-FAMILIES = {"flux": "Flux", "qwen_image": "Qwen-Image-Edit 2511"}
+SD3 = dict(in_channels=16, out_channels=16, patch_size=2, depth=2, adm_in_channels=2048, input_size=None, pos_embed_scaling_factor=None,
+           context_embedder_config={"target": "torch.nn.Linear", "params": {"in_features": 64, "out_features": 128}},
+           num_patches=1024, pos_embed_max_size=32, x_block_self_attn_layers=[])
+FAMILIES = {"flux": "Flux", "qwen_image": "Qwen-Image-Edit 2511", "sd3": "SD3"}
 
 
 def flux(torch, generator):
@@ -66,6 +72,14 @@ def qwen_image(torch, generator):
     return model.diffusion_model, comfy.ldm.wan.vae.WanVAE(**WAN_VAE)
 
 
+def sd3(torch, generator):
+    import comfy.supported_models
+
+    config = comfy.supported_models.SD3(dict(SD3))
+    model = config.get_model({}, device=torch.device("cpu"))
+    return model.diffusion_model, flux(torch, generator)[1]  # SD3's VAE has Flux's 16-channel layout
+
+
 def main(comfy_dir: str, models_dir: str, family: str) -> None:
     started = time.time()
     sys.path[0] = comfy_dir  # this script's own folder must not shadow the host's modules
@@ -78,7 +92,7 @@ def main(comfy_dir: str, models_dir: str, family: str) -> None:
     import comfy.utils
 
     generator = torch.Generator().manual_seed(0)
-    transformer, vae = {"flux": flux, "qwen_image": qwen_image}[family](torch, generator)
+    transformer, vae = {"flux": flux, "qwen_image": qwen_image, "sd3": sd3}[family](torch, generator)
     counts = [randomize(part, generator) for part in (transformer, vae)]
     written = []
     for folder, name, module in (("diffusion_models", f"masc-host-test-{family}.safetensors", transformer),

@@ -35,27 +35,38 @@ SUBJECT = "sks dog, dog"
 STEPS = 4
 FLUX = "masc-host-test-flux.safetensors"
 FLUX_VAE = "masc-host-test-flux-vae.safetensors"
+SD3 = "masc-host-test-sd3.safetensors"
+SD3_VAE = "masc-host-test-sd3-vae.safetensors"
 RULES = dict(rank_by="cp", cp_weight=1.0, pf_weight=1.0, min_cp=0.999, min_pf=-1.0, reject_small_masks=False, min_foreground=0.05,
              on_uncertain="keep but mark", on_blend="report", accept=1, max_candidates=4, batch_size=4, on_shortfall="return best")
 LEDGER = re.compile(r"(\d+) of (\d+) model evaluations(?:, [\d.]+x fewer)? \((\d+) of (\d+) candidates pruned(?:; (\d+) evaluations replayed)?\)")
 """The ledger line of a report; "x fewer" is absent when replays spent as much as sampling everything."""
 
 
+def _built(host, family: str, unet: str, vae: str) -> str:
+    """A tiny model and its VAE in the host's models folders, built by the host's code once, then reused."""
+    if not os.path.isfile(os.path.join(host.models("diffusion_models"), unet)) or not os.path.isfile(os.path.join(host.models("vae"), vae)):
+        built = host.run_python(os.path.join(HERE, "build_dits.py"), host.dir, os.path.join(host.dir, "models"), family)
+        assert built.returncode == 0, f"building {family} with the host's code failed:\n{built.stdout}\n{built.stderr[-4000:]}"
+        print(built.stdout.strip())
+    return unet
+
+
 @pytest.fixture(scope="module")
 def flux(host) -> str:
-    """The tiny Flux and its VAE in the host's models folders, built by the host's code once, then reused."""
-    target = host.models("diffusion_models")
-    if not os.path.isfile(os.path.join(target, FLUX)) or not os.path.isfile(os.path.join(host.models("vae"), FLUX_VAE)):
-        built = host.run_python(os.path.join(HERE, "build_dits.py"), host.dir, os.path.join(host.dir, "models"), "flux")
-        assert built.returncode == 0, f"building Flux with the host's code failed:\n{built.stdout}\n{built.stderr[-4000:]}"
-        print(built.stdout.strip())
-    return FLUX
+    return _built(host, "flux", FLUX, FLUX_VAE)
+
+
+@pytest.fixture(scope="module")
+def sd3(host) -> str:
+    return _built(host, "sd3", SD3, SD3_VAE)
 
 
 def kontext_graph(*, guider: str = "basic", sampler: dict | None = None, twin: str = "custom", prune: dict | None = None,
-                  count_calls: bool = True, **rules) -> dict:
+                  count_calls: bool = True, family: str = "flux", **rules) -> dict:
     """A Flux.1 Kontext-shaped best-of-N graph, as core's Kontext template wires the generator, with MaSC's twin (or
-    MaSC Sample Until) where the sampler was. Node ids are fixed: "twin" samples, "calls" counts, "save" saves."""
+    MaSC Sample Until) where the sampler was. Node ids are fixed: "twin" samples, "calls" counts, "save" saves.
+    ``family`` "sd3": an SD3 text-to-image graph instead (no reference latent, no Flux guidance, a real negative)."""
     settings = dict(RULES, **rules)
     g = {
         "unet": node("UNETLoader", unet_name=FLUX, weight_dtype="default"),
@@ -71,6 +82,13 @@ def kontext_graph(*, guider: str = "basic", sampler: dict | None = None, twin: s
         "latent": node("EmptySD3LatentImage", width=256, height=256, batch_size=1),
         "encoder": node("MaSCLoadEncoder", model=ENCODER_NAME, device="auto", precision="auto", max_patches=1024),
     }
+    if family == "sd3":
+        g["unet"]["inputs"]["unet_name"], g["vae"]["inputs"]["vae_name"] = SD3, SD3_VAE
+        g["text"] = node("HostTestConditioning", text=PROMPT, width=64, tokens=8, pooled=2048)
+        g["guided"] = g["text"]
+        g["negative"] = node("HostTestConditioning", text="blurry, low quality", width=64, tokens=8, pooled=2048)
+        for unused in ("reference", "encoded", "scaled"):
+            del g[unused]
     g["model"] = node("HostTestCountModelCalls", model=["unet", 0]) if count_calls else g["unet"]
     masc = dict(latent_image=["latent", 0], vae=["vae", 0], encoder=["encoder", 0], prompt=PROMPT, subject=SUBJECT,
                 reference_image=["photo", 0], reference_mask=["photo_mask", 0])
@@ -78,7 +96,7 @@ def kontext_graph(*, guider: str = "basic", sampler: dict | None = None, twin: s
         if guider == "basic":
             g["guider"] = node("BasicGuider", model=["model", 0], conditioning=["guided", 0])
         elif guider == "cfg":
-            g["guider"] = node("CFGGuider", model=["model", 0], positive=["guided", 0], negative=["negative", 0], cfg=1.0)
+            g["guider"] = node("CFGGuider", model=["model", 0], positive=["guided", 0], negative=["negative", 0], cfg=4.5 if family == "sd3" else 1.0)
         else:
             g["guider"] = node("DualCFGGuider", model=["model", 0], cond1=["guided", 0], cond2=["text", 0], negative=["negative", 0],
                                cfg_conds=2.0, cfg_cond2_negative=1.5, style="regular")
@@ -166,6 +184,16 @@ def test_the_twin_and_sample_until_give_the_same_seeds_ledger_and_pixels(countin
     assert twin.report.splitlines() == today.report.splitlines()
     for mine, theirs in zip(twin.pngs, today.pngs):
         assert np.array_equal(np.asarray(Image.open(mine).convert("RGB")), np.asarray(Image.open(theirs).convert("RGB")))
+
+
+@pytest.mark.parametrize("sampler_name, spent, replayed", [("euler", 4 * 2 + 2, 0), ("dpmpp_2m", 4 * 2 + 4, 2)])
+def test_sd3_with_cfg_guider_prunes_exactly(counting_server, sd3, installed, sampler_name, spent, replayed):
+    """An SD3 (MMDiT, two joint blocks) text-to-image graph: CFG Guider at cfg 4.5 with a real negative."""
+    run = Run(counting_server, installed["output"], family="sd3", guider="cfg", sampler=dict(class_type="KSamplerSelect", sampler_name=sampler_name),
+              prune=dict(prune_at=0.5, prune_keep=1, prune_study=False))
+    assert run.ledger() == (spent, 4 * STEPS, 3, 4, replayed) and run.calls == spent, (run.calls, run.report)
+    (path,) = run.pngs
+    assert_same_pixels(path, plain_pixels(counting_server, run, run.seeds[0], installed["output"]), run.seeds[0])
 
 
 def test_a_dual_cfg_guider_and_a_sampler_with_options_are_replayed_exactly(counting_server, flux, installed):
