@@ -16,7 +16,7 @@ from typing import Callable
 import torch
 
 from ...masc_core.errors import MascInputError
-from ...masc_core.selection.pruning import UNSPLITTABLE_SAMPLERS, CandidateRun, RoundResult, phase_plan, run_round, samples_one_by_one
+from ...masc_core.selection.pruning import CandidateRun, RoundResult, phase_plan, run_round, samples_one_by_one
 from .comfy import IN_COMFYUI, comfy_sample, comfy_samplers, comfy_utils, k_diffusion_sampling, latent_preview, model_management
 from .execution import check_interrupt
 
@@ -120,8 +120,16 @@ class CoreSampling:
 
     @staticmethod
     def check_splittable(sampler) -> None:
-        """One line when pruning cannot stop ``sampler`` at a step (it is not a k-diffusion sampler of core's kind)."""
-        _GuiderSource.check_splittable(sampler)
+        """One line when pruning cannot stop ``sampler`` at a step (it is not a k-diffusion sampler of core's kind).
+
+        Called by the node before anything is sampled; the samplers that choose their own steps (dpm_fast,
+        dpm_adaptive) are refused by name in ``PruneRules.check``, as for KSampler's inputs."""
+        # A KSAMPLER wraps a k-diffusion function whose per-step callback pruning needs; any other SAMPLER is opaque.
+        if not isinstance(sampler, comfy_samplers.KSAMPLER):
+            raise MascInputError(
+                f"sampler is a {type(sampler).__name__}, which cannot be stopped at a step: pruning needs a k-diffusion sampler "
+                "(KSampler Select or a Sampler... node of core); disconnect MaSC Prune to sample in full"
+            )
 
     def _round(self, source, seeds, latent, progress, done, stops, judge, prunes, batch) -> RoundResult:
         image = self._fix_empty_latent(source.model, latent)
@@ -196,20 +204,7 @@ class _GuiderSource:
         return self.sigmas
 
     def real_sampler(self):
-        self.check_splittable(self.sampler)
-        return self.sampler
-
-    @staticmethod
-    def check_splittable(sampler) -> None:
-        # A KSAMPLER wraps a k-diffusion function whose per-step callback pruning needs; any other SAMPLER is opaque.
-        if not isinstance(sampler, comfy_samplers.KSAMPLER):
-            raise MascInputError(
-                f"sampler is a {type(sampler).__name__}, which cannot be stopped at a step: pruning needs a k-diffusion sampler "
-                "(KSampler Select or a Sampler... node of core); disconnect MaSC Prune to sample in full"
-            )
-        name = sampler_identity(sampler)
-        if name in UNSPLITTABLE_SAMPLERS:
-            raise MascInputError(f"sampler {name} chooses its own steps and cannot be stopped at a step: pick another sampler to prune")
+        return self.sampler  # a KSAMPLER: the node checked it (CoreSampling.check_splittable) before sampling
 
     def guider(self):
         return self.given_guider
