@@ -32,6 +32,10 @@ NODE = "MaSCSampleUntil"
 NODE_CUSTOM = "MaSCSampleUntilCustom"
 MASK_SUBJECT_INPUT = ("STRING", {"default": "", "tooltip": "What the segmenter masks in each candidate (e.g. 'dog'); empty = the subject names. Leave it empty with subjects."})
 MASK_THRESHOLD_INPUT = ("FLOAT", {"default": DEFAULT_MASK_THRESHOLD, "min": 0.0, "max": 1.0, "step": 0.01, "tooltip": "The segmenter's threshold, as in MaSC Auto Mask."})
+SAMPLED_REFERENCE_INPUT = (REFERENCE_INPUT[0], dict(REFERENCE_INPUT[1], tooltip=REFERENCE_INPUT[1]["tooltip"] + " Needed unless subjects is connected."))
+"""Optional on both Sample Until nodes only so that 'subjects' can replace it; the run refuses neither given."""
+SEGMENTER_INPUT = (MASC_SEGMENTER, {"tooltip": "Optional: masks each candidate (Load MaSC Auto Mask Model for CLIPSeg, Load MaSC SAM3 Model for SAM3). Without it: CP only, PF undefined."})
+SUBJECTS_INPUT = (MASC_SUBJECTS, {"tooltip": "Several subjects in each candidate (chained MaSC Subject nodes) instead of reference_image, reference_mask and subject. A candidate passes only when every subject does (CP = cp_min, the weakest subject); the segmenter masks each subject by its own names."})
 
 
 def sampler_inputs() -> dict:
@@ -107,10 +111,10 @@ class MaSCSampleUntil:
         # reference_image and reference_mask are optional only so that 'subjects' can replace them; the node
         # refuses a run with neither (images are links, not widgets: saved workflows keep their values).
         optional = {
-            "reference_image": (REFERENCE_INPUT[0], dict(REFERENCE_INPUT[1], tooltip=REFERENCE_INPUT[1]["tooltip"] + " Needed unless subjects is connected.")),
+            "reference_image": SAMPLED_REFERENCE_INPUT,
             "reference_mask": REFERENCE_MASK_INPUT,
-            "segmenter": (MASC_SEGMENTER, {"tooltip": "Optional: masks each candidate (Load MaSC Auto Mask Model for CLIPSeg, Load MaSC SAM3 Model for SAM3). Without it: CP only, PF undefined."}),
-            "subjects": (MASC_SUBJECTS, {"tooltip": "Several subjects in each candidate (chained MaSC Subject nodes) instead of reference_image, reference_mask and subject. A candidate passes only when every subject does (CP = cp_min, the weakest subject); the segmenter masks each subject by its own names."}),
+            "segmenter": SEGMENTER_INPUT,
+            "subjects": SUBJECTS_INPUT,
             "on_blend": (BLEND_CHOICES, {"default": "report", "tooltip": "With subjects: report = blend warnings in the report only; reject = a candidate with a blend warning does not pass (needs a segmenter)."}),
             "on_uncertain": ON_UNCERTAIN_INPUT,
             **PRUNE_INPUTS,
@@ -176,10 +180,10 @@ class MaSCSampleUntilCustom:
             "subject": SUBJECT_INPUT,
         }
         optional = {
-            "reference_image": (REFERENCE_INPUT[0], dict(REFERENCE_INPUT[1], tooltip=REFERENCE_INPUT[1]["tooltip"] + " Needed unless subjects is connected.")),
+            "reference_image": SAMPLED_REFERENCE_INPUT,
             "reference_mask": REFERENCE_MASK_INPUT,
-            "subjects": MaSCSampleUntil.INPUT_TYPES()["optional"]["subjects"],
-            "segmenter": MaSCSampleUntil.INPUT_TYPES()["optional"]["segmenter"],
+            "subjects": SUBJECTS_INPUT,
+            "segmenter": SEGMENTER_INPUT,
             "prune": PRUNE_INPUT,
             "mask_subject": MASK_SUBJECT_INPUT,
             "mask_threshold": MASK_THRESHOLD_INPUT,
