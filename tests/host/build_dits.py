@@ -45,14 +45,22 @@ WAN_VAE = dict(dim=32, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_s
 SD3 = dict(in_channels=16, out_channels=16, patch_size=2, depth=2, adm_in_channels=2048, input_size=None, pos_embed_scaling_factor=None,
            context_embedder_config={"target": "torch.nn.Linear", "params": {"in_features": 64, "out_features": 128}},
            num_patches=1024, pos_embed_max_size=32, x_block_self_attn_layers=[])
-FAMILIES = {"flux": "Flux", "qwen_image": "Qwen-Image-Edit 2511", "sd3": "SD3"}
+FAMILIES = {"flux": "Flux", "qwen_image": "Qwen-Image (Edit 2511 where the host has it)", "sd3": "SD3"}
+
+
+def accepted(config: dict, names) -> dict:
+    """The settings this host's class takes (older hosts lack newer ones, e.g. 0.3.64's Flux has no txt_ids_dims)."""
+    return {k: v for k, v in config.items() if k == "image_model" or k in names}
 
 
 def flux(torch, generator):
+    import dataclasses
+
+    import comfy.ldm.flux.model
     import comfy.ldm.models.autoencoder
     import comfy.supported_models
 
-    config = comfy.supported_models.Flux(dict(FLUX))
+    config = comfy.supported_models.Flux(accepted(FLUX, {f.name for f in dataclasses.fields(comfy.ldm.flux.model.FluxParams)}))
     model = config.get_model({}, device=torch.device("cpu"))
     decoder = dict(FLUX_VAE, ch=FLUX_VAE_DECODER_CH)
     vae = comfy.ldm.models.autoencoder.AutoencodingEngine(
@@ -64,10 +72,15 @@ def flux(torch, generator):
 
 
 def qwen_image(torch, generator):
+    import inspect
+
+    import comfy.ldm.qwen_image.model
     import comfy.ldm.wan.vae
     import comfy.supported_models
 
-    config = comfy.supported_models.QwenImage(dict(QWEN_IMAGE))
+    # A host without Edit 2511 (0.3.64) builds Qwen-Image-Edit without 2511's reference method.
+    names = inspect.signature(comfy.ldm.qwen_image.model.QwenImageTransformer2DModel.__init__).parameters
+    config = comfy.supported_models.QwenImage(accepted(QWEN_IMAGE, names))
     model = config.get_model({}, device=torch.device("cpu"))
     return model.diffusion_model, comfy.ldm.wan.vae.WanVAE(**WAN_VAE)
 
