@@ -9,7 +9,8 @@ Nothing of ComfyUI is copied: the transformer is built by the host's ``comfy.sup
 
 - ``flux``: Flux.1 (``comfy.ldm.flux.model.Flux``): hidden 256, two heads (the host derives heads = hidden / 128),
   one double and one single block, guidance embedding (dev/Kontext), T5 width shrunk to 64, CLIP pooled 768; and a
-  16-channel VAE as Flux's ``ae.safetensors`` is laid out (no quant convs), its decoder 4x narrower. The host
+  16-channel VAE as Flux's ``ae.safetensors`` is laid out (no quant convs), its decoder 4x narrower where the host's
+  VAE loader reads the decoder's width (0.33; 0.3.64 gets it full width). The host
   detects it as Flux; ReferenceLatent (Kontext) works on it.
 - ``sd3``: SD3 (``comfy.ldm.modules.diffusionmodules.mmdit.MMDiT``) with two joint blocks (the host reads the width as
   64 per block: 128), T5 width shrunk to 64, CLIP pooled 2048, positions for up to 32x32 patches; its VAE has
@@ -62,12 +63,20 @@ def flux(torch, generator):
 
     config = comfy.supported_models.Flux(accepted(FLUX, {f.name for f in dataclasses.fields(comfy.ldm.flux.model.FluxParams)}))
     model = config.get_model({}, device=torch.device("cpu"))
-    decoder = dict(FLUX_VAE, ch=FLUX_VAE_DECODER_CH)
-    vae = comfy.ldm.models.autoencoder.AutoencodingEngine(
-        regularizer_config={"target": "comfy.ldm.models.autoencoder.DiagonalGaussianRegularizer"},
-        encoder_config={"target": "comfy.ldm.modules.diffusionmodules.model.Encoder", "params": FLUX_VAE},
-        decoder_config={"target": "comfy.ldm.modules.diffusionmodules.model.Decoder", "params": decoder},
-    )
+    import comfy.sd
+
+    def autoencoder(decoder_ch):
+        return comfy.ldm.models.autoencoder.AutoencodingEngine(
+            regularizer_config={"target": "comfy.ldm.models.autoencoder.DiagonalGaussianRegularizer"},
+            encoder_config={"target": "comfy.ldm.modules.diffusionmodules.model.Encoder", "params": FLUX_VAE},
+            decoder_config={"target": "comfy.ldm.modules.diffusionmodules.model.Decoder", "params": dict(FLUX_VAE, ch=decoder_ch)},
+        )
+
+    vae = autoencoder(FLUX_VAE_DECODER_CH)
+    try:  # the host's own VAE loader decides: older hosts (0.3.64) take a decoder only as wide as the encoder
+        comfy.sd.VAE(sd=vae.state_dict())
+    except RuntimeError:
+        vae = autoencoder(FLUX_VAE["ch"])
     return model.diffusion_model, vae
 
 
