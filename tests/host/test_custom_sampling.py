@@ -49,6 +49,14 @@ def _built(host, family: str, unet: str, vae: str) -> str:
         built = host.run_python(os.path.join(HERE, "build_dits.py"), host.dir, os.path.join(host.dir, "models"), family)
         assert built.returncode == 0, f"building {family} with the host's code failed:\n{built.stdout}\n{built.stderr[-4000:]}"
         print(built.stdout.strip())
+    # The host's own loader decides whether a tiny model of this family can exist there (0.3.64's detection fixes
+    # Flux's width at 3072: only a full-size Flux loads).
+    loads = host.run_python("-c", "import sys; sys.argv = ['x', '--cpu']; import comfy.cli_args; comfy.cli_args.args.cpu = True; "
+                            "import comfy.sd; comfy.sd.load_diffusion_model("
+                            f"{os.path.join(host.models('diffusion_models'), unet)!r})")
+    if loads.returncode != 0:
+        pytest.skip(f"ComfyUI {host.label} cannot load a tiny {family} (its model detection fixes the width): "
+                    f"{loads.stderr.strip().splitlines()[-1][:200]}")
     return unet
 
 
