@@ -61,7 +61,7 @@ def edit_json(folder: str, name: str, change) -> None:
     "breakage,message",
     [
         ("drop_weight", "lacks 1 weights"),
-        ("bad_shape", "do not match its config.json"),
+        ("bad_shape", "config.json asks vision_config.intermediate_size = 96, but model.safetensors holds"),
         ("truncated", "could not be read"),
         ("no_tokenizer", "has no tokenizer.json"),
         ("siglip_v1", "SigLIP (v1) checkpoint"),

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from ..errors import MascModelError, first_line
 from ..io.files import read_json
+from .weight_shapes import Size, WeightShapes, check_sizes, read_weight_shapes
 
 PAPER_MODEL_ID = "google/siglip2-so400m-patch16-naflex"
 """The backbone behind the paper's numbers."""
@@ -48,6 +49,24 @@ class CheckpointFolder:
     preprocessor_config: dict
     weight_files: list[str]
     model_type: str = ""
+    label: str = "model folder"
+    """How messages name this kind of folder ("SAM3 model folder"); ``named`` adds the source."""
+    _weights: WeightShapes | None = None
+
+    @property
+    def named(self) -> str:
+        """The folder as messages name it: its label and the name the user gave it."""
+        return f"{self.label} '{self.source}'"
+
+    def weight_shapes(self) -> WeightShapes:
+        """The shapes in the weights' safetensors headers (read once, tensors never read)."""
+        if self._weights is None:
+            self._weights = read_weight_shapes(self.folder, self.weight_files, self.named)
+        return self._weights
+
+    def check_sizes(self, sizes: list[Size]) -> None:
+        """Every size the config asks held against the weights before any module is built (``weight_shapes``)."""
+        check_sizes(self.named, self.weight_shapes(), sizes)
 
     @property
     def vision_config(self) -> dict:
@@ -56,6 +75,16 @@ class CheckpointFolder:
     @property
     def text_config(self) -> dict:
         return self.config.get("text_config") or {}
+
+
+def transformers_config(info: CheckpointFolder, class_name: str):
+    """config.json as transformers' ``class_name`` reads it (its defaults filled): no module is built."""
+    try:
+        import transformers
+
+        return getattr(transformers, class_name).from_dict(dict(info.config))
+    except Exception as exc:  # a config transformers' own class refuses
+        raise MascModelError(f"{info.named}: config.json cannot be read as a {class_name} ({first_line(exc)}): re-download the checkpoint") from None
 
 
 def read_config(path: str, what: str) -> dict:
@@ -192,7 +221,7 @@ def read_folder(
         preprocessor = {}
     return cls(
         folder=folder, source=source, config=config, preprocessor_config=preprocessor, weight_files=weights,
-        model_type=model_type,
+        model_type=model_type, label=label,
     )
 
 

@@ -47,10 +47,12 @@ import torch.nn.functional as F
 
 from ..errors import MascModelError
 from . import checkpoints
+from ..progress import ProgressCallback, stages
 from .devices import place
 from .preprocess import PreprocessSpec
 from .segmenters import Segmenter
 from .tokenizers import ClipTextTokenizer
+from .weight_shapes import Size, check_heads, check_input_side
 
 CLIPSEG_MODEL_ID = "CIDAS/clipseg-rd64-refined"
 """The usual CLIPSeg checkpoint (ViT-B/16 CLIP, refined decoder with 64 channels)."""
@@ -99,6 +101,7 @@ def inspect_clipseg(folder: str, source: str | None = None) -> ClipSegCheckpoint
             f"CLIPSeg model folder '{info.source}' has extract_layers {info.extract_layers} for a {layers}-layer vision "
             "tower: the config is inconsistent; re-download the checkpoint"
         )
+    info.check_sizes(clipseg_sizes(info))
     return info
 
 
@@ -108,6 +111,8 @@ def clipseg_preprocess_spec(info: ClipSegCheckpoint) -> PreprocessSpec:
     size = config.get("size")
     if isinstance(size, (int, float)):  # older processor configs give one number
         config["size"] = {"height": int(size), "width": int(size)}
+    for side in (config.get("size") or {}).values():  # bounded before any photo is resized to it
+        check_input_side(info.named, "size", side, file="preprocessor_config.json")
     spec = PreprocessSpec.from_configs(naflex=False, vision_config=info.vision_config, preprocessor_config=config)
     height, width = spec.image_size
     if height != width:
@@ -116,6 +121,37 @@ def clipseg_preprocess_spec(info: ClipSegCheckpoint) -> PreprocessSpec:
             "square size; fix 'size' in preprocessor_config.json"
         )
     return spec
+
+
+def clipseg_sizes(info: ClipSegCheckpoint) -> list[Size]:
+    """The sizes config.json asks (transformers' CLIPSegConfig defaults filled) and the weights that hold each."""
+    config = checkpoints.transformers_config(info, "CLIPSegConfig")
+    vision, text = config.vision_config, config.text_config
+    check_input_side(info.named, "vision_config.image_size", vision.image_size)
+    check_heads(info.named, "vision_config", vision.hidden_size, vision.num_attention_heads)
+    check_heads(info.named, "text_config", text.hidden_size, text.num_attention_heads)
+    check_heads(info.named, "decoder", config.reduce_dim, config.decoder_num_attention_heads)
+    sizes = []
+    for tower, cfg, norm in (("vision", vision, "pre_layrnorm"), ("text", text, "final_layer_norm")):
+        prefix = f"clip.{tower}_model."
+        sizes += [
+            Size(f"{tower}_config.hidden_size", cfg.hidden_size, prefix + norm + ".weight"),
+            Size(f"{tower}_config.num_hidden_layers", cfg.num_hidden_layers, prefix + "encoder.layers.", axis=None),
+            Size(f"{tower}_config.intermediate_size", cfg.intermediate_size, prefix + "encoder.layers.0.mlp.fc1.weight"),
+        ]
+    patch, positions = vision.patch_size, "clip.vision_model.embeddings.position_embedding.weight"
+    layers = len(config.extract_layers or ())
+    return sizes + [
+        Size("vision_config.patch_size", patch, "clip.vision_model.embeddings.patch_embedding.weight", 2),
+        Size("vision_config.image_size", vision.image_size, positions, expected=(vision.image_size // patch) ** 2 + 1),
+        Size("text_config.vocab_size", text.vocab_size, "clip.text_model.embeddings.token_embedding.weight"),
+        Size("text_config.max_position_embeddings", text.max_position_embeddings, "clip.text_model.embeddings.position_embedding.weight"),
+        Size("projection_dim", config.projection_dim, "clip.text_projection.weight"),
+        Size("reduce_dim", config.reduce_dim, "decoder.reduces.0.weight"),
+        Size("len(extract_layers)", layers, "decoder.reduces.", axis=None),
+        Size("len(extract_layers)", layers, "decoder.layers.", axis=None),
+        Size("decoder_intermediate_size", config.decoder_intermediate_size, "decoder.layers.0.mlp.fc1.weight"),
+    ]
 
 
 def load_clipseg_model(info: ClipSegCheckpoint) -> torch.nn.Module:
@@ -183,6 +219,7 @@ class ClipSegSegmenter(Segmenter):
         batch_size: int = DEFAULT_BATCH_SIZE,
         cache_dir: str | None = None,
         download_dir: str | None = None,
+        progress: ProgressCallback | None = None,
     ) -> "ClipSegSegmenter":
         """Load a CLIPSeg checkpoint from a folder (HF layout) or a Hub id.
 
@@ -197,14 +234,21 @@ class ClipSegSegmenter(Segmenter):
         ``batch_size``: images per vision forward (each with every name).
         ``cache_dir`` / ``download_dir``: where a Hub id is downloaded (the
         Hugging Face cache layout, or a plain folder).
+        ``progress``: ``progress(done, total)`` after each loading stage; may raise to cancel.
         """
+        step = stages(progress, 4)
         folder, source = checkpoints.resolve(
             model, what="CLIPSeg model", example=CLIPSEG_MODEL_ID, cache_dir=cache_dir, local_dir=download_dir
         )
-        info = inspect_clipseg(folder, source)
+        info = inspect_clipseg(folder, source)  # the config held against the weights' shapes
         spec = clipseg_preprocess_spec(info)
+        step()
         tokenizer = ClipTextTokenizer.from_folder(folder, max_length=info.text_length)
-        network = place(load_clipseg_model(info), device, precision)
+        step()
+        built = load_clipseg_model(info)
+        step()
+        network = place(built, device, precision)
+        step()
         return cls(network, info, spec, tokenizer, batch_size=batch_size)
 
     # ------------------------------------------------------------------ placement

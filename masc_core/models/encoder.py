@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from ..metric.equations import pad_tokens
-from ..progress import ProgressCallback
+from ..progress import ProgressCallback, stages
 from . import checkpoints, siglip_checkpoint
 from .cache import DEFAULT_CACHE_BYTES, LRUCache, content_key
 from .devices import ModelPlacement, place
@@ -108,6 +108,7 @@ class MascEncoder(ModelPlacement):
         batch_size: int = DEFAULT_BATCH_SIZE,
         cache_dir: str | None = None,
         download_dir: str | None = None,
+        progress: ProgressCallback | None = None,
     ) -> "MascEncoder":
         """Load a SigLIP2 checkpoint from a folder (HF layout) or a Hub id.
 
@@ -119,17 +120,25 @@ class MascEncoder(ModelPlacement):
         ``batch_size``: images per vision forward.
         ``cache_dir`` / ``download_dir``: where a Hub id is downloaded (the
         Hugging Face cache layout, or a plain folder such as ComfyUI's models/masc/<name>).
+        ``progress``: ``progress(done, total)`` after each loading stage; may raise to cancel.
         """
+        step = stages(progress, 4)
         folder, source = checkpoints.resolve(model, cache_dir=cache_dir, local_dir=download_dir)
-        info = siglip_checkpoint.inspect(folder, source)
+        info = siglip_checkpoint.inspect(folder, source)  # the config held against the weights' shapes
         spec = PreprocessSpec.from_configs(
             naflex=info.naflex,
             vision_config=info.vision_config,
             preprocessor_config=info.preprocessor_config,
             max_num_patches=max_num_patches,
         )
+        siglip_checkpoint.check_input_size(info, spec)
+        step()
         tokenizer = SiglipTextTokenizer.from_folder(folder, model_type=info.model_type, max_length=info.text_length)
-        network = place(siglip_checkpoint.load_model(info), device, precision)
+        step()
+        built = siglip_checkpoint.load_model(info)
+        step()
+        network = place(built, device, precision)
+        step()
         return cls(network, info, spec, tokenizer, cache_bytes=cache_bytes, batch_size=batch_size)
 
     # ------------------------------------------------------------------ placement

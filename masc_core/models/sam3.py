@@ -40,10 +40,12 @@ import torch.nn.functional as F
 from ..errors import MascModelError
 from ..metric.masks import check_threshold
 from . import checkpoints
+from ..progress import ProgressCallback, stages
 from .devices import place
 from .preprocess import PreprocessSpec
 from .segmenters import Segmenter
 from .tokenizers import ClipTextTokenizer
+from .weight_shapes import Size, check_heads, check_input_side
 
 SAM3_MODEL_ID = "facebook/sam3"
 """The SAM3 checkpoint (gated: accept the SAM License on its Hub page and log in before it downloads)."""
@@ -129,20 +131,74 @@ def inspect_sam3(folder: str, source: str | None = None) -> Sam3Checkpoint:
         # transformers 5 saves a processor's parts in one processor_config.json.
         processor = checkpoints.read_config(os.path.join(folder, "processor_config.json"), "processor config")
         info.preprocessor_config = dict(processor.get("image_processor") or {})
+    info.check_sizes(sam3_sizes(info))
     return info
 
 
+def sam3_detector(info: Sam3Checkpoint):
+    """The image detector's config as transformers reads it (a sam3_video config nests it): defaults filled."""
+    if info.model_type == "sam3_video":
+        return checkpoints.transformers_config(info, "Sam3VideoConfig").detector_config
+    return checkpoints.transformers_config(info, "Sam3Config")
+
+
+def sam3_sizes(info: Sam3Checkpoint) -> list[Size]:
+    """The sizes config.json asks of the image detector and the weights that hold each (under ``detector_model.``
+    in a sam3_video checkpoint)."""
+    check_transformers_has_sam3()
+    config = sam3_detector(info)
+    prefix = info.weight_shapes().prefix_of("detr_decoder.query_embed.weight")
+    backbone, text = config.vision_config.backbone_config, config.text_config
+    decoder = config.detr_decoder_config
+    vit, where = "vision_config.backbone_config", prefix + "vision_encoder."
+    check_input_side(info.named, f"{vit}.image_size", backbone.image_size)
+    check_input_side(info.named, f"{vit}.pretrain_image_size", backbone.pretrain_image_size)
+    check_heads(info.named, vit, backbone.hidden_size, backbone.num_attention_heads)
+    patch = backbone.patch_size
+    return [
+        Size(f"{vit}.hidden_size", backbone.hidden_size, where + "backbone.embeddings.patch_embeddings.projection.weight"),
+        Size(f"{vit}.patch_size", patch, where + "backbone.embeddings.patch_embeddings.projection.weight", 2),
+        Size(f"{vit}.num_hidden_layers", backbone.num_hidden_layers, where + "backbone.layers.", axis=None),
+        Size(f"{vit}.intermediate_size", backbone.intermediate_size, where + "backbone.layers.0.mlp.fc1.weight"),
+        Size(f"{vit}.pretrain_image_size", backbone.pretrain_image_size, where + "backbone.embeddings.position_embeddings", 1,
+             expected=(backbone.pretrain_image_size // patch) ** 2),
+        Size("vision_config.fpn_hidden_size", config.vision_config.fpn_hidden_size, where + "neck.fpn_layers.0.proj2.weight"),
+        Size("len(vision_config.scale_factors)", len(config.vision_config.scale_factors), where + "neck.fpn_layers.", axis=None),
+        Size("text_config.vocab_size", text.vocab_size, prefix + "text_encoder.text_model.embeddings.token_embedding.weight"),
+        Size("text_config.hidden_size", text.hidden_size, prefix + "text_encoder.text_model.embeddings.token_embedding.weight", 1),
+        Size("text_config.max_position_embeddings", text.max_position_embeddings,
+             prefix + "text_encoder.text_model.embeddings.position_embedding.weight"),
+        Size("text_config.num_hidden_layers", text.num_hidden_layers, prefix + "text_encoder.text_model.encoder.layers.", axis=None),
+        Size("detr_decoder_config.num_queries", decoder.num_queries, prefix + "detr_decoder.query_embed.weight"),
+        Size("detr_decoder_config.hidden_size", decoder.hidden_size, prefix + "detr_decoder.query_embed.weight", 1),
+        Size("detr_decoder_config.num_layers", decoder.num_layers, prefix + "detr_decoder.layers.", axis=None),
+        Size("detr_encoder_config.num_layers", config.detr_encoder_config.num_layers, prefix + "detr_encoder.layers.", axis=None),
+        Size("geometry_encoder_config.num_layers", config.geometry_encoder_config.num_layers, prefix + "geometry_encoder.layers.",
+             axis=None),
+        Size("mask_decoder_config.hidden_size", config.mask_decoder_config.hidden_size,
+             prefix + "mask_decoder.prompt_cross_attn.q_proj.weight"),
+    ]
+
+
 def sam3_preprocess_spec(info: Sam3Checkpoint) -> PreprocessSpec:
-    """How the checkpoint wants its images: a square resize to the backbone's size, mean = std = 0.5."""
+    """How the checkpoint wants its images: a square resize to the backbone's size, mean = std = 0.5.
+
+    The processor's size must be the backbone's: its rotary positions are laid out for that grid, and any other size
+    fails inside the first forward (after every photo was resized to it)."""
     backbone = info.backbone_config
-    size = int(backbone.get("image_size") or 1008)
+    size = check_input_side(info.named, "vision_config.backbone_config.image_size", backbone.get("image_size") or 1008)
     config = {"size": {"height": size, "width": size}, "resample": 2, "image_mean": [0.5] * 3, "image_std": [0.5] * 3}
     config.update({k: v for k, v in info.preprocessor_config.items() if k in ("size", "resample", "image_mean", "image_std", "rescale_factor")})
     spec = PreprocessSpec.from_configs(naflex=False, vision_config={"patch_size": int(backbone.get("patch_size") or 14)},
                                        preprocessor_config=config)
     height, width = spec.image_size
-    if height != width:
-        raise MascModelError(f"SAM3 model folder '{info.source}' asks for {height}x{width} inputs: SAM3 takes square images")
+    if (height, width) != (size, size):
+        processor = "preprocessor_config.json" if os.path.isfile(os.path.join(info.folder, "preprocessor_config.json")) else "processor_config.json"
+        raise MascModelError(
+            f"{info.named}: {processor} asks {height}x{width} inputs, but the backbone takes {size}x{size} "
+            "(config.json's vision_config.backbone_config.image_size): the processor config belongs to another "
+            f"checkpoint; re-download it or set its size to {size}"
+        )
     return spec
 
 
@@ -182,20 +238,27 @@ class Sam3Segmenter(Segmenter):
         score_threshold: float = DEFAULT_SCORE_THRESHOLD,
         cache_dir: str | None = None,
         download_dir: str | None = None,
+        progress: ProgressCallback | None = None,
     ) -> "Sam3Segmenter":
         """Load a SAM3 checkpoint from a folder (HF layout: config.json with model_type sam3 or sam3_video,
         safetensors weights, the CLIP tokenizer files) or the Hub id ``facebook/sam3`` (gated).
 
         ``score_threshold``: an instance joins the mask when its score is at least this (0..1).
-        ``device``, ``precision``, ``batch_size``, ``cache_dir`` and ``download_dir`` as for CLIPSeg.
+        ``device``, ``precision``, ``batch_size``, ``cache_dir``, ``download_dir`` and ``progress`` as for CLIPSeg.
         """
+        step = stages(progress, 4)
         score_threshold = check_threshold(score_threshold, "score_threshold")
         check_transformers_has_sam3()  # before any download
         folder, source = resolve_sam3(model, what="SAM3 model", cache_dir=cache_dir, local_dir=download_dir)
-        info = inspect_sam3(folder, source)
+        info = inspect_sam3(folder, source)  # the config held against the weights' shapes
         spec = sam3_preprocess_spec(info)
+        step()
         tokenizer = ClipTextTokenizer.from_folder(folder, max_length=info.text_length, pad_to_max_length=True)
-        network = place(load_sam3_model(info), device, precision)
+        step()
+        built = load_sam3_model(info)
+        step()
+        network = place(built, device, precision)
+        step()
         return cls(network, info, spec, tokenizer, score_threshold=score_threshold, batch_size=batch_size)
 
     def describe(self) -> dict:

@@ -14,11 +14,13 @@ safetensors weights are read and remote code is never run.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
 from ..errors import MascModelError
 from .checkpoints import PAPER_MODEL_ID, CheckpointFolder, first_line, frozen, read_config, read_folder, read_safetensors
+from .weight_shapes import Size, check_heads, check_input_side, whole_number
 
 SUPPORTED_MODEL_TYPES = ("siglip2", "siglip")
 
@@ -66,7 +68,42 @@ def inspect(folder: str, source: str | None = None) -> CheckpointInfo:
         raise MascModelError(
             f"model folder '{source}' has no attention-pooling head (vision_use_head=false): PF needs SigLIP2's pooler"
         )
+    info.check_sizes(siglip_sizes(info))
     return info
+
+
+def siglip_sizes(info: CheckpointInfo) -> list[Size]:
+    """The sizes config.json asks, with the defaults ``SiglipModel`` fills, and the weights that hold each."""
+    vision, text = info.vision_config, info.text_config
+    label = info.named
+    sizes = []
+    for tower, cfg, norm in (("vision", vision, "post_layernorm"), ("text", text, "final_layer_norm")):
+        width, prefix = cfg.get("hidden_size", 768), f"{tower}_model."
+        check_heads(label, f"{tower}_config", whole_number(label, f"{tower}_config.hidden_size", width), cfg.get("num_attention_heads", 12))
+        sizes += [
+            Size(f"{tower}_config.hidden_size", width, prefix + norm + ".weight"),
+            Size(f"{tower}_config.num_hidden_layers", cfg.get("num_hidden_layers", 12), prefix + "encoder.layers.", axis=None),
+            Size(f"{tower}_config.intermediate_size", cfg.get("intermediate_size", 3072), prefix + "encoder.layers.0.mlp.fc1.weight"),
+        ]
+    patch = whole_number(label, "vision_config.patch_size", vision.get("patch_size", 16))
+    channels = whole_number(label, "vision_config.num_channels", vision.get("num_channels", 3))
+    embedding, positions = "vision_model.embeddings.patch_embedding.weight", "vision_model.embeddings.position_embedding.weight"
+    if info.naflex:
+        count = whole_number(label, "vision_config.num_patches", vision.get("num_patches", 256))
+        if math.isqrt(count) ** 2 != count:
+            raise MascModelError(f"{label}: config.json's vision_config.num_patches ({count}) is not a square grid: re-download the checkpoint")
+        sizes += [Size("vision_config.patch_size", patch, embedding, 1, expected=channels * patch * patch),
+                  Size("vision_config.num_patches", count, positions)]
+    else:
+        side = check_input_side(label, "vision_config.image_size", vision.get("image_size", 224))
+        sizes += [Size("vision_config.patch_size", patch, embedding, 2),
+                  Size("vision_config.image_size", side, positions, expected=(side // patch) ** 2)]
+    sizes += [
+        Size("text_config.vocab_size", text.get("vocab_size", 32000), "text_model.embeddings.token_embedding.weight"),
+        Size("text_config.max_position_embeddings", text.get("max_position_embeddings", 64), "text_model.embeddings.position_embedding.weight"),
+        Size("text_config.projection_size", text.get("projection_size") or text.get("hidden_size", 768), "text_model.head.weight"),
+    ]
+    return sizes
 
 
 def load_model(info: CheckpointInfo):
@@ -100,3 +137,16 @@ def load_model(info: CheckpointInfo):
     except RuntimeError as exc:  # shapes that do not match config.json
         raise MascModelError(f"{label}: its weights do not match its config.json ({first_line(exc)})") from None
     return frozen(model.float())
+
+
+def check_input_size(info: CheckpointInfo, spec) -> None:
+    """A fixed-size checkpoint's processor size is the one its position table was trained for (no interpolation)."""
+    if info.naflex:
+        return
+    side = int(info.vision_config.get("image_size", 224))
+    if tuple(spec.image_size) != (side, side):
+        height, width = spec.image_size
+        raise MascModelError(
+            f"{info.named}: preprocessor_config.json asks {height}x{width} inputs, but the vision tower takes "
+            f"{side}x{side} (config.json's vision_config.image_size): re-download the checkpoint or set its size to {side}"
+        )
