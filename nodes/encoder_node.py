@@ -38,8 +38,9 @@ class MaSCLoadEncoder(CheckpointLoader):
             ),
         }
 
-    def build(self, path, offload, dtype, download_dir, max_patches):
-        return MascEncoder.load(path, device=offload, precision=dtype, max_num_patches=int(max_patches), download_dir=download_dir)
+    def build(self, path, offload, dtype, download_dir, progress, max_patches):
+        return MascEncoder.load(path, device=offload, precision=dtype, max_num_patches=int(max_patches), download_dir=download_dir,
+                                progress=progress)
 
     def load(self, model: str, device: str, precision: str, max_patches: int):
         return super().load(model, device, precision, max_patches=int(max_patches))

@@ -13,9 +13,14 @@ read at call time (a model combo lists the folders present now):
 - STRING: text of at most ``MAX_TEXT`` characters;
 - a combo (a list of choices): one of the choices.
 
-Types the pack or ComfyUI define (IMAGE, MASK, MASC_ENCODER, ...) are checked
-by the code that converts them. A refusal is one MascInputError line naming
-the input, the value (shortened, escaped) and what it may be.
+- a socket of a type the pack or ComfyUI defines (IMAGE, MASK, LATENT, VAE,
+  MASC_ENCODER, MASC_SEGMENTER, ...): a value of that type (``SOCKETS``), so a
+  STRING sent through a switch into ``vae`` is refused before any sampling, not
+  met as an AttributeError after the first round. What the value holds (a
+  mask's size, a schedule's length) is checked by the code that converts it.
+
+A refusal is one MascInputError line naming the input, what arrived
+(shortened, escaped) and what to connect.
 """
 
 from __future__ import annotations
@@ -25,12 +30,89 @@ import inspect
 import math
 import numbers
 
-from ..masc_core.errors import MascInputError
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from ..masc_core.errors import MascError, MascInputError
 from ..masc_core.limits import out_of_range
+from ..masc_core.metric.scores import ScoreBatch
+from ..masc_core.models.encoder import MascEncoder
+from ..masc_core.models.segmenters import Segmenter
 from ..masc_core.safe_text import shown
+from ..masc_core.selection.acceptance import RunRules
+from ..masc_core.selection.pruning import PruneRules
+from .host import ManagedModel
+from .host.models import without_server_paths
+from .types import MASC_ENCODER, MASC_PRUNE, MASC_RULES, MASC_SCORES, MASC_SEGMENTER, MASC_SUBJECTS, DeclaredSubject
 
 MAX_TEXT = 20_000
 """Longest text a STRING input takes (SigLIP2 reads 64 tokens; a prompt is far shorter than this)."""
+
+
+@dataclass(frozen=True)
+class Socket:
+    """What a socket type takes: ``accepts(value)``, its name in a sentence, and what to connect to it."""
+
+    what: str
+    accepts: Callable[[object], bool]
+    connect: str
+
+
+def _tensor(*dims: int) -> Callable[[object], bool]:
+    return lambda value: isinstance(value, torch.Tensor) and value.ndim in dims
+
+
+def _core_object(value) -> bool:
+    """A model object of core's (MODEL, CLIP): anything but a plain value, a tensor or a container."""
+    return value is not None and not isinstance(value, (str, bytes, numbers.Number, torch.Tensor, dict, list, tuple))
+
+
+def _managed(kind: type) -> Callable[[object], bool]:
+    return lambda value: isinstance(value, ManagedModel) and isinstance(value.core, kind)
+
+
+SOCKETS: dict[str, Socket] = {
+    "IMAGE": Socket("an IMAGE", _tensor(3, 4), "Load Image, VAE Decode or another node's IMAGE output"),
+    "MASK": Socket("a MASK", _tensor(2, 3), "Load Image's MASK, MaSC Auto Mask or another node's MASK output"),
+    "LATENT": Socket(
+        "a LATENT", lambda v: isinstance(v, dict) and isinstance(v.get("samples"), torch.Tensor),
+        "Empty Latent Image or another node's LATENT output",
+    ),
+    "SIGMAS": Socket("a SIGMAS schedule", _tensor(1), "Basic Scheduler or another node's SIGMAS output"),
+    "CONDITIONING": Socket("a CONDITIONING", lambda v: isinstance(v, list), "CLIP Text Encode or another node's CONDITIONING"),
+    "MODEL": Socket("a MODEL", _core_object, "Load Checkpoint's MODEL or another node's MODEL output"),
+    "VAE": Socket("a VAE", lambda v: callable(getattr(v, "decode", None)), "Load Checkpoint's VAE, Load VAE or another node's VAE"),
+    "NOISE": Socket("a NOISE", lambda v: callable(getattr(v, "generate_noise", None)), "Random Noise or another node's NOISE output"),
+    "GUIDER": Socket(
+        "a GUIDER", lambda v: callable(getattr(v, "sample", None)) and getattr(v, "model_patcher", None) is not None,
+        "CFG Guider, Basic Guider, Dual CFG Guider or another node's GUIDER output",
+    ),
+    "SAMPLER": Socket("a SAMPLER", lambda v: callable(getattr(v, "sample", None)), "KSampler Select or another node's SAMPLER output"),
+    MASC_ENCODER: Socket("a MaSC encoder", _managed(MascEncoder), "Load MaSC Encoder's 'encoder' output"),
+    MASC_SEGMENTER: Socket(
+        "a MaSC segmenter", _managed(Segmenter), "Load MaSC Auto Mask Model's or Load MaSC SAM3 Model's 'segmenter' output"
+    ),
+    MASC_SCORES: Socket("MaSC scores", lambda v: isinstance(v, ScoreBatch), "the 'scores' output of a MaSC node"),
+    MASC_SUBJECTS: Socket(
+        "what MaSC Subject outputs",
+        lambda v: isinstance(v, (tuple, list)) and all(isinstance(d, DeclaredSubject) for d in v),
+        "a MaSC Subject node's 'subjects' output",
+    ),
+    MASC_RULES: Socket("MaSC Rules' output", lambda v: isinstance(v, RunRules), "a MaSC Rules node"),
+    MASC_PRUNE: Socket("MaSC Prune's output", lambda v: isinstance(v, PruneRules), "a MaSC Prune node, or disconnect it"),
+}
+"""Every socket type a pack node takes that is not a widget, and how a value of it is recognised."""
+
+
+def arrived(value) -> str:
+    """What came over a link, for a refusal: a plain value shown (shortened, escaped), else its kind."""
+    if value is None or isinstance(value, (str, numbers.Number)):
+        return shown(value, 40)
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {list(value.shape)}"
+    return f"a {type(value).__name__}"
 
 
 def _number(name: str, value, kind: str, options: dict):
@@ -65,6 +147,11 @@ def check_value(name: str, value, declaration: tuple):
         if not isinstance(value, bool):
             raise MascInputError(f"{name} is {shown(value)}, not true or false: connect a BOOLEAN or use the toggle")
         return value
+    if kind in SOCKETS:
+        socket = SOCKETS[kind]
+        if not socket.accepts(value):
+            raise MascInputError(f"{name} is not {socket.what} ({arrived(value)} arrived): connect {socket.connect}")
+        return value
     if kind == "STRING":
         if not isinstance(value, str):
             raise MascInputError(f"{name} is {shown(value)}, not text: connect a STRING or type the text")
@@ -86,7 +173,9 @@ def check_inputs(node_class, inputs: dict) -> dict:
 
 
 def checked_inputs(node_class):
-    """Class decorator: the node's FUNCTION runs only on inputs its INPUT_TYPES allows (``check_inputs``)."""
+    """Class decorator: the node's FUNCTION runs only on inputs its INPUT_TYPES allows (``check_inputs``), and its
+    refusals name server folders as a workflow sees them (``without_server_paths``: models/sam3/<name>, never the
+    server's absolute path)."""
     function = getattr(node_class, node_class.FUNCTION)
     signature = inspect.signature(function)
 
@@ -95,7 +184,10 @@ def checked_inputs(node_class):
         bound = signature.bind(self, *args, **kwargs)
         values = dict(bound.arguments)
         values.pop(next(iter(signature.parameters)))
-        return function(self, **check_inputs(type(self), values))
+        try:
+            return function(self, **check_inputs(type(self), values))
+        except MascError as error:
+            raise type(error)(without_server_paths(str(error))) from None
 
     setattr(node_class, node_class.FUNCTION, run)
     node_class.INPUTS_CHECKED = True

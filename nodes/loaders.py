@@ -37,12 +37,13 @@ class CheckpointLoader:
         """The loader's own inputs after model, device and precision (none by default)."""
         return {}
 
-    def build(self, path: str, offload, dtype, download_dir, **options):
-        """The masc_core object for ``path`` (a folder, or the Hub id to download into ``download_dir``)."""
+    def build(self, path: str, offload, dtype, download_dir, progress, **options):
+        """The masc_core object for ``path`` (a folder, or the Hub id to download into ``download_dir``); ``progress``
+        honours Cancel between the loading stages."""
         raise NotImplementedError
 
     def load(self, model: str, device: str, precision: str, **options):
         def build(path, offload, dtype, download_dir):
-            return self.build(path, offload, dtype, download_dir, **options)
+            return self.build(path, offload, dtype, download_dir, host.interrupt_callback(), **options)
 
         return (host.load_shared(self.KIND, model, self.HUB_ID, device, precision, build, *options.values()),)

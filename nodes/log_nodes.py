@@ -6,9 +6,7 @@ import datetime
 import os
 import uuid
 
-from ..masc_core.errors import MascInputError
 from ..masc_core.evaluation.score_log import append_rows, log_path, log_rows
-from ..masc_core.metric.scores import ScoreBatch
 from . import host
 from .inputs import checked_inputs
 from .types import CATEGORY, MASC_SCORES, Output, declare_outputs
@@ -45,8 +43,6 @@ class MaSCLogScores:
         }
 
     def log(self, scores, filename, method):
-        if not isinstance(scores, ScoreBatch):
-            raise MascInputError("scores is not a MaSC scores object: connect the 'scores' output of a MaSC node")
         folder = host.output_directory()
         path = log_path(folder, filename)
         now = datetime.datetime.now(datetime.timezone.utc)

@@ -37,8 +37,8 @@ class MaSCLoadAutoMaskModel(CheckpointLoader):
     KIND, HUB_ID = "clipseg", CLIPSEG_MODEL_ID
     MODEL_TOOLTIP = "A CLIPSeg folder under models/clipseg, or the usual Hub id (downloaded once into models/clipseg)."
 
-    def build(self, path, offload, dtype, download_dir):
-        return ClipSegSegmenter.load(path, device=offload, precision=dtype, download_dir=download_dir)
+    def build(self, path, offload, dtype, download_dir, progress):
+        return ClipSegSegmenter.load(path, device=offload, precision=dtype, download_dir=download_dir, progress=progress)
 
     def load(self, model: str, device: str, precision: str):  # the node's inputs by name (ComfyUI calls it with them)
         return super().load(model, device, precision)
@@ -73,8 +73,9 @@ class MaSCLoadSAM3Model(CheckpointLoader):
             }),
         }
 
-    def build(self, path, offload, dtype, download_dir, score_threshold=DEFAULT_SCORE_THRESHOLD):
-        return Sam3Segmenter.load(path, device=offload, precision=dtype, download_dir=download_dir, score_threshold=score_threshold)
+    def build(self, path, offload, dtype, download_dir, progress, score_threshold=DEFAULT_SCORE_THRESHOLD):
+        return Sam3Segmenter.load(path, device=offload, precision=dtype, download_dir=download_dir, score_threshold=score_threshold,
+                                  progress=progress)
 
     def load(self, model: str, device: str, precision: str, score_threshold: float):  # the node's inputs by name
         return super().load(model, device, precision, score_threshold=float(score_threshold))

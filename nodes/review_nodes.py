@@ -54,8 +54,6 @@ class MaSCContactSheet:
         }
 
     def sheet(self, images, scores, order, rank_by, tile_size, columns):
-        if not isinstance(scores, ScoreBatch):
-            raise MascInputError("scores is not a MaSC scores object: connect the 'scores' output of a MaSC node")
         arrays = comfy_images(images, "images")
         if len(arrays) != len(scores.scores):
             raise MascInputError(

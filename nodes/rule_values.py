@@ -6,7 +6,6 @@ through these, so a wrong one is one line naming the input, never a traceback or
 
 from __future__ import annotations
 
-from ..masc_core.errors import MascInputError
 from ..masc_core.selection.acceptance import RunRules
 from ..masc_core.selection.pruning import PruneRules
 from ..masc_core.selection.ranking import PassRules
@@ -19,20 +18,15 @@ RULES_INPUT = (MASC_RULES, {"tooltip": "Optional: what passes, from MaSC Rules (
 PRUNE_INPUT = (MASC_PRUNE, {"tooltip": "Optional: pruning, from MaSC Prune (judge each round on previews, finish the best). Not connected = every candidate sampled in full."})
 
 
-def rules_value(value, name: str = "rules") -> RunRules:
-    """A MASC_RULES input, checked (it arrives over a link unchecked)."""
-    if not isinstance(value, RunRules):
-        raise MascInputError(f"{name} is not MaSC Rules' output: connect a MaSC Rules node to '{name}'")
+def rules_value(value: RunRules) -> RunRules:
+    """A MASC_RULES input's values checked again where they arrive (its type was checked there by ``nodes/inputs``)."""
     return value.check()
 
 
-def prune_value(value, name: str = "prune") -> PruneRules:
-    """A MASC_PRUNE input (None = no pruning), checked for its type; its values are checked against the run."""
-    if value is None:
-        return PruneRules()
-    if not isinstance(value, PruneRules):
-        raise MascInputError(f"{name} is not MaSC Prune's output: connect a MaSC Prune node to '{name}', or disconnect it")
-    return value
+def prune_value(value: PruneRules | None) -> PruneRules:
+    """A MASC_PRUNE input (None = no pruning; its type was checked where it arrived); its values are checked against
+    the run."""
+    return PruneRules() if value is None else value
 
 
 def passing_from(rules, widget_rules: PassRules) -> PassRules:

@@ -83,8 +83,6 @@ def check_batch(scores: ScoreBatch, images: torch.Tensor) -> ScoreBatch:
     MaSC Sample Until's scores cover every candidate but its images output
     holds the kept ones: given those images, their own scores are used.
     """
-    if not isinstance(scores, ScoreBatch):
-        raise MascInputError("scores is not a MaSC scores object: connect the 'scores' output of a MaSC scoring node")
     count = images.shape[0]
     if count == len(scores.scores):
         return scores

@@ -7,8 +7,6 @@ Scores take it as they take MaSC Score's. The metric itself lives in ``masc_core
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..masc_core.errors import MascInputError
 from ..masc_core.selection.ranking import BLEND_CHOICES as BLENDS
 from ..masc_core.metric.report import subjects_table
@@ -20,18 +18,10 @@ from .convert import batch_value, check_candidate_mask, check_reference_mask, co
 from .inputs import checked_inputs
 from .metadata import HIDDEN_INPUTS, image_digests, record, scoring_context
 from .scoring_nodes import ENCODER_INPUT, IMAGE_INPUT, PROMPT_INPUT, REFERENCE_INPUT, REFERENCE_MASK_INPUT
-from .types import CATEGORY, MASC_SCORES, MASC_SUBJECTS, Output, declare_outputs
+from .types import CATEGORY, MASC_SCORES, MASC_SUBJECTS, DeclaredSubject, Output, declare_outputs
 
 BLEND_CHOICES = list(BLENDS)
 """The on_blend combo (``masc_core.selection.ranking.BLEND_CHOICES``)."""
-
-
-@dataclass(frozen=True)
-class DeclaredSubject:
-    """One MaSC Subject node's declaration: the subject, and its masks in the generated images (or None)."""
-
-    subject: Subject
-    mask: object = None
 
 
 @checked_inputs
@@ -78,8 +68,6 @@ class MaSCSubject:
 
 def declared_subjects(value, *, empty_ok: bool = False) -> list[DeclaredSubject]:
     """The subjects a MASC_SUBJECTS input carries, checked: a shared workflow's value arrives over the link unchecked."""
-    if value is not None and not (isinstance(value, (tuple, list)) and all(isinstance(d, DeclaredSubject) for d in value)):
-        raise MascInputError("subjects is not what MaSC Subject outputs: connect a MaSC Subject node's 'subjects' output")
     declared = list(value or ())
     if not declared and not empty_ok:
         raise MascInputError("subjects is empty: connect a MaSC Subject node (chain one per subject)")

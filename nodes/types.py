@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..masc_core.metric.subjects import Subject
+
 CATEGORY = "MaSC"
 
 MASC_ENCODER = "MASC_ENCODER"
@@ -19,6 +21,15 @@ MASC_RULES = "MASC_RULES"
 """What passes, how many to keep and the budget (``masc_core.selection.acceptance.RunRules``), from MaSC Rules."""
 MASC_PRUNE = "MASC_PRUNE"
 """When to judge and how many go on (``masc_core.selection.pruning.PruneRules``), from MaSC Prune."""
+
+
+@dataclass(frozen=True)
+class DeclaredSubject:
+    """One MaSC Subject node's declaration (MASC_SUBJECTS carries a tuple of them): the subject, and its masks in the
+    generated images (or None)."""
+
+    subject: Subject
+    mask: object = None
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import os
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 from conftest import box_mask, call
@@ -66,7 +67,7 @@ def test_the_subject_node_refuses_too_many_names_before_converting_images(pack):
     node = pack.NODE_CLASS_MAPPINGS["MaSCSubject"]()
     errors = importlib.import_module(pack.__name__ + ".masc_core.errors")
     with pytest.raises(errors.MascInputError, match="names lists 2,000 names") as refused:
-        node.declare(", ".join(f"n{k}" for k in range(2000)), reference_image=None, reference_mask=None)
+        node.declare(", ".join(f"n{k}" for k in range(2000)), reference_image=torch.zeros(1, 8, 8, 3), reference_mask=torch.zeros(1, 8, 8))
     assert one_line(str(refused.value))
 
 

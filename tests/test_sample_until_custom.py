@@ -156,11 +156,16 @@ def test_sample_untils_saved_inputs_keep_their_names_and_order(pack):
 
 
 @pytest.mark.parametrize("changes, message", [
-    ({"rules": "cp > 0.5"}, "rules is not MaSC Rules' output: connect a MaSC Rules node to 'rules'"),
+    ({"rules": "cp > 0.5"}, "rules is not MaSC Rules' output ('cp > 0.5' arrived): connect a MaSC Rules node"),
     ({"noise": Noise_EmptyNoise()}, "noise has no seed to count up from (Disable Noise?)"),
-    ({"noise": "42"}, "noise is not a NOISE: connect Random Noise"),
-    ({"guider": 3}, "guider is not a GUIDER: connect CFG Guider"),
-    ({"sampler": None}, "sampler is not a SAMPLER: connect KSampler Select"),
+    ({"noise": "42"}, "noise is not a NOISE ('42' arrived): connect Random Noise"),
+    ({"guider": 3}, "guider is not a GUIDER (3 arrived): connect CFG Guider"),
+    ({"sampler": None}, "sampler is not a SAMPLER (None arrived): connect KSampler Select"),
+    # A STRING through core's If/Else Switch into the sockets that were met only after the first round was sampled:
+    ({"vae": "decode me"}, "vae is not a VAE ('decode me' arrived): connect Load Checkpoint's VAE"),
+    ({"encoder": "siglip"}, "encoder is not a MaSC encoder ('siglip' arrived): connect Load MaSC Encoder's 'encoder' output"),
+    ({"segmenter": "clipseg"}, "segmenter is not a MaSC segmenter ('clipseg' arrived)"),
+    ({"latent_image": torch.zeros(1, 4, 8, 8)}, "latent_image is not a LATENT (a tensor of shape [1, 4, 8, 8] arrived)"),
     ({"sigmas": torch.tensor([1.0])}, "sigmas is (1,), not a schedule of at least 2 finite noise levels"),
     ({"sigmas": torch.tensor([1.0, float("nan"), 0.0])}, "not a schedule of at least 2 finite noise levels"),
     ({"prune": {"prune_at": 0.5}}, "prune is not MaSC Prune's output"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 
 from ...masc_core.errors import MascInputError
@@ -162,3 +163,38 @@ def output_directory() -> str:
     if IN_COMFYUI:
         return folder_paths.get_output_directory()
     return os.environ.get("MASC_OUTPUT_DIR", os.path.join(os.getcwd(), "output"))
+
+
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.~/])(?:[A-Za-z]:)?(?:[/\\][^/\\\s'\"]+){2,}[/\\]?")
+"""Any absolute path left in a message (two or more components), POSIX or Windows."""
+
+
+def server_places() -> list[tuple[str, str]]:
+    """(absolute folder, what a message calls it): the model folders as models/<kind>, then ComfyUI's own folders."""
+    places = [(root, f"models/{kind}") for kind in MODEL_FOLDERS for root in model_roots(kind)]
+    if IN_COMFYUI:
+        places += [
+            (folder_paths.models_dir, "models"), (folder_paths.get_input_directory(), "input"),
+            (folder_paths.get_output_directory(), "output"), (folder_paths.get_temp_directory(), "temp"),
+            (folder_paths.base_path, "ComfyUI"),
+        ]
+    else:
+        places += [(_standalone_models_dir(), "models"), (output_directory(), "output")]
+    places.append((PACK_DIR, "the pack's folder"))
+    return places
+
+
+def without_server_paths(message: str) -> str:
+    """``message`` with every server folder named as a workflow sees it: models/sam3/<name>, input/..., output/...
+
+    A refusal reaches the browser and whoever the workflow is shared with; the server's layout (user names, mount
+    points) is none of theirs. Known folders get their ComfyUI names; any other absolute path keeps only its last part.
+    """
+    known = []
+    for folder, name in server_places():
+        for form in {os.path.abspath(folder), os.path.realpath(folder)}:
+            known.append((form.rstrip(os.sep), name))
+    for folder, name in sorted(known, key=lambda item: len(item[0]), reverse=True):
+        if folder and len(folder) > 1:
+            message = message.replace(folder + os.sep, name + "/").replace(folder, name)
+    return _ABSOLUTE_PATH.sub(lambda match: ".../" + re.split(r"[/\\]", match.group(0).rstrip("/\\"))[-1], message)
