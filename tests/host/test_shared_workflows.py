@@ -10,7 +10,7 @@ import os
 import pytest
 
 from . import hostapi
-from .conftest import ENCODER_NAME, EXAMPLE_PREFIX
+from .conftest import ENCODER_NAME, EXAMPLE_PREFIX, SAM3_NAME
 from .graphs import node
 
 
@@ -105,3 +105,75 @@ def test_a_model_path_over_a_link_is_never_opened(server, host):
         graph.update(_switch(name))
         message = _refused(server, graph, "1", "model is '")
         assert "not one of its choices" in message, message
+
+
+def _auto_mask(segmenter) -> dict:
+    return {
+        "2": node("LoadImage", image=EXAMPLE_PREFIX + "dog_00.jpg"),
+        "5": node("MaSCAutoMask", segmenter=segmenter, images=["2", 0], subject="dog", threshold=0.4, dilation=0),
+        "6": node("PreviewAny", source=["5", 2]),
+    }
+
+
+@pytest.mark.parametrize("socket", ["segmenter", "encoder"])
+def test_text_through_the_switch_into_a_socket_is_refused_before_any_work(server, host, socket):
+    """A STRING through core's If/Else Switch once reached the node's body: 'str' object has no attribute 'ready'."""
+    if host.version < (0, 33, 0):
+        pytest.skip("0.3.64 has no If/Else Switch (its validation refuses a STRING link into these sockets)")
+    if socket == "segmenter":
+        graph = _auto_mask(["31", 0])
+        expected = "segmenter is not a MaSC segmenter ('clipseg' arrived): connect Load MaSC Auto Mask Model's"
+        culprit = "5"
+    else:
+        graph = _design_card()
+        graph["5"]["inputs"]["encoder"] = ["31", 0]
+        expected = "encoder is not a MaSC encoder ('clipseg' arrived): connect Load MaSC Encoder's 'encoder' output"
+        culprit = "5"
+    graph.update(_switch("clipseg"))
+    _refused(server, graph, culprit, expected)
+
+
+def _rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status", encoding="utf-8") as handle:
+        for line in handle:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_a_crafted_sam3_folder_is_refused_with_the_servers_memory_flat(server, host):
+    """A 3 KB config.json asking 10^7 queries of weights holding 16 grew the server by 1,373 MiB before its refusal."""
+    pytest.importorskip("transformers.models.sam3", reason="SAM3 needs transformers 5 in the driver to edit its config")
+    import json
+    import shutil
+
+    source = os.path.join(host.models("sam3"), SAM3_NAME)
+    crafted = os.path.join(host.models("sam3"), "masc-host-test-crafted-sam3")
+    shutil.rmtree(crafted, ignore_errors=True)
+    shutil.copytree(source, crafted)
+    try:
+        with open(os.path.join(crafted, "config.json"), encoding="utf-8") as handle:
+            config = json.load(handle)
+        config["detr_decoder_config"]["num_queries"] = 10**7
+        with open(os.path.join(crafted, "config.json"), "w", encoding="utf-8") as handle:
+            json.dump(config, handle)
+        # The real folder first, so what SAM3's first load imports is in memory before the measured one.
+        warm = _auto_mask(["4", 0])
+        warm["4"] = node("MaSCLoadSAM3Model", model=SAM3_NAME, device="cpu", precision="fp32", score_threshold=0.5)
+        entry = server.run(warm)
+        assert hostapi.status(entry) == "success", hostapi.explain(entry)
+        before = _rss_mib(server.pid)
+        graph = _auto_mask(["4", 0])
+        graph["4"] = node("MaSCLoadSAM3Model", model="masc-host-test-crafted-sam3", device="cpu", precision="fp32",
+                          score_threshold=0.5)
+        entry = server.run(graph)
+        after = _rss_mib(server.pid)
+        error = hostapi.error_of(entry)
+        message = error["exception_message"].strip()
+        assert error["node_id"] == "4" and "\n" not in message, hostapi.explain(entry)
+        assert message.startswith("SAM3 model folder 'models/sam3/masc-host-test-crafted-sam3': config.json asks "
+                                  "detr_decoder_config.num_queries = 10000000"), message
+        assert host.dir not in message
+        assert after - before < 100, (before, after)  # was +1,373 MiB
+    finally:
+        shutil.rmtree(crafted, ignore_errors=True)
