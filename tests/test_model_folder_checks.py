@@ -262,7 +262,8 @@ def test_server_folders_are_named_as_a_workflow_sees_them(comfy_dirs):
     # Any other absolute path keeps its last part only; text that merely holds slashes is left alone.
     assert models.without_server_paths("file '/home/someone/secret/x.json' is bad") == "file '.../x.json' is bad"
     assert models.without_server_paths("C:\\Users\\me\\x.png broke") == ".../x.png broke"
-    for text in ("cp_weight*CP + pf_weight/PF", "between 0 and 1 / 2", "fp16/bf16", "models/sam3/<name>"):
+    gate = import_module(PACK.__name__ + ".masc_core.models.sam3").SAM3_GATE  # holds https://huggingface.co/facebook/sam3
+    for text in ("cp_weight*CP + pf_weight/PF", "between 0 and 1 / 2", "fp16/bf16", "models/sam3/<name>", gate):
         assert models.without_server_paths(text) == text
 
 

@@ -25,7 +25,7 @@ import json
 import os
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import MascModelError, first_line
 from ..io.files import read_json
@@ -51,7 +51,7 @@ class CheckpointFolder:
     model_type: str = ""
     label: str = "model folder"
     """How messages name this kind of folder ("SAM3 model folder"); ``named`` adds the source."""
-    _weights: WeightShapes | None = None
+    _weights: WeightShapes | None = field(default=None, repr=False, compare=False)
 
     @property
     def named(self) -> str:
