@@ -6,9 +6,11 @@ relatively.
 """
 
 from .nodes import NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS
-from .nodes.host import copy_example_inputs, register_model_folders, register_pick_route
+from .nodes.host import copy_example_inputs, quiet_console, register_model_folders, register_pick_route
 
 register_model_folders()
+# An expected refusal is one line on the console (ComfyUI logs a traceback for every node error).
+quiet_console()
 # MaSC Pick's routes (the browser's answers and announcements), once per process, on this copy's board.
 register_pick_route()
 # The example workflows' inputs (masc_example_*), into ComfyUI/input (never over a user's file).

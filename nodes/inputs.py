@@ -45,6 +45,7 @@ from ..masc_core.selection.acceptance import RunRules
 from ..masc_core.selection.pruning import PruneRules
 from .host import ManagedModel
 from .host.models import without_server_paths
+from .host.refusals import as_refusal
 from .types import MASC_ENCODER, MASC_PRUNE, MASC_RULES, MASC_SCORES, MASC_SEGMENTER, MASC_SUBJECTS, DeclaredSubject
 
 MAX_TEXT = 20_000
@@ -175,7 +176,7 @@ def check_inputs(node_class, inputs: dict) -> dict:
 def checked_inputs(node_class):
     """Class decorator: the node's FUNCTION runs only on inputs its INPUT_TYPES allows (``check_inputs``), and its
     refusals name server folders as a workflow sees them (``without_server_paths``: models/sam3/<name>, never the
-    server's absolute path)."""
+    server's absolute path) and reach ComfyUI sentence first (``as_refusal``)."""
     function = getattr(node_class, node_class.FUNCTION)
     signature = inspect.signature(function)
 
@@ -187,7 +188,7 @@ def checked_inputs(node_class):
         try:
             return function(self, **check_inputs(type(self), values))
         except MascError as error:
-            raise type(error)(without_server_paths(str(error))) from None
+            raise as_refusal(error, without_server_paths(str(error))) from None
 
     setattr(node_class, node_class.FUNCTION, run)
     node_class.INPUTS_CHECKED = True

@@ -296,6 +296,8 @@ class MaSCStripSubject:
 
     DESCRIPTION = "Removes the subject's name from the prompt with the paper's rule: shows the exact text MaSC's PF encodes."
     CATEGORY = CATEGORY
+    # It shows its text, so it runs whether or not its output is connected (ComfyUI runs only what feeds an output).
+    OUTPUT_NODE = True
     FUNCTION = "strip"
     RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
         Output("STRING", "stripped_prompt", "The prompt without 'a/an/the <name>' (or the bare name), whitespace collapsed."),

@@ -246,11 +246,14 @@ def test_an_offline_hub_id_says_which_models_folder_without_the_servers_path(nod
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
     monkeypatch.setattr(host.models, "list_checkpoints", lambda kind: [])  # as on a server without the folder
+    monkeypatch.setattr(host.models, "local_hub_folder", lambda kind, repo_id: None)
     node = NODES[node_id]
     with pytest.raises(errors().MascModelError) as refused:
         getattr(node(), node.FUNCTION)(**{**valid_inputs(node), "model": hub_id, "device": "cpu"})
     message = str(refused.value)
-    assert f"put it in models/{kind} and choose it there" in message and not SERVER_PATH.search(message), message
+    folder = f"models/{kind}/{hub_id.split('/')[-1]}"
+    assert f"create the folder {folder} holding the files of https://huggingface.co/{hub_id}" in message, message
+    assert not SERVER_PATH.search(message), message
 
 
 def test_server_folders_are_named_as_a_workflow_sees_them(comfy_dirs):

@@ -164,6 +164,7 @@ def test_only_the_packs_own_hub_ids_download(pack, comfy_dirs, monkeypatch):
 
     monkeypatch.setattr(checkpoints, "download", download)
     monkeypatch.setattr(host.models, "list_checkpoints", lambda kind: [])  # as on a server without the checkpoints
+    monkeypatch.setattr(host.models, "local_hub_folder", lambda kind, repo_id: None)
     for node_id, known in (("MaSCLoadEncoder", "google/siglip2-so400m-patch16-naflex"), ("MaSCLoadAutoMaskModel", "CIDAS/clipseg-rd64-refined")):
         loader = host.checkpoint_folder
         with pytest.raises(errors(pack).MascInputError):
@@ -189,6 +190,7 @@ def test_the_gated_sam3_id_downloads_into_models_sam3_and_says_how_to_get_access
 
     monkeypatch.setattr(checkpoints, "download", download)
     monkeypatch.setattr(host.models, "list_checkpoints", lambda kind: [])
+    monkeypatch.setattr(host.models, "local_hub_folder", lambda kind, repo_id: None)
     loader = NODES["MaSCLoadSAM3Model"]
     with pytest.raises(errors(pack).MascModelError) as error:
         loader().load(model="facebook/sam3", device="cpu", precision="fp32", score_threshold=0.5)

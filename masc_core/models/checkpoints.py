@@ -115,11 +115,17 @@ def download(repo_id: str, *, cache_dir: str | None = None, local_dir: str | Non
             repo_id=repo_id, allow_patterns=_DOWNLOAD_PATTERNS, cache_dir=cache_dir, local_dir=local_dir
         )
     except Exception as exc:  # network, a missing repository
-        # With local_dir (ComfyUI's models/<kind>/owner--name) the folder is chosen by name from that models folder.
-        elsewhere = f"put it in {os.path.dirname(local_dir)} and choose it there" if local_dir else "pass its path"
+        # With local_dir (ComfyUI's models/<kind>/owner--name), the folder a person makes by hand is its sibling named
+        # as the repository (models/masc/siglip2-so400m-patch16-naflex), which the loader finds under that id.
+        if local_dir:
+            folder = os.path.join(os.path.dirname(local_dir), repo_id.split("/")[-1])
+            elsewhere = (f"create the folder {folder} holding the files of https://huggingface.co/{repo_id} (config.json, "
+                         "the .safetensors weights, the tokenizer and preprocessor files) and run again")
+        else:
+            elsewhere = "download the folder on another machine and pass its path"
         raise MascModelError(
             f"could not get '{repo_id}' from the Hugging Face Hub ({first_line(exc)}): check the id and the network, "
-            f"or download the folder on another machine and {elsewhere}"
+            f"or {elsewhere}"
         ) from None
 
 

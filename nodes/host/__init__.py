@@ -9,7 +9,8 @@ One module per concern, each usable without ComfyUI (the pack's tests, scripts),
 - ``sampling``: core's sampling for both MaSC Sample Until nodes (KSampler's inputs or NOISE/GUIDER/SAMPLER/SIGMAS),
   pruning's phases included (``use_sampling`` installs the
   tests' stand-in);
-- ``browser``: MaSC Pick's tab and routes (``use_pick_browser`` installs the tests' stand-in).
+- ``browser``: MaSC Pick's tab and routes (``use_pick_browser`` installs the tests' stand-in);
+- ``refusals``: how a refusal reaches the person (its sentence first, no console traceback).
 
 Nodes use ``host.<name>`` for everything listed here.
 """
@@ -30,12 +31,13 @@ from .models import (
     EXAMPLE_PREFIX, MODEL_FOLDERS, checkpoint_choices, checkpoint_folder, copy_example_inputs, list_checkpoints,
     output_directory, register_model_folders,
 )
+from .refusals import as_refusal, quiet_console
 from .sampling import (
     CandidateProgress, CoreSampling, candidate_noise, check_custom_inputs, sampler_names, sampling, scheduler_names, use_sampling,
 )
 
 __all__ = [
-    "DEVICE_INPUT", "EXAMPLE_PREFIX", "IN_COMFYUI", "MAX_BODY_BYTES", "MODEL_FOLDERS",
+    "as_refusal", "quiet_console", "DEVICE_INPUT", "EXAMPLE_PREFIX", "IN_COMFYUI", "MAX_BODY_BYTES", "MODEL_FOLDERS",
     "PICK_CLOSED_EVENT", "PICK_CONFIG_ROUTE", "PICK_EVENT", "PICK_HELLO_ROUTE", "PICK_ROUTE", "STATUS", "PREVIEW_DIR_ENV", "CandidateProgress", "ComfyBrowser", "CoreSampling", "candidate_noise", "check_custom_inputs",
     "ExecutionBlocker", "ManagedModel", "check_interrupt", "checkpoint_choices", "checkpoint_folder", "copy_example_inputs",
     "interrupt_callback", "list_checkpoints", "load_shared", "make_patcher", "output_directory", "pick_board", "pick_browser", "pick_config",

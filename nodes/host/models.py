@@ -137,6 +137,24 @@ def download_folder(kind: str, repo_id: str) -> str:
     return os.path.join(model_roots(kind)[0], repo_id.replace("/", "--"))
 
 
+def hub_folder_names(repo_id: str) -> list[str]:
+    """The names a Hub checkpoint's folder has in models/<kind>, in the order they are looked for: README's
+    (<name>: models/masc/siglip2-so400m-patch16-naflex), the Hub's own (<owner>/<name>) and a download's
+    (<owner>--<name>)."""
+    return [repo_id.split("/")[-1], repo_id, repo_id.replace("/", "--")]
+
+
+def local_hub_folder(kind: str, repo_id: str) -> str | None:
+    """The folder of ``repo_id`` already in a models/<kind> root under any of its names (``hub_folder_names``), or
+    None: a loader set to a Hub id uses it and never touches the network."""
+    for root in model_roots(kind):
+        for name in hub_folder_names(repo_id):
+            path = os.path.join(root, name)
+            if os.path.isfile(os.path.join(path, "config.json")):
+                return path
+    return None
+
+
 def checkpoint_folder(kind: str, name: str, hub_id: str) -> tuple[str | None, str | None]:
     """(local folder, None) for a listed checkpoint, (None, download folder) for the pack's own Hub id.
 
@@ -148,10 +166,10 @@ def checkpoint_folder(kind: str, name: str, hub_id: str) -> tuple[str | None, st
     if folder is not None:
         return folder, None
     if name == hub_id:
-        downloaded = download_folder(kind, name)
-        if os.path.isfile(os.path.join(downloaded, "config.json")):  # fetched before: no need to ask the Hub again
-            return downloaded, None
-        return None, downloaded
+        local = local_hub_folder(kind, name)  # copied in by hand (README's name) or fetched before: no network
+        if local is not None:
+            return local, None
+        return None, download_folder(kind, name)
     raise MascInputError(
         f"model {shown(name)} is not a checkpoint folder in models/{kind}: choose one the list shows, or put the "
         f"checkpoint's folder (with config.json) in models/{kind} and refresh; only {hub_id} is downloaded by name"

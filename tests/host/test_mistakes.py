@@ -98,7 +98,7 @@ def test_missing_model_names_where_to_put_the_folder(server, host):
     graph, _ = missing_model()
     message = hostapi.error_of(server.run(graph))["exception_message"]
     # The folder as a workflow sees it, never the server's path (which once stood here).
-    assert "put it in models/masc and choose it there" in message and host.dir not in message, message
+    assert "create the folder models/masc/" in message and host.dir not in message, message
 
 
 def test_a_model_the_menu_does_not_list_is_refused_before_running(server):
