@@ -53,3 +53,19 @@ def test_readme_links_every_help_page():
         readme = handle.read()
     for node_id in NODES:
         assert f"(web/docs/{node_id}.md)" in readme, node_id
+
+
+def prose(text: str) -> str:
+    """``text`` without its code blocks and code spans: what markdown renders as prose."""
+    return re.sub(r"`[^`\n]*`", "", re.sub(r"```.*?```", "", text, flags=re.S))
+
+
+@pytest.mark.parametrize("name", sorted(os.listdir(DOCS)))
+def test_formulas_are_not_rendered_as_italics(name):
+    """'cp_weight*CP + pf_weight*PF' rendered as 'cp_weightCP + pf_weightPF' in italics: a '*' between two word
+    characters outside code opens emphasis; formulas go in code spans."""
+    if not name.endswith(".md"):
+        return
+    with open(os.path.join(DOCS, name), encoding="utf-8") as handle:
+        text = prose(handle.read())
+    assert not re.search(r"\w\*\w", text), re.search(r".{0,30}\w\*\w.{0,30}", text).group(0)
