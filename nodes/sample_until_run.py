@@ -9,6 +9,7 @@ decisions (``masc_core.selection.acceptance``), pruning's rounds (``rounds.Candi
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -20,7 +21,7 @@ from ..masc_core.metric.scores import ScoreBatch, ScoreContext
 from ..masc_core.metric.subjects import SubjectBatch
 from ..masc_core.scoring.batch import score_images
 from ..masc_core.scoring.subject_scoring import score_subjects
-from ..masc_core.selection.acceptance import AcceptanceLoop, AcceptanceRules, Outcome, outcome_report
+from ..masc_core.selection.acceptance import AcceptanceLoop, AcceptanceRules, Outcome, outcome_report, pace_line
 from ..masc_core.selection.pruning import Ledger, PruneRules, samples_one_by_one, split_note
 from . import host
 from .convert import check_reference_mask, check_single_latent, comfy_images, comfy_masks, to_comfy_image_batch
@@ -61,6 +62,7 @@ def sample_until(node: str, side: SamplerSide, rules: AcceptanceRules, pruning: 
     progress = host.CandidateProgress(rules.max_candidates, side.steps)
     first_batch, thumbnails = None, []
     ledger = Ledger(steps=side.steps) if pruning.active else None
+    started = time.monotonic()
     while seeds := loop.next_seeds():
         host.check_interrupt()
         candidate_round = CandidateRound(sampling, vae, score_round, rules, pruning, side.steps, len(loop.candidates) // rules.batch_size)
@@ -69,10 +71,13 @@ def sample_until(node: str, side: SamplerSide, rules: AcceptanceRules, pruning: 
         first_batch = first_batch or batch
         loop.add_round(round_scores, take, pruned)
         del candidate_round, take, batch
+        # What a candidate costs on this machine, so far: on a CPU a first run shows at once what the budget means.
+        host.show_text(unique_id, pace_line(time.monotonic() - started, loop.used, rules.max_candidates))
     progress.update(progress.total)
     outcome = loop.outcome()
     scores = all_scores(outcome, first_batch, encoder, scored_subject, ledger, node)
-    report = run_report(outcome, rules, scores, segmenter, side, extra_pnginfo, pruning, ledger)
+    report = run_report(outcome, rules, scores, segmenter, side, extra_pnginfo, pruning, ledger,
+                        seconds=time.monotonic() - started)
     return node_result(outcome, scores, latent_image, report, extra_pnginfo, unique_id, to_comfy_image_batch(thumbnails), node)
 
 
@@ -187,10 +192,10 @@ def all_scores(outcome: Outcome, first_batch: ScoreBatch, encoder, subject: str 
 
 
 def run_report(outcome: Outcome, rules: AcceptanceRules, scores: ScoreBatch, segmenter, side: SamplerSide, extra_pnginfo,
-               pruning: PruneRules | None = None, ledger: Ledger | None = None) -> str:
-    """The loop's report plus what the user should know about this run's setup."""
+               pruning: PruneRules | None = None, ledger: Ledger | None = None, seconds: float | None = None) -> str:
+    """The loop's report plus what the run cost (``seconds``, measured) and what the user should know about its setup."""
     sampler_name = side.label
-    notes = []
+    notes = [] if seconds is None else [pace_line(seconds, outcome.used)]
     if ledger is not None:
         what = "study: every candidate judged at steps " + ", ".join(str(s) for s in pruning.stops(ledger.steps)) + f" of {ledger.steps}, none pruned" if pruning.study \
             else f"pruning at step {pruning.stops(ledger.steps)[0]} of {ledger.steps}, {pruning.prune_keep} of each round of {rules.batch_size} go on"

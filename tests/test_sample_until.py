@@ -10,6 +10,8 @@ import json
 import os
 import warnings
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -335,3 +337,20 @@ def test_workflow_4_in_one_queue_press(pack, comfy_dirs, tmp_path, capsys, case)
 def test_without_png_metadata_from_comfyui_the_report_says_scores_are_not_saved(pack, models):
     out, _ = run(pack, models, max_candidates=2, extra_pnginfo=None)
     assert out["result"][6].endswith("scores are not saved in PNGs")
+
+
+def test_the_report_says_what_a_candidate_cost_and_the_node_shows_it_while_running(pack, models, monkeypatch):
+    """On a CPU a candidate can take minutes: the run says so while it goes (the node's progress text) and in the
+    report. The figures are measured, so only their form is held here."""
+    host = module(pack, "nodes.host")
+    shown = []
+    monkeypatch.setattr(host, "show_text", lambda node_id, text: shown.append((node_id, text)))
+    out, _ = run(pack, models, accept=1, max_candidates=3, min_cp=0.99, unique_id="12")  # nothing passes: 3 rounds
+    report = out["result"][6]
+    pace = r"time: \d+\.\d s per candidate \(\d+\.\d s for {count} candidates?\)"
+    (line,) = [line for line in report.splitlines() if line.startswith("time: ")]
+    assert re.fullmatch(pace.format(count=3), line), report
+    assert [node_id for node_id, _ in shown] == ["12"] * 3
+    for done, (_, text) in enumerate(shown, start=1):
+        rest = r"; at most \d+ s more for the other {left}".format(left=3 - done) if done < 3 else ""
+        assert re.fullmatch(pace.format(count=done) + rest, text), text

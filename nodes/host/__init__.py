@@ -25,7 +25,7 @@ from .browser import (
 from .comfy import IN_COMFYUI, ExecutionBlocker
 from .execution import (
     DEVICE_INPUT, PREVIEW_DIR_ENV, ManagedModel, check_interrupt, interrupt_callback, load_shared, make_patcher,
-    precision_input, progress_callback, save_previews,
+    precision_input, progress_callback, save_previews, show_text,
 )
 from .models import (
     EXAMPLE_PREFIX, MODEL_FOLDERS, checkpoint_choices, checkpoint_folder, copy_example_inputs, list_checkpoints,
@@ -42,6 +42,6 @@ __all__ = [
     "ExecutionBlocker", "ManagedModel", "check_interrupt", "checkpoint_choices", "checkpoint_folder", "copy_example_inputs",
     "interrupt_callback", "list_checkpoints", "load_shared", "make_patcher", "output_directory", "pick_board", "pick_browser", "pick_config",
     "precision_input", "preview_thumbnail", "progress_callback", "register_model_folders", "register_pick_route",
-    "sampler_names", "sampling", "save_previews", "scheduler_names", "thumbnail_size",
+    "sampler_names", "sampling", "save_previews", "scheduler_names", "show_text", "thumbnail_size",
     "use_pick_browser", "use_sampling",
 ]

@@ -15,7 +15,7 @@ import torch
 
 from ...masc_core.io.images import preview_thumbnail, thumbnail_size
 from ...masc_core.models.devices import PRECISION_CHOICES, resolve_device, resolve_dtype
-from .comfy import IN_COMFYUI, comfy_utils, folder_paths, model_management, model_patcher
+from .comfy import IN_COMFYUI, comfy_utils, folder_paths, model_management, model_patcher, prompt_server
 from .models import checkpoint_folder, register_model_folders
 
 DEVICE_INPUT = (["auto", "cpu", "cuda"], {"default": "auto", "tooltip": "auto follows ComfyUI (GPU unless started with --cpu)."})
@@ -134,6 +134,15 @@ def load_shared(kind: str, name: str, hub_id: str, device: str, precision: str, 
     managed = ManagedModel(build(folder or name, offload_device(), dtype, download_dir), compute, name)
     _LOADED[key] = managed
     return managed
+
+
+def show_text(node_id, text: str) -> None:
+    """``text`` on the running node (core's progress text, ComfyUI 0.33 and later; older cores and outside ComfyUI:
+    nothing)."""
+    server = prompt_server() if IN_COMFYUI else None
+    send = getattr(server, "send_progress_text", None)
+    if send is not None and node_id is not None:
+        send(text, str(node_id))
 
 
 def check_interrupt() -> None:
