@@ -13,11 +13,24 @@ const CHAR_WIDTH = 7.3; // px of a 12 px monospace character
 const PADDING = 6; // px between the box's border and the text
 const MARGIN = 10; // px the front end keeps around a DOM widget (its default)
 const MIN_LINES = 2;
-const MAX_LINES = 14; // longer reports scroll
-const MAX_WIDTH = 720; // px; wider lines scroll sideways
+const MAX_LINES = 40; // a Sample Until report of 16 candidates fits whole; longer ones scroll
+const MAX_COLUMNS = 96; // characters; the candidate tables are narrower, longer prose lines wrap
+const TABLE_ROW = /^\s*(cand\b|\d+\s)/; // a candidate row or the table's header: never wrapped
 
+// Characters per line the box shows: the widest table row (or the widest line, for a report without a table),
+// at most MAX_COLUMNS. Prose wider than that wraps inside the box instead of scrolling sideways.
+function columns(text) {
+  const lines = text ? text.split("\n") : [""];
+  const rows = lines.filter((line) => TABLE_ROW.test(line));
+  const widest = Math.max(...(rows.length ? rows : lines).map((line) => line.length), 24);
+  return Math.min(MAX_COLUMNS, widest);
+}
+
+// Lines as the box shows them: each report line, wrapped at the box's columns.
 function lineCount(text) {
-  return Math.min(MAX_LINES, Math.max(MIN_LINES, text ? text.split("\n").length : 0));
+  const width = columns(text);
+  const shown = text ? text.split("\n").reduce((sum, line) => sum + Math.max(1, Math.ceil(line.length / width)), 0) : 0;
+  return Math.min(MAX_LINES, Math.max(MIN_LINES, shown));
 }
 
 // Height of the text box: every line visible (up to MAX_LINES), plus its padding and border.
@@ -43,7 +56,8 @@ function reportBox(node) {
     fontFamily: "monospace",
     fontSize: "12px",
     lineHeight: `${LINE_HEIGHT}px`,
-    whiteSpace: "pre",
+    whiteSpace: "pre-wrap", // table rows fit the box; only prose wider than it wraps
+    overflowWrap: "anywhere",
     overflow: "auto",
     resize: "none",
     boxSizing: "border-box",
@@ -73,8 +87,7 @@ function reportBox(node) {
 function showReport(node, text) {
   const widget = reportBox(node);
   widget.value = text;
-  const longest = Math.max(...text.split("\n").map((line) => line.length));
-  const width = Math.min(MAX_WIDTH, Math.ceil(longest * CHAR_WIDTH) + 2 * (PADDING + MARGIN) + 20);
+  const width = Math.ceil(columns(text) * CHAR_WIDTH) + 2 * (PADDING + MARGIN) + 20;
   const fitted = node.computeSize();
   node.setSize([Math.max(node.size[0], fitted[0], width), Math.max(node.size[1], fitted[1])]);
   node.setDirtyCanvas?.(true, true);
