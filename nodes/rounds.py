@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from ..masc_core.selection.acceptance import AcceptanceRules
+from ..masc_core.selection.acceptance import RunRules
 from ..masc_core.selection.contact_sheet import thumbnail
 from ..masc_core.limits import BATCH_SIZE
 from ..masc_core.selection.pruning import CandidateLedger, Ledger, PruneRules, preview_record, pruned_reason, survivors
@@ -49,7 +49,7 @@ PRUNE_INPUTS = {
 class CandidateRound:
     """One round: sample (with pruning, to each judged step first: score the previews, finish the survivors), score."""
 
-    def __init__(self, sampling, vae, score_round, rules: AcceptanceRules, pruning: PruneRules, steps: int, round_index: int):
+    def __init__(self, sampling, vae, score_round, rules: RunRules, pruning: PruneRules, steps: int, round_index: int):
         self.sampling, self.vae, self.score_round, self.rules, self.pruning = sampling, vae, score_round, rules, pruning
         self.steps, self.round_index = steps, round_index
         self.previews: dict[int, list[dict]] = {}

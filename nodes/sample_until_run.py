@@ -21,7 +21,7 @@ from ..masc_core.metric.scores import ScoreBatch, ScoreContext
 from ..masc_core.metric.subjects import SubjectBatch
 from ..masc_core.scoring.batch import score_images
 from ..masc_core.scoring.subject_scoring import score_subjects
-from ..masc_core.selection.acceptance import AcceptanceLoop, AcceptanceRules, Outcome, outcome_report, pace_line
+from ..masc_core.selection.acceptance import AcceptanceLoop, Outcome, RunRules, outcome_report, pace_line
 from ..masc_core.selection.pruning import Ledger, PruneRules, samples_one_by_one, split_note
 from . import host
 from .convert import check_reference_mask, check_single_latent, comfy_images, comfy_masks, to_comfy_image_batch
@@ -47,7 +47,7 @@ class SamplerSide:
     denoise: float = 1.0
 
 
-def sample_until(node: str, side: SamplerSide, rules: AcceptanceRules, pruning: PruneRules, vae, latent_image, encoder, prompt,
+def sample_until(node: str, side: SamplerSide, rules: RunRules, pruning: PruneRules, vae, latent_image, encoder, prompt,
                  subject, mask_subject, mask_threshold, reference_image, reference_mask, subjects, segmenter, extra_pnginfo,
                  unique_id) -> dict:
     """A whole sample-until run, for both nodes: every input checked, then rounds until the loop stops, then the outputs."""
@@ -57,7 +57,7 @@ def sample_until(node: str, side: SamplerSide, rules: AcceptanceRules, pruning: 
     pruning = pruning.check(batch_size=rules.batch_size, steps=side.steps, sampler_name=side.label, denoise=side.denoise,
                             noise_mask=latent_image.get("noise_mask") is not None)
     score_round, scored_subject = round_scorer(encoder, reference_image, reference_mask, subjects, subject, mask_subject,
-                                               prompt, rules, segmenter, mask_threshold, rules.on_blend)
+                                               prompt, rules, segmenter, mask_threshold, rules.passing.on_blend)
     sampling = host.sampling()
     progress = host.CandidateProgress(rules.max_candidates, side.steps)
     first_batch, thumbnails = None, []
@@ -81,14 +81,14 @@ def sample_until(node: str, side: SamplerSide, rules: AcceptanceRules, pruning: 
     return node_result(outcome, scores, latent_image, report, extra_pnginfo, unique_id, to_comfy_image_batch(thumbnails), node)
 
 
-def check_pf_needs_masks(rules: AcceptanceRules, segmenter) -> None:
+def check_pf_needs_masks(rules: RunRules, segmenter) -> None:
     """PF needs each candidate's mask: without a segmenter, settings that use PF cannot work."""
     if segmenter is not None:
         return
     uses_pf = [
-        (rules.by in ("pf", "both"), f"rank_by '{rules.by}'"),
-        (rules.min_pf is not None, "min_pf"),
-        (rules.reject_small_masks, "reject_small_masks"),
+        (rules.passing.by in ("pf", "both"), f"rank_by '{rules.passing.by}'"),
+        (rules.passing.min_pf is not None, "min_pf"),
+        (rules.passing.reject_small_masks, "reject_small_masks"),
     ]
     for used, name in uses_pf:
         if used:
@@ -191,7 +191,7 @@ def all_scores(outcome: Outcome, first_batch: ScoreBatch, encoder, subject: str 
     )
 
 
-def run_report(outcome: Outcome, rules: AcceptanceRules, scores: ScoreBatch, segmenter, side: SamplerSide, extra_pnginfo,
+def run_report(outcome: Outcome, rules: RunRules, scores: ScoreBatch, segmenter, side: SamplerSide, extra_pnginfo,
                pruning: PruneRules | None = None, ledger: Ledger | None = None, seconds: float | None = None) -> str:
     """The loop's report plus what the run cost (``seconds``, measured) and what the user should know about its setup."""
     sampler_name = side.label

@@ -133,7 +133,7 @@ class MaSCSampleUntil:
         rules = RunRules(
             passing=pass_rules(rank_by, cp_weight, pf_weight, min_cp, min_pf, reject_small_masks, min_foreground, on_uncertain, on_blend),
             accept=int(accept), max_candidates=int(max_candidates), batch_size=int(batch_size), on_shortfall=on_shortfall,
-        ).acceptance(int(seed))  # checks the rules: their errors come before any other
+        ).starting_at(int(seed))  # checks the rules: their errors come before any other
         pruning = PruneRules(prune_at=float(prune_at or 0.0), prune_keep=int(prune_keep or 1), study=bool(prune_study))
         sampling = host.sampling()
         settings = dict(positive=positive, negative=negative, steps=int(steps), cfg=float(cfg), sampler_name=sampler_name,
@@ -195,7 +195,7 @@ class MaSCSampleUntilCustom:
                extra_pnginfo=None, unique_id=None):
         run_rules = rules_value(rules)
         steps = host.check_custom_inputs(noise, guider, sampler, sigmas)
-        acceptance = run_rules.acceptance(int(noise.seed))  # the seeds count up from the NOISE's
+        acceptance = run_rules.starting_at(int(noise.seed))  # the seeds count up from the NOISE's
         sampling = host.sampling()
         name = sampling.sampler_name(sampler)
         pruning = prune_value(prune)

@@ -46,28 +46,27 @@ _NOT_TAKEN = object()
 
 
 @dataclass(frozen=True)
-class AcceptanceRules:
-    """What the loop is asked for: the seeds, how many to keep, the budget, and what passes."""
+class RunRules:
+    """A sample-until run's rules (MaSC Rules' value, and what both Sample Until nodes decide on): what passes and in
+    which order (one ``PassRules``), how many to keep, the budget, and the first seed.
 
-    seed: int
+    Candidate ``i`` uses ``seed + i``. The seed comes from the sampler's side (a seed widget or a NOISE's seed), so
+    MaSC Rules' value carries the default 0 and a run joins its seed with ``starting_at``.
+    """
+
+    passing: PassRules = PassRules()
     accept: int = 1
     max_candidates: int = 16
     batch_size: int = 1
-    by: str = "both"
-    cp_weight: float = 1.0
-    pf_weight: float = 1.0
-    min_cp: float | None = None
-    min_pf: float | None = None
-    reject_small_masks: bool = False
-    min_foreground: float = MIN_FOREGROUND_FRACTION
     on_shortfall: str = RETURN_BEST
-    on_uncertain: str = KEEP_BUT_MARK
-    """What a candidate whose mask-sensitivity band straddles a threshold becomes (``masc_core.selection.ranking``)."""
-    on_blend: str = "report"
-    """With several subjects: whether a blend warning rejects the candidate (``PassRules``)."""
+    seed: int = 0
 
-    def check(self) -> "AcceptanceRules":
-        """These rules, or a one-line error naming the input that cannot work."""
+    def starting_at(self, seed: int) -> "RunRules":
+        """These rules for a run whose first candidate uses ``seed``, checked (``check``)."""
+        return replace(self, seed=seed).check()
+
+    def check(self) -> "RunRules":
+        """These rules, or a one-line error naming the setting that cannot work."""
         ACCEPT.check(self.accept)
         MAX_CANDIDATES.check(self.max_candidates)
         if self.accept > self.max_candidates:
@@ -86,12 +85,15 @@ class AcceptanceRules:
             )
         return self
 
+    def __post_init__(self):
+        # A run judges every candidate's mask share itself: unset, it is the paper's 5% filter (said here, once).
+        if self.passing.min_foreground is None:
+            object.__setattr__(self, "passing", replace(self.passing, min_foreground=MIN_FOREGROUND_FRACTION))
+
     @property
-    def passing(self) -> PassRules:
-        """What passes and in which order, as Select Best, Gate and Pick take it."""
-        return PassRules(by=self.by, cp_weight=self.cp_weight, pf_weight=self.pf_weight, min_cp=self.min_cp, min_pf=self.min_pf,
-                         reject_small_masks=self.reject_small_masks, min_foreground=self.min_foreground,
-                         on_uncertain=self.on_uncertain, on_blend=self.on_blend)
+    def min_foreground(self) -> float:
+        """The mask share below which a candidate's mask counts as too small."""
+        return self.passing.min_foreground
 
     @property
     def key_label(self) -> str:
@@ -105,33 +107,12 @@ class AcceptanceRules:
         )
 
 
-@dataclass(frozen=True)
-class RunRules:
-    """A sample-until run's rules apart from its seeds (MaSC Rules' value): what passes, how many to keep, the budget.
-
-    The seeds come from the sampler's side (a seed widget or a NOISE's seed): ``acceptance(seed)`` joins them.
-    """
-
-    passing: PassRules = PassRules()
-    accept: int = 1
-    max_candidates: int = 16
-    batch_size: int = 1
-    on_shortfall: str = RETURN_BEST
-
-    def acceptance(self, seed: int) -> AcceptanceRules:
-        """The loop's rules for a run starting at ``seed`` (checked: ``AcceptanceRules.check``)."""
-        p = self.passing
-        return AcceptanceRules(
-            seed=seed, accept=self.accept, max_candidates=self.max_candidates, batch_size=self.batch_size, by=p.by,
-            cp_weight=p.cp_weight, pf_weight=p.pf_weight, min_cp=p.min_cp, min_pf=p.min_pf, reject_small_masks=p.reject_small_masks,
-            min_foreground=MIN_FOREGROUND_FRACTION if p.min_foreground is None else p.min_foreground, on_shortfall=self.on_shortfall,
-            on_uncertain=p.on_uncertain, on_blend=p.on_blend,
-        ).check()
-
-    def check(self) -> "RunRules":
-        """These rules, or a one-line error naming the setting that cannot work (the seed is checked with the run's)."""
-        self.acceptance(0)
-        return self
+def AcceptanceRules(seed: int, accept: int = 1, max_candidates: int = 16, batch_size: int = 1, *,  # noqa: N802
+                    on_shortfall: str = RETURN_BEST, **passing) -> RunRules:
+    """``RunRules`` from the flat keywords of earlier releases (``by``, ``min_cp``, ... are ``PassRules``' fields),
+    kept for scripts that built a loop's rules this way. Not checked; ``AcceptanceLoop`` checks."""
+    return RunRules(passing=PassRules(**passing), accept=accept, max_candidates=max_candidates, batch_size=batch_size,
+                    on_shortfall=on_shortfall, seed=seed)
 
 
 @dataclass
@@ -196,7 +177,7 @@ def _order(candidate: Candidate) -> tuple:
 class AcceptanceLoop:
     """Round after round: ``next_seeds()``, sample and score them, ``add_round(scores, take)``; then ``outcome()``."""
 
-    def __init__(self, rules: AcceptanceRules):
+    def __init__(self, rules: RunRules):
         self.rules = rules.check()
         self.candidates: list[Candidate] = []
         self._retained: list[tuple[Candidate, Any]] = []
@@ -299,7 +280,7 @@ def pace_line(seconds: float, used: int, budget: int | None = None) -> str:
     return text
 
 
-def outcome_report(outcome: Outcome, rules: AcceptanceRules, pf_text: str | None = None) -> str:
+def outcome_report(outcome: Outcome, rules: RunRules, pf_text: str | None = None) -> str:
     """The run as text: a summary line, the rules, one line per candidate in sampling order, the kept seeds."""
     head = f"{min(outcome.passed, outcome.accept)} of {outcome.accept} accepted after {outcome.used} of {outcome.max_candidates} candidates"
     if outcome.stopped_early:
