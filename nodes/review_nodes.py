@@ -17,8 +17,9 @@ from . import host
 from .convert import comfy_images, to_comfy_image_batch
 from .inputs import checked_inputs
 from .metadata import HIDDEN_INPUTS, image_digests, record
-from .rule_values import RULES_INPUT, passing_from
-from .selection_nodes import CARRIED_INPUTS, check_batch, chosen_outputs, pass_rules
+from .declarations import CARRIED_INPUTS, CP_WEIGHT_INPUT, PF_WEIGHT_INPUT, RULES_INPUT, rank_by_input
+from .rule_values import passing_from
+from .selection_nodes import check_batch, chosen_outputs, pass_rules
 from .types import CATEGORY, MASC_SCORES, Output, declare_outputs
 
 
@@ -116,9 +117,9 @@ class MaSCPick:
                 "images": ("IMAGE", {"tooltip": "The scored batch."}),
                 "show": ("INT", {"default": 4, "min": SHOWN.low, "max": SHOWN.high, "tooltip": f"How many candidates to show, best first (at most the batch, at most {SHOWN.high})."}),
                 "keep": ("INT", {"default": 1, "min": SHOWN.low, "max": SHOWN.high, "tooltip": "How many the default keeps (the first in score order) when nobody picks."}),
-                "rank_by": (list(RANK_KEYS), {"default": "both", "tooltip": "The score order: cp, pf, or both = cp_weight*CP + pf_weight*PF."}),
-                "cp_weight": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of CP when ranking by both."}),
-                "pf_weight": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of PF when ranking by both."}),
+                "rank_by": rank_by_input("both", "The score order: cp, pf, or both = cp_weight*CP + pf_weight*PF."),
+                "cp_weight": CP_WEIGHT_INPUT,
+                "pf_weight": PF_WEIGHT_INPUT,
                 "timeout": ("INT", {"default": 300, "min": 0, "max": 86400, "tooltip": "Seconds to wait for your pick before keeping the default; the queue waits meanwhile. 0 = never ask."}),
             },
             "optional": {

@@ -13,7 +13,6 @@ import torch
 
 from ..masc_core.selection.acceptance import RunRules
 from ..masc_core.selection.contact_sheet import thumbnail
-from ..masc_core.limits import BATCH_SIZE
 from ..masc_core.selection.pruning import CandidateLedger, Ledger, PruneRules, preview_record, pruned_reason, survivors
 from .convert import comfy_images
 
@@ -27,23 +26,6 @@ class Kept:
     mask: torch.Tensor | None
 
 
-PRUNE_INPUTS = {
-    "prune_at": ("FLOAT", {
-        "default": 0.0, "min": 0.0, "max": 0.95, "step": 0.05,
-        "tooltip": "Decide before the last step: at this share of the steps each round's candidates are judged on the model's "
-                   "denoised preview and only the best prune_keep are finished (0 = off). Saves the pruned ones' remaining "
-                   "steps; the risk is pruning one that would have ended best: run a study first (prune_study, then "
-                   "'python -m masc_core prune-report'). Needs batch_size above prune_keep; samples a round one candidate at a time. "
-                   "Survivors equal a KSampler at their seed: with euler, heun, dpm_2 or ddim they go on from the judged step; "
-                   "any other sampler samples them again from step 0, which costs the judged steps twice.",
-    }),
-    "prune_keep": ("INT", {"default": 1, "min": 1, "max": BATCH_SIZE.high,
-                           "tooltip": "With prune_at: how many of each round of batch_size are finished."}),
-    "prune_study": ("BOOLEAN", {"default": False,
-                                "tooltip": "Prune nothing; judge every candidate at 20, 30, 40, 50 and 60% of its steps and finish it, so "
-                                           "MaSC Log Scores writes previews beside final scores for 'python -m masc_core prune-report'."}),
-}
-"""Pruning (``masc_core.selection.pruning``): optional and appended, so older graphs keep their slots and sample in full."""
 
 
 class CandidateRound:

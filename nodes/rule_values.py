@@ -9,13 +9,8 @@ from __future__ import annotations
 from ..masc_core.selection.acceptance import RunRules
 from ..masc_core.selection.pruning import PruneRules
 from ..masc_core.selection.ranking import PassRules
-from .types import MASC_PRUNE, MASC_RULES
 
-RULES_INPUT = (MASC_RULES, {"tooltip": "Optional: what passes, from MaSC Rules (the same rules as your MaSC Sample Until (Custom)). "
-                                        "When connected it replaces this node's ranking and threshold widgets."})
-"""The optional ``rules`` input of MaSC Gate, Select Best and Pick."""
 
-PRUNE_INPUT = (MASC_PRUNE, {"tooltip": "Optional: pruning, from MaSC Prune (judge each round on previews, finish the best). Not connected = every candidate sampled in full."})
 
 
 def rules_value(value: RunRules) -> RunRules:

@@ -9,14 +9,14 @@ check what arrives over the link (a shared workflow's value is untrusted).
 
 from __future__ import annotations
 
-from ..masc_core.limits import ACCEPT, BATCH_SIZE, MAX_CANDIDATES
-from ..masc_core.selection.acceptance import SHORTFALL_CHOICES, RunRules
+from ..masc_core.selection.acceptance import RunRules
 from ..masc_core.selection.pruning import PruneRules
-from ..masc_core.selection.ranking import RANK_KEYS
 from .inputs import checked_inputs
-from .rounds import PRUNE_INPUTS
-from .selection_nodes import ON_UNCERTAIN_INPUT, THRESHOLD_INPUTS, pass_rules
-from .subject_nodes import BLEND_CHOICES
+from .declarations import (
+    ACCEPT_INPUT, BATCH_SIZE_INPUT, BLEND_INPUT, CP_WEIGHT_INPUT, MAX_CANDIDATES_INPUT, ON_SHORTFALL_INPUT, ON_UNCERTAIN_INPUT,
+    PF_WEIGHT_INPUT, PRUNE_INPUTS, RUN_MIN_CP_INPUT, THRESHOLD_INPUTS, rank_by_input,
+)
+from .selection_nodes import pass_rules
 from .types import CATEGORY, MASC_PRUNE, MASC_RULES, Output, declare_outputs
 
 @checked_inputs
@@ -40,17 +40,17 @@ class MaSCRules:
     @classmethod
     def INPUT_TYPES(cls):
         required = {
-            "rank_by": (list(RANK_KEYS), {"default": "cp", "tooltip": "Best first by cp, pf, or both = cp_weight*CP + pf_weight*PF (pf and both need masks: a segmenter)."}),
-            "cp_weight": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of CP when ranking by both."}),
-            "pf_weight": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of PF when ranking by both."}),
+            "rank_by": rank_by_input("cp"),
+            "cp_weight": CP_WEIGHT_INPUT,
+            "pf_weight": PF_WEIGHT_INPUT,
             **THRESHOLD_INPUTS,
-            "min_cp": ("FLOAT", dict(THRESHOLD_INPUTS["min_cp"][1], default=0.5)),  # as MaSC Gate: a starting point, tune it
+            "min_cp": RUN_MIN_CP_INPUT,
             "on_uncertain": ON_UNCERTAIN_INPUT,
-            "on_blend": (BLEND_CHOICES, {"default": "report", "tooltip": "With several subjects: report = blend warnings in the report only; reject = a candidate with a blend warning does not pass (needs a segmenter)."}),
-            "accept": ("INT", {"default": 1, "min": ACCEPT.low, "max": ACCEPT.high, "tooltip": "Stop once this many candidates pass; they are returned best first."}),
-            "max_candidates": ("INT", {"default": 16, "min": MAX_CANDIDATES.low, "max": MAX_CANDIDATES.high, "tooltip": "The budget: never sample more candidates than this."}),
-            "batch_size": ("INT", {"default": 1, "min": BATCH_SIZE.low, "max": BATCH_SIZE.high, "tooltip": "Candidates per round (pruning chooses among a round's). 1 stops soonest and needs least VRAM."}),
-            "on_shortfall": (list(SHORTFALL_CHOICES), {"default": SHORTFALL_CHOICES[0], "tooltip": "When the budget runs out with fewer than accept passing: return the best so far (marked below threshold in the report), or block the nodes downstream."}),
+            "on_blend": BLEND_INPUT,
+            "accept": ACCEPT_INPUT,
+            "max_candidates": MAX_CANDIDATES_INPUT,
+            "batch_size": BATCH_SIZE_INPUT,
+            "on_shortfall": ON_SHORTFALL_INPUT,
         }
         return {"required": required}
 

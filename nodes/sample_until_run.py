@@ -27,7 +27,8 @@ from . import host
 from .convert import check_reference_mask, check_single_latent, comfy_images, comfy_masks, to_comfy_image_batch
 from .metadata import encoder_identity, image_digests, record
 from .rounds import CandidateRound
-from .selection_nodes import OFF, blocked
+from .declarations import OFF
+from .selection_nodes import blocked
 from .subject_nodes import declared_subjects, subjects_label
 
 

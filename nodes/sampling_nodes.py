@@ -11,31 +11,27 @@ convert inputs; nothing else.
 
 from __future__ import annotations
 
-from ..masc_core.limits import ACCEPT, BATCH_SIZE, MAX_CANDIDATES
 from ..masc_core.metric.masks import DEFAULT_MASK_THRESHOLD
-from ..masc_core.selection.acceptance import SHORTFALL_CHOICES, RunRules
+from ..masc_core.selection.acceptance import RunRules
 from ..masc_core.selection.contact_sheet import THUMBNAIL
 from ..masc_core.selection.pruning import PruneRules
-from ..masc_core.selection.ranking import RANK_KEYS
 from . import host
 from .inputs import checked_inputs
 from .metadata import HIDDEN_INPUTS
-from .rounds import PRUNE_INPUTS
-from .rule_values import PRUNE_INPUT, prune_value, rules_value
+from .declarations import (
+    ACCEPT_INPUT, BATCH_SIZE_INPUT, BLEND_INPUT, CP_WEIGHT_INPUT, ENCODER_INPUT, MASK_SUBJECT_INPUT, MASK_THRESHOLD_INPUT,
+    MAX_CANDIDATES_INPUT, ON_SHORTFALL_INPUT, ON_UNCERTAIN_INPUT, PF_WEIGHT_INPUT, PROMPT_INPUT, PRUNE_INPUT, PRUNE_INPUTS,
+    REFERENCE_MASK_INPUT, RUN_MIN_CP_INPUT, SAMPLED_REFERENCE_INPUT, SEGMENTER_INPUT, SUBJECT_INPUT, SUBJECTS_INPUT,
+    THRESHOLD_INPUTS, rank_by_input,
+)
+from .rule_values import prune_value, rules_value
 from .sample_until_run import SamplerSide, sample_until
-from .scoring_nodes import ENCODER_INPUT, PROMPT_INPUT, REFERENCE_INPUT, REFERENCE_MASK_INPUT, SUBJECT_INPUT
-from .selection_nodes import ON_UNCERTAIN_INPUT, THRESHOLD_INPUTS, pass_rules
-from .subject_nodes import BLEND_CHOICES
-from .types import CATEGORY, MASC_RULES, MASC_SCORES, MASC_SEGMENTER, MASC_SUBJECTS, Output, declare_outputs
+from .selection_nodes import pass_rules
+from .types import CATEGORY, MASC_RULES, MASC_SCORES, Output, declare_outputs
 
 NODE = "MaSCSampleUntil"
 NODE_CUSTOM = "MaSCSampleUntilCustom"
-MASK_SUBJECT_INPUT = ("STRING", {"default": "", "tooltip": "What the segmenter masks in each candidate (e.g. 'dog'); empty = the subject names. Leave it empty with subjects."})
-MASK_THRESHOLD_INPUT = ("FLOAT", {"default": DEFAULT_MASK_THRESHOLD, "min": 0.0, "max": 1.0, "step": 0.01, "tooltip": "The segmenter's threshold, as in MaSC Auto Mask."})
-SAMPLED_REFERENCE_INPUT = (REFERENCE_INPUT[0], dict(REFERENCE_INPUT[1], tooltip=REFERENCE_INPUT[1]["tooltip"] + " Needed unless subjects is connected."))
-"""Optional on both Sample Until nodes only so that 'subjects' can replace it; the run refuses neither given."""
-SEGMENTER_INPUT = (MASC_SEGMENTER, {"tooltip": "Optional: masks each candidate (Load MaSC Auto Mask Model for CLIPSeg, Load MaSC SAM3 Model for SAM3). Without it: CP only, PF undefined."})
-SUBJECTS_INPUT = (MASC_SUBJECTS, {"tooltip": "Several subjects in each candidate (chained MaSC Subject nodes) instead of reference_image, reference_mask and subject. A candidate passes only when every subject does (CP = cp_min, the weakest subject); the segmenter masks each subject by its own names."})
+
 
 
 def sampler_inputs() -> dict:
@@ -59,15 +55,15 @@ def sampler_inputs() -> dict:
 def acceptance_inputs() -> dict:
     """How many to keep, the budget, the ranking and the thresholds (those of MaSC Gate)."""
     return {
-        "accept": ("INT", {"default": 1, "min": ACCEPT.low, "max": ACCEPT.high, "tooltip": "Stop once this many candidates pass; they are returned best first."}),
-        "max_candidates": ("INT", {"default": 16, "min": MAX_CANDIDATES.low, "max": MAX_CANDIDATES.high, "tooltip": "The budget: never sample more candidates than this."}),
-        "batch_size": ("INT", {"default": 1, "min": BATCH_SIZE.low, "max": BATCH_SIZE.high, "tooltip": "Candidates sampled per round. Larger is faster on a big GPU; 1 stops soonest and needs least VRAM."}),
-        "rank_by": (list(RANK_KEYS), {"default": "cp", "tooltip": "Best first by cp, pf, or both = cp_weight*CP + pf_weight*PF (pf and both need a segmenter)."}),
-        "cp_weight": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of CP when ranking by both."}),
-        "pf_weight": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of PF when ranking by both."}),
+        "accept": ACCEPT_INPUT,
+        "max_candidates": MAX_CANDIDATES_INPUT,
+        "batch_size": BATCH_SIZE_INPUT,
+        "rank_by": rank_by_input("cp"),
+        "cp_weight": CP_WEIGHT_INPUT,
+        "pf_weight": PF_WEIGHT_INPUT,
         **THRESHOLD_INPUTS,
-        "min_cp": ("FLOAT", dict(THRESHOLD_INPUTS["min_cp"][1], default=0.5)),  # as MaSC Gate: a starting point, tune it
-        "on_shortfall": (list(SHORTFALL_CHOICES), {"default": SHORTFALL_CHOICES[0], "tooltip": "When the budget runs out with fewer than accept passing: return the best so far (marked below threshold in the report), or block the nodes downstream."}),
+        "min_cp": RUN_MIN_CP_INPUT,
+        "on_shortfall": ON_SHORTFALL_INPUT,
         "mask_subject": MASK_SUBJECT_INPUT,
         "mask_threshold": MASK_THRESHOLD_INPUT,
     }
@@ -115,7 +111,7 @@ class MaSCSampleUntil:
             "reference_mask": REFERENCE_MASK_INPUT,
             "segmenter": SEGMENTER_INPUT,
             "subjects": SUBJECTS_INPUT,
-            "on_blend": (BLEND_CHOICES, {"default": "report", "tooltip": "With subjects: report = blend warnings in the report only; reject = a candidate with a blend warning does not pass (needs a segmenter)."}),
+            "on_blend": BLEND_INPUT,
             "on_uncertain": ON_UNCERTAIN_INPUT,
             **PRUNE_INPUTS,
         }

@@ -18,29 +18,15 @@ from ..masc_core.metric.scores import ScoreBatch
 from ..masc_core.scoring.batch import score_images
 from ..masc_core.metric.stripping import strip_subject
 from . import host
+from .declarations import (
+    ENCODER_INPUT, HEATMAPS_INPUT, IMAGE_INPUT, OUTPUT_MASK_INPUT, PROMPT_INPUT, REFERENCE_INPUT, REFERENCE_MASK_INPUT, SUBJECT_INPUT,
+)
 from .convert import batch_value, check_candidate_mask, check_reference_mask, comfy_images, comfy_masks, image_output
 from .metadata import HIDDEN_INPUTS, image_digests, record, scoring_context
 from .inputs import checked_inputs
-from .types import CATEGORY, MASC_ENCODER, MASC_SCORES, Output, declare_outputs
+from .types import CATEGORY, MASC_SCORES, Output, declare_outputs
 
-ENCODER_INPUT = (MASC_ENCODER, {"tooltip": "From Load MaSC Encoder."})
-IMAGE_INPUT = ("IMAGE", {"tooltip": "The generated image(s) to score; a batch of N is scored in one pass."})
-REFERENCE_INPUT = ("IMAGE", {"tooltip": "Reference view(s) of the subject. A batch = several views of one subject; CP is the mean over views."})
-REFERENCE_MASK_INPUT = (
-    "MASK",
-    {"tooltip": "The subject in the reference (white = subject), one per view or one for all; resized to the image. "
-                "Load Image's MASK is 1 - alpha: invert it for a cut-out with a transparent background."},
-)
-OUTPUT_MASK_INPUT = (
-    "MASK",
-    {"tooltip": "The subject in each generated image (white = subject), one per image or one for all. PF hides it and pools the background."},
-)
-PROMPT_INPUT = ("STRING", {"multiline": True, "default": "", "tooltip": "The prompt the image was generated from."})
-SUBJECT_INPUT = (
-    "STRING",
-    {"default": "", "tooltip": "The subject's name, removed from the prompt before PF (e.g. 'dog'); several names comma-separated ('sks dog, dog')."},
-)
-HEATMAPS_INPUT = ("BOOLEAN", {"default": True, "tooltip": "Render heatmap overlays (switch off to save time on large batches)."})
+
 
 
 def run_scoring(

@@ -13,39 +13,17 @@ import torch
 
 from ..masc_core.errors import MascInputError
 from ..masc_core.limits import TOP_K
-from ..masc_core.metric.masks import MIN_FOREGROUND_FRACTION
-from ..masc_core.selection.ranking import KEEP_BUT_MARK, RANK_KEYS, UNCERTAIN_CHOICES, PassRules, uncertain_mark
+from ..masc_core.selection.ranking import KEEP_BUT_MARK, PassRules, uncertain_mark
 from ..masc_core.metric.scores import ScoreBatch
 from . import host
 from .metadata import HIDDEN_INPUTS, image_digests, record
 from .inputs import checked_inputs
-from .rule_values import RULES_INPUT, passing_from
+from .declarations import (
+    CARRIED_INPUTS, CP_WEIGHT_INPUT, OFF, ON_UNCERTAIN_INPUT, PF_WEIGHT_INPUT, RULES_INPUT, THRESHOLD_INPUTS, rank_by_input,
+)
+from .rule_values import passing_from
 from .types import CATEGORY, MASC_SCORES, Output, declare_outputs
 
-OFF = -1.0
-"""Threshold value meaning "no threshold" (cosines are >= -1)."""
-
-THRESHOLD_INPUTS = {
-    "min_cp": ("FLOAT", {"default": OFF, "min": -1.0, "max": 1.0, "step": 0.005, "tooltip": "Keep only images with CP at least this (-1 = no threshold)."}),
-    "min_pf": ("FLOAT", {"default": OFF, "min": -1.0, "max": 1.0, "step": 0.005, "tooltip": "Keep only images with PF at least this (-1 = no threshold)."}),
-    "reject_small_masks": (
-        "BOOLEAN",
-        {"default": False, "tooltip": "Reject images whose mask covers less than min_foreground of the image: usually the subject was not rendered (the paper's filter)."},
-    ),
-    "min_foreground": ("FLOAT", {"default": MIN_FOREGROUND_FRACTION, "min": 0.0, "max": 1.0, "step": 0.005, "tooltip": "The mask-size filter's threshold, as a share of the image (paper: 0.05)."}),
-}
-ON_UNCERTAIN_INPUT = (list(UNCERTAIN_CHOICES), {
-    "default": KEEP_BUT_MARK,
-    "tooltip": "When a score's mask-sensitivity band (the score with its mask one patch smaller or larger) straddles a "
-               "threshold, the masks could flip the verdict. keep but mark: the score decides, the verdict says uncertain; "
-               "accept: that threshold counts as cleared; reject: it counts as failed.",
-})
-"""What an uncertain image becomes (MaSC Select Best, MaSC Gate, MaSC Sample Until)."""
-
-CARRIED_INPUTS = {
-    "latent": ("LATENT", {"tooltip": "Optional: the latents of the same batch, selected in the same order (keeps batch_index so a seed can be re-run)."}),
-    "mask": ("MASK", {"tooltip": "Optional: masks of the same batch, selected in the same order."}),
-}
 
 
 def threshold_value(value: float) -> float | None:
@@ -181,9 +159,9 @@ class MaSCSelectBest:
             "required": {
                 "scores": (MASC_SCORES, {"tooltip": "From a MaSC scoring node, for the same batch as 'images'."}),
                 "images": ("IMAGE", {"tooltip": "The scored batch."}),
-                "rank_by": (list(RANK_KEYS), {"default": "both", "tooltip": "cp, pf, or both = cp_weight*CP + pf_weight*PF."}),
-                "cp_weight": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of CP when ranking by both."}),
-                "pf_weight": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of PF when ranking by both."}),
+                "rank_by": rank_by_input("both"),
+                "cp_weight": CP_WEIGHT_INPUT,
+                "pf_weight": PF_WEIGHT_INPUT,
                 "top_k": ("INT", {"default": 1, "min": TOP_K.low, "max": TOP_K.high, "tooltip": "How many of the best passing images to keep."}),
                 **THRESHOLD_INPUTS,
             },

@@ -8,7 +8,6 @@ Scores take it as they take MaSC Score's. The metric itself lives in ``masc_core
 from __future__ import annotations
 
 from ..masc_core.errors import MascInputError
-from ..masc_core.selection.ranking import BLEND_CHOICES as BLENDS
 from ..masc_core.metric.report import subjects_table
 from ..masc_core.metric.stripping import parse_subject_names
 from ..masc_core.scoring.subject_scoring import score_subjects
@@ -17,11 +16,10 @@ from . import host
 from .convert import batch_value, check_candidate_mask, check_reference_mask, comfy_images, comfy_masks
 from .inputs import checked_inputs
 from .metadata import HIDDEN_INPUTS, image_digests, record, scoring_context
-from .scoring_nodes import ENCODER_INPUT, IMAGE_INPUT, PROMPT_INPUT, REFERENCE_INPUT, REFERENCE_MASK_INPUT
+from .declarations import BLEND_CHOICES, ENCODER_INPUT, IMAGE_INPUT, PROMPT_INPUT, REFERENCE_INPUT, REFERENCE_MASK_INPUT
 from .types import CATEGORY, MASC_SCORES, MASC_SUBJECTS, DeclaredSubject, Output, declare_outputs
 
-BLEND_CHOICES = list(BLENDS)
-"""The on_blend combo (``masc_core.selection.ranking.BLEND_CHOICES``)."""
+
 
 
 @checked_inputs
