@@ -19,10 +19,13 @@ Pure torch + transformers; this package never imports ComfyUI.
 >>> batch.cp, batch.pf
 >>> rank(batch.scores, by="both", top_k=2).selected
 
-Layout: the pure modules at the top (``metric``, ``masks``, ``stripping``,
-``images``, ``scores``, ``ranking``, ``report``, ``heatmaps``) hold no model
-code; ``scoring`` is the batch API; ``models`` loads and runs the networks;
-``evaluation`` scores manifests; ``cli`` is the command line; ``testing``
+Layout, by layer (each imports only those before it; ``tests/test_layering.py``
+holds it): ``io`` (files, images, PNG text); ``metric`` (the equations, masks,
+stripping, scores, reports, heatmaps: no model code); ``selection`` on
+``metric`` (ranking, the sample-until loop's decisions, pruning, the contact
+sheet); ``models`` (checkpoint folders checked against their weights,
+SigLIP2, CLIPSeg, SAM3); ``scoring`` (the batch API); ``evaluation``
+(manifests, benchmarks, agreement); ``cli`` (the command line). ``testing``
 builds random-weight checkpoints for tests.
 """
 

@@ -2,7 +2,7 @@
 
 Plain data and arithmetic on numbers (no model code), used by ``masc_core.scoring.subject_scoring``.
 
-The extension (this project's, not the paper's; README "Several subjects" gives the reasons):
+The extension (this project's, not the paper's; docs/subjects.md gives the reasons):
 
 - CP_k: Eq. 1 for subject k's reference-foreground patches, searched over the output patches that are
   not inside another subject's output region (k's own region and the background stay searchable),
@@ -209,7 +209,7 @@ def blend_warnings(labels: Sequence[str], matrix: Sequence[Sequence[float | None
     The rule compares one reference with itself across two regions: R[k][l] >= R[k][k]. Comparing two
     references in one region (R[k][l] >= R[l][l]) mixes their baselines. One subject's reference can
     match any picture better than another's does, and on the shipped photos that fired for two
-    different subjects (README, "Several subjects").
+    different subjects (docs/subjects.md).
     """
     found = []
     for region, owner in enumerate(labels):
