@@ -5,13 +5,37 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import bands, bench, blend_rule, input_bounds, loop_overhead, masks, pruning, ray_workers, split_drift, stages, subjects
+from . import (
+    bands,
+    bench,
+    blend_rule,
+    input_bounds,
+    loop_overhead,
+    masks,
+    pruning,
+    ray_workers,
+    split_drift,
+    stages,
+    subjects,
+)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description="Benchmarks of MaSC for ComfyUI.")
     commands = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK")
-    for module in (bench, loop_overhead, stages, ray_workers, blend_rule, subjects, bands, pruning, split_drift, input_bounds, masks):
+    for module in (
+        bench,
+        loop_overhead,
+        stages,
+        ray_workers,
+        blend_rule,
+        subjects,
+        bands,
+        pruning,
+        split_drift,
+        input_bounds,
+        masks,
+    ):
         module.add_parser(commands)
     args = parser.parse_args(argv)
     if not args.benchmark:

@@ -31,11 +31,21 @@ def measure(args: argparse.Namespace) -> dict:
     reference = _photo("dog_00")
 
     def scored(bands):
-        return lambda encoder: score_images(encoder, outputs, reference=reference, reference_mask=box, mask=box, prompt=PROMPT,
-                                            subject="sks dog", bands=bands)
+        return lambda encoder: score_images(
+            encoder,
+            outputs,
+            reference=reference,
+            reference_mask=box,
+            mask=box,
+            prompt=PROMPT,
+            subject="sks dog",
+            bands=bands,
+        )
 
     results = {"checkpoint": os.path.basename(folder), "n": args.n, "repeat": args.repeat}
-    results.update(time_cases(folder, args.device, args.repeat, {"without bands": scored(False), "with bands": scored(True)}))
+    results.update(
+        time_cases(folder, args.device, args.repeat, {"without bands": scored(False), "with bands": scored(True)})
+    )
     base = results["without bands"]["seconds"]
     results["extra_share"] = (results["with bands"]["seconds"] - base) / base if base else None
     return results
@@ -49,4 +59,6 @@ def table(results: dict) -> str:
 
 
 def add_parser(commands) -> None:
-    add_cases_parser(commands, "bands", "what the mask-sensitivity bands cost: score_images with and without bands", measure, table)
+    add_cases_parser(
+        commands, "bands", "what the mask-sensitivity bands cost: score_images with and without bands", measure, table
+    )

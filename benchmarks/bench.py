@@ -68,7 +68,12 @@ def write_inputs(folder: str, count: int) -> dict:
     from PIL import Image
 
     os.makedirs(folder, exist_ok=True)
-    paths = {"ref": os.path.join(folder, "ref.png"), "ref_mask": os.path.join(folder, "ref_mask.png"), "out": [], "out_mask": []}
+    paths = {
+        "ref": os.path.join(folder, "ref.png"),
+        "ref_mask": os.path.join(folder, "ref_mask.png"),
+        "out": [],
+        "out_mask": [],
+    }
     if not os.path.exists(paths["ref"]):
         Image.fromarray(synthetic_image(0)).save(paths["ref"])
         Image.fromarray(subject_mask(0)).save(paths["ref_mask"])
@@ -106,8 +111,10 @@ def _read(paths: dict, count: int):
     from masc_core.io.images import load_image_file, load_mask_file
 
     return (
-        load_image_file(paths["ref"]), load_mask_file(paths["ref_mask"]),
-        [load_image_file(p) for p in paths["out"][:count]], [load_mask_file(p) for p in paths["out_mask"][:count]],
+        load_image_file(paths["ref"]),
+        load_mask_file(paths["ref_mask"]),
+        [load_image_file(p) for p in paths["out"][:count]],
+        [load_mask_file(p) for p in paths["out_mask"][:count]],
     )
 
 
@@ -157,7 +164,14 @@ def worker_masc(checkpoint: str, paths: dict, count: int, device: str, max_patch
     # Warm-up: all weights read, then one whole call on another pair (allocator and kernel caches
     # filled, nothing reused).
     touch_weights(model.model)
-    model.score(Image.fromarray(synthetic_image(9999)), ref_mask, Image.fromarray(synthetic_image(9998)), out_masks[0], "warm up", object_name=SUBJECT)
+    model.score(
+        Image.fromarray(synthetic_image(9999)),
+        ref_mask,
+        Image.fromarray(synthetic_image(9998)),
+        out_masks[0],
+        "warm up",
+        object_name=SUBJECT,
+    )
     _sync(model.device)
     started = time.perf_counter()
     for image, mask in zip(out_images, out_masks):
@@ -177,11 +191,18 @@ def worker_ours(checkpoint: str, paths: dict, count: int, device: str, max_patch
     warm_up(encoder, count)
     _sync(encoder.device)
     started = time.perf_counter()
-    batch = score_images(encoder, outs, reference=ref, reference_mask=ref_mask, mask=out_masks, prompt=PROMPT, subject=SUBJECT)
+    batch = score_images(
+        encoder, outs, reference=ref, reference_mask=ref_mask, mask=out_masks, prompt=PROMPT, subject=SUBJECT
+    )
     _sync(encoder.device)
     elapsed = time.perf_counter() - started
     assert all(s.cp is not None and s.pf is not None for s in batch.scores)
-    return {"seconds": elapsed, "load_seconds": loaded, "forwards": dict(encoder.forward_counts), **peak_memory(encoder.device)}
+    return {
+        "seconds": elapsed,
+        "load_seconds": loaded,
+        "forwards": dict(encoder.forward_counts),
+        **peak_memory(encoder.device),
+    }
 
 
 def worker_floor(checkpoint: str, paths: dict, count: int, device: str, max_patches: int, batch_size: int) -> dict:
@@ -225,10 +246,12 @@ def run_worker(kind: str, **kwargs) -> dict:
 def _masc_script(checkpoint: str, paths: dict, count: int, device: str, max_patches: int) -> str:
     return (
         "import numpy as np\nfrom PIL import Image\nimport masc\n"
-        f"m = masc.MaSC(model_id={checkpoint!r}, device={None if device == 'auto' else device!r}, naflex_max_patches={max_patches})\n"
+        f"m = masc.MaSC(model_id={checkpoint!r}, device={None if device == 'auto' else device!r}, "
+        f"naflex_max_patches={max_patches})\n"
         f"ref = Image.open({paths['ref']!r}); ref_mask = np.array(Image.open({paths['ref_mask']!r}).convert('L'))\n"
         f"for out, mask in zip({paths['out'][:count]!r}, {paths['out_mask'][:count]!r}):\n"
-        f"    m.score(ref, ref_mask, Image.open(out), np.array(Image.open(mask).convert('L')), {PROMPT!r}, object_name={SUBJECT!r})\n"
+        f"    m.score(ref, ref_mask, Image.open(out), np.array(Image.open(mask).convert('L')), {PROMPT!r}, "
+        f"object_name={SUBJECT!r})\n"
     )
 
 
@@ -244,9 +267,33 @@ def time_process(command: list[str]) -> dict:
 def whole_process(checkpoint: str, paths: dict, count: int, device: str, max_patches: int, batch_size: int) -> dict:
     masc_run = time_process([sys.executable, "-c", _masc_script(checkpoint, paths, count, device, max_patches)])
     ours_run = time_process(
-        [sys.executable, "-m", "masc_core", "score", "--model", checkpoint, "--device", device, "--max-patches", str(max_patches),
-         "--batch-size", str(batch_size), "--ref", paths["ref"], "--ref-mask", paths["ref_mask"],
-         "--out", *paths["out"][:count], "--out-mask", *paths["out_mask"][:count], "--prompt", PROMPT, "--subject", SUBJECT, "--json"]
+        [
+            sys.executable,
+            "-m",
+            "masc_core",
+            "score",
+            "--model",
+            checkpoint,
+            "--device",
+            device,
+            "--max-patches",
+            str(max_patches),
+            "--batch-size",
+            str(batch_size),
+            "--ref",
+            paths["ref"],
+            "--ref-mask",
+            paths["ref_mask"],
+            "--out",
+            *paths["out"][:count],
+            "--out-mask",
+            *paths["out_mask"][:count],
+            "--prompt",
+            PROMPT,
+            "--subject",
+            SUBJECT,
+            "--json",
+        ]
     )
     return {"masc": masc_run, "ours": ours_run}
 
@@ -266,8 +313,12 @@ def machine() -> dict:
     except OSError:
         pass
     info = {
-        "cpu": cpu, "logical_cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-        "python": platform.python_version(), "torch": torch.__version__, "platform": platform.platform(),
+        "cpu": cpu,
+        "logical_cpus": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "platform": platform.platform(),
     }
     try:
         import transformers
@@ -291,12 +342,17 @@ def _gib(result: dict, key: str) -> str:
 
 def markdown(report: dict) -> str:
     cuda = any("peak_cuda_mib" in row[kind] for row in report["rows"] for kind in ("masc", "ours", "floor"))
-    header = "| size | N | masc-metric, N calls (s) | ours, batch (s) | floor: forwards only (s) | masc / ours | ours / floor | peak RSS masc / ours / floor (GiB) |"
+    header = (
+        "| size | N | masc-metric, N calls (s) | ours, batch (s) | floor: forwards only (s) | masc / ours | "
+        "ours / floor | peak RSS masc / ours / floor (GiB) |"
+    )
     if cuda:
         header += " peak CUDA masc / ours / floor (GiB) |"
     lines = [
-        f"Machine: {report['machine']['cpu']}, {report['machine']['logical_cpus']} logical CPUs, torch {report['machine']['torch']}"
-        f" ({report['machine']['torch_threads']} threads), transformers {report['machine'].get('transformers', '?')}, device {report['device']}"
+        f"Machine: {report['machine']['cpu']}, {report['machine']['logical_cpus']} logical CPUs, torch "
+        f"{report['machine']['torch']}"
+        f" ({report['machine']['torch_threads']} threads), transformers {report['machine'].get('transformers', '?')}, "
+        f"device {report['device']}"
         + (f" ({report['machine']['gpu']})" if report["machine"].get("gpu") else "")
         + f", NaFlex {report['max_patches']} patches, fp32, batch size {report['batch_size']}.",
         "",
@@ -306,9 +362,11 @@ def markdown(report: dict) -> str:
     for row in report["rows"]:
         masc, ours, floor = row["masc"], row["ours"], row["floor"]
         line = (
-            f"| {row['size']} | {row['n']} | {_fmt(masc.get('seconds'))} | {_fmt(ours.get('seconds'))} | {_fmt(floor.get('seconds'))} | "
+            f"| {row['size']} | {row['n']} | {_fmt(masc.get('seconds'))} | {_fmt(ours.get('seconds'))} | "
+            f"{_fmt(floor.get('seconds'))} | "
             f"{_fmt(row.get('masc_over_ours'), suffix='x')} | {_fmt(row.get('ours_over_floor'), 3, 'x')} | "
-            + " / ".join(_gib(r, "peak_rss_mib") for r in (masc, ours, floor)) + " |"
+            + " / ".join(_gib(r, "peak_rss_mib") for r in (masc, ours, floor))
+            + " |"
         )
         if cuda:
             line += " " + " / ".join(_gib(r, "peak_cuda_mib") for r in (masc, ours, floor)) + " |"
@@ -337,7 +395,14 @@ def run(args: argparse.Namespace) -> dict:
     workdir = args.workdir or os.path.join(tempfile.gettempdir(), "masc-bench")
     os.makedirs(workdir, exist_ok=True)
     paths = write_inputs(os.path.join(workdir, "inputs"), max(max(args.n), args.process_n))
-    report = {"machine": machine(), "device": device, "max_patches": args.max_patches, "batch_size": args.batch_size, "rows": [], "whole_process": []}
+    report = {
+        "machine": machine(),
+        "device": device,
+        "max_patches": args.max_patches,
+        "batch_size": args.batch_size,
+        "rows": [],
+        "whole_process": [],
+    }
     sizes = ["custom"] if args.checkpoint else args.sizes
     for size in sizes:
         checkpoint = args.checkpoint or ensure_checkpoint(workdir, size)
@@ -350,9 +415,16 @@ def run(args: argparse.Namespace) -> dict:
             row["masc_over_ours"] = _ratio(row["masc"], row["ours"])
             row["ours_over_floor"] = _ratio(row["ours"], row["floor"])
             report["rows"].append(row)
-            sys.stderr.write(f"{size} N={count}: masc {row['masc'].get('seconds')} ours {row['ours'].get('seconds')} floor {row['floor'].get('seconds')}\n")
+            sys.stderr.write(
+                f"{size} N={count}: masc {row['masc'].get('seconds')} ours {row['ours'].get('seconds')} floor "
+                f"{row['floor'].get('seconds')}\n"
+            )
         if (size == args.process_size or args.checkpoint) and args.process_n and not args.skip_masc:
-            item = {"size": size, "n": args.process_n, **whole_process(checkpoint, paths, args.process_n, device, args.max_patches, args.batch_size)}
+            item = {
+                "size": size,
+                "n": args.process_n,
+                **whole_process(checkpoint, paths, args.process_n, device, args.max_patches, args.batch_size),
+            }
             item["speedup"] = _ratio(item["masc"], item["ours"])
             report["whole_process"].append(item)
     return report
@@ -360,13 +432,23 @@ def run(args: argparse.Namespace) -> dict:
 
 def add_parser(commands) -> None:
     parser = commands.add_parser("best-of-n", help="best-of-N scoring vs masc-metric and the forward floor")
-    parser.add_argument("--sizes", nargs="+", default=list(SIZES), choices=SIZES, help="SigLIP2 sizes (random weights, real architecture)")
+    parser.add_argument(
+        "--sizes",
+        nargs="+",
+        default=list(SIZES),
+        choices=SIZES,
+        help="SigLIP2 sizes (random weights, real architecture)",
+    )
     parser.add_argument("--n", nargs="+", type=int, default=[1, 8, 32], help="outputs per reference")
     parser.add_argument("--max-patches", type=int, default=1024, help="NaFlex patch budget (paper: 1024)")
     parser.add_argument("--batch-size", type=int, default=8, help="images per vision forward on our path")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda")
-    parser.add_argument("--checkpoint", default=None, help="benchmark this NaFlex checkpoint folder instead of building random ones")
-    parser.add_argument("--workdir", default=None, help="where checkpoints and inputs are built and kept (default: a temp folder)")
+    parser.add_argument(
+        "--checkpoint", default=None, help="benchmark this NaFlex checkpoint folder instead of building random ones"
+    )
+    parser.add_argument(
+        "--workdir", default=None, help="where checkpoints and inputs are built and kept (default: a temp folder)"
+    )
     parser.add_argument("--process-n", type=int, default=8, help="N for the whole-process comparison (0 skips it)")
     parser.add_argument("--process-size", default="base", choices=SIZES, help="size for the whole-process comparison")
     parser.add_argument("--skip-masc", action="store_true", help="do not run the paper's package")

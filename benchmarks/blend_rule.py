@@ -41,7 +41,7 @@ def _photo(name: str) -> np.ndarray:
 def _box(width: int, left: int) -> np.ndarray:
     mask = np.zeros((SIDE, width), dtype=np.uint8)
     top, bottom = int(0.1 * SIDE), int(0.9 * SIDE)
-    mask[top:bottom, left + int(0.1 * SIDE):left + int(0.9 * SIDE)] = 255
+    mask[top:bottom, left + int(0.1 * SIDE) : left + int(0.9 * SIDE)] = 255
     return mask
 
 
@@ -67,15 +67,28 @@ def study(encoder) -> list[dict]:
         for case, right in (("different", _second_view(b)), ("duplicate", twin)):
             picture = np.concatenate([_photo(_second_view(a)), _photo(right)], axis=1)
             item = score_subjects(encoder, [picture], subjects=subjects, output_masks=masks).scores[0]
-            rows.append({"pair": f"{a}/{b}", "case": case, "region_matrix": item.region_matrix,
-                         "in_region": in_region_rule(item.region_matrix) > 0, "own_region": bool(item.blends)})
+            rows.append(
+                {
+                    "pair": f"{a}/{b}",
+                    "case": case,
+                    "region_matrix": item.region_matrix,
+                    "in_region": in_region_rule(item.region_matrix) > 0,
+                    "own_region": bool(item.blends),
+                }
+            )
     return rows
 
 
 def add_parser(commands) -> None:
-    parser = commands.add_parser("blend-rule", help="which blend-warning rule separates a duplicated subject from two different ones")
-    parser.add_argument("--checkpoint", nargs="*", default=None, help="checkpoint folders (default: the tests' two random-weight ones)")
-    parser.add_argument("--workdir", default=None, help="where the default checkpoints are built (default: a temp folder)")
+    parser = commands.add_parser(
+        "blend-rule", help="which blend-warning rule separates a duplicated subject from two different ones"
+    )
+    parser.add_argument(
+        "--checkpoint", nargs="*", default=None, help="checkpoint folders (default: the tests' two random-weight ones)"
+    )
+    parser.add_argument(
+        "--workdir", default=None, help="where the default checkpoints are built (default: a temp folder)"
+    )
     add_output_options(parser)
     parser.set_defaults(run=command)
 
@@ -89,8 +102,10 @@ def command(args: argparse.Namespace) -> int:
 
         workdir = args.workdir or tempfile.mkdtemp(prefix="masc-blend-")
         tokenizer = train_tokenizer()
-        folders = [build_checkpoint(os.path.join(workdir, "tiny-naflex"), naflex=True, tokenizer=tokenizer, seed=1),
-                   build_checkpoint(os.path.join(workdir, "tiny-fixed-224"), naflex=False, tokenizer=tokenizer, seed=2)]
+        folders = [
+            build_checkpoint(os.path.join(workdir, "tiny-naflex"), naflex=True, tokenizer=tokenizer, seed=1),
+            build_checkpoint(os.path.join(workdir, "tiny-fixed-224"), naflex=False, tokenizer=tokenizer, seed=2),
+        ]
     results = {}
     lines = ["checkpoint            case        in-region fired  own-region fired"]
     for folder in folders:
@@ -98,7 +113,10 @@ def command(args: argparse.Namespace) -> int:
         results[os.path.basename(folder)] = rows
         for case in ("different", "duplicate"):
             picked = [r for r in rows if r["case"] == case]
-            lines.append(f"{os.path.basename(folder)[:20]:<20}  {case:<10}  {sum(r['in_region'] for r in picked):>4} of {len(picked):<8}"
-                         f"  {sum(r['own_region'] for r in picked):>4} of {len(picked)}")
+            lines.append(
+                f"{os.path.basename(folder)[:20]:<20}  {case:<10}  {sum(r['in_region'] for r in picked):>4} of "
+                f"{len(picked):<8}"
+                f"  {sum(r['own_region'] for r in picked):>4} of {len(picked)}"
+            )
     publish(args, results, "\n".join(lines))
     return 0

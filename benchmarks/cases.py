@@ -1,4 +1,5 @@
-"""What the call-timing benchmarks share (``subjects``, ``bands``): their options, timing with fresh encoders, the table."""
+"""What the call-timing benchmarks share (``subjects``, ``bands``): their options, timing with fresh encoders, the
+table."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from .output import add_output_options, publish
 
 def add_cases_parser(commands, name: str, help_text: str, measure, table) -> None:
     """Register a ``time_cases`` benchmark: the random-encoder and output options, then measure, print, publish."""
+
     def command(args) -> int:
         results = measure(args)
         publish(args, results, table(results))
@@ -22,13 +24,20 @@ def add_cases_parser(commands, name: str, help_text: str, measure, table) -> Non
 
 
 def add_random_encoder_options(parser, *, what: str = "outputs per call") -> None:
-    """The options of a benchmark that times calls on N outputs with a random-weight SigLIP2 (``subjects``, ``bands``)."""
-    parser.add_argument("--size", default="base", choices=("base", "so400m"), help="SigLIP2 architecture (random weights)")
+    """The options of a benchmark that times calls on N outputs with a random-weight SigLIP2 (``subjects``,
+    ``bands``)."""
+    parser.add_argument(
+        "--size", default="base", choices=("base", "so400m"), help="SigLIP2 architecture (random weights)"
+    )
     parser.add_argument("--n", type=int, default=8, help=f"{what} (default 8)")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per case (median reported)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, ...")
-    parser.add_argument("--checkpoint", default=None, help="use this NaFlex checkpoint folder instead of building a random one")
-    parser.add_argument("--workdir", default=None, help="where the checkpoint is built and kept (default: a temp folder)")
+    parser.add_argument(
+        "--checkpoint", default=None, help="use this NaFlex checkpoint folder instead of building a random one"
+    )
+    parser.add_argument(
+        "--workdir", default=None, help="where the checkpoint is built and kept (default: a temp folder)"
+    )
 
 
 def time_cases(folder: str, device: str, repeat: int, cases: dict) -> dict:
@@ -53,9 +62,14 @@ def time_cases(folder: str, device: str, repeat: int, cases: dict) -> dict:
 def cases_table(results: dict, names) -> list[str]:
     """The lines of a ``time_cases`` table: a heading, then seconds and forwards per case."""
     width = max(len(n) for n in names)
-    lines = [f"{results['checkpoint']}, N = {results['n']} outputs, median of {results['repeat']}",
-             f"{'case':<{width}}  seconds  image forwards  text forwards"]
+    lines = [
+        f"{results['checkpoint']}, N = {results['n']} outputs, median of {results['repeat']}",
+        f"{'case':<{width}}  seconds  image forwards  text forwards",
+    ]
     for name in names:
         entry = results[name]
-        lines.append(f"{name:<{width}}  {entry['seconds']:>7.3f}  {entry['forwards']['images']:>14}  {entry['forwards']['texts']:>13}")
+        lines.append(
+            f"{name:<{width}}  {entry['seconds']:>7.3f}  {entry['forwards']['images']:>14}  "
+            f"{entry['forwards']['texts']:>13}"
+        )
     return lines

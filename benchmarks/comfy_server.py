@@ -18,15 +18,23 @@ WORKFLOW = os.path.join(ROOT, "tests", "data", "saved_workflows", "4_rejection_s
 
 def add_server_options(parser: argparse.ArgumentParser) -> None:
     """``--url``, ``--ckpt``, ``--encoder``, ``--segmenter``, ``--side``: where to run and with which models."""
-    parser.add_argument("--url", default="http://127.0.0.1:8188", help="a running ComfyUI with this pack (default the local one)")
+    parser.add_argument(
+        "--url", default="http://127.0.0.1:8188", help="a running ComfyUI with this pack (default the local one)"
+    )
     parser.add_argument("--ckpt", required=True, help="the diffusion checkpoint's name in ComfyUI's models/checkpoints")
-    parser.add_argument("--encoder", default=None, help="the SigLIP2 folder's name in models/masc (default the workflow's)")
-    parser.add_argument("--segmenter", default=None, help="the CLIPSeg folder's name in models/clipseg (default the workflow's)")
+    parser.add_argument(
+        "--encoder", default=None, help="the SigLIP2 folder's name in models/masc (default the workflow's)"
+    )
+    parser.add_argument(
+        "--segmenter", default=None, help="the CLIPSeg folder's name in models/clipseg (default the workflow's)"
+    )
     parser.add_argument("--side", type=int, default=256, help="image side in pixels (default 256)")
 
 
 def post(url: str, path: str, body: dict) -> dict:
-    request = urllib.request.Request(url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=60) as response:
         return json.loads(response.read() or b"null")  # /free answers with an empty body
 

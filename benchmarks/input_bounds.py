@@ -27,8 +27,16 @@ def study_rows(candidates: int, seed: int = 0) -> list[dict]:
     rows = []
     for n in range(candidates):
         final = float(rng.uniform(0.2, 0.6))
-        previews = [{"round": n // 16, "step": step, "steps": 10, "cp": final + float(rng.normal(0, 0.05 * (10 - step) / 10)), "pf": None}
-                    for step in (3, 5, 7)]
+        previews = [
+            {
+                "round": n // 16,
+                "step": step,
+                "steps": 10,
+                "cp": final + float(rng.normal(0, 0.05 * (10 - step) / 10)),
+                "pf": None,
+            }
+            for step in (3, 5, 7)
+        ]
         rows.append({"time": "t", "run": "study", "metric_version": "x", "cp": final, "pf": None, "previews": previews})
     return rows
 
@@ -46,28 +54,51 @@ def measure(args) -> dict:
         seconds = time.perf_counter() - started
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-        reports.append({"candidates": candidates, "bootstrap": args.bootstrap, "peak_mb": peak / 2**20, "seconds": seconds})
+        reports.append(
+            {"candidates": candidates, "bootstrap": args.bootstrap, "peak_mb": peak / 2**20, "seconds": seconds}
+        )
     names = ", ".join(f"name{k}" for k in range(MAX_NAMES))
     prompt = ("a photo of name3 on the beach " * 700)[:20_000]
     started = time.perf_counter()
     strip_each([prompt] * args.batch, [names] * args.batch)
     strip_ms = 1000 * (time.perf_counter() - started)
-    return {"prune_report": reports, "strip": {"names": MAX_NAMES, "prompt_chars": len(prompt), "batch": args.batch, "ms": strip_ms}}
+    return {
+        "prune_report": reports,
+        "strip": {"names": MAX_NAMES, "prompt_chars": len(prompt), "batch": args.batch, "ms": strip_ms},
+    }
 
 
 def table(results: dict) -> str:
-    lines = ["prune-report on a synthetic study (tracemalloc peak of what Python and numpy allocated)",
-             "| candidates | bootstrap | peak MB | seconds |", "| ---: | ---: | ---: | ---: |"]
-    lines += [f"| {r['candidates']:,} | {r['bootstrap']} | {r['peak_mb']:.0f} | {r['seconds']:.1f} |" for r in results["prune_report"]]
+    lines = [
+        "prune-report on a synthetic study (tracemalloc peak of what Python and numpy allocated)",
+        "| candidates | bootstrap | peak MB | seconds |",
+        "| ---: | ---: | ---: | ---: |",
+    ]
+    lines += [
+        f"| {r['candidates']:,} | {r['bootstrap']} | {r['peak_mb']:.0f} | {r['seconds']:.1f} |"
+        for r in results["prune_report"]
+    ]
     strip = results["strip"]
-    lines.append(f"stripping {strip['names']} names from a {strip['prompt_chars']:,}-character prompt for a batch of "
-                 f"{strip['batch']}: {strip['ms']:.1f} ms (once per distinct prompt)")
+    lines.append(
+        f"stripping {strip['names']} names from a {strip['prompt_chars']:,}-character prompt for a batch of "
+        f"{strip['batch']}: {strip['ms']:.1f} ms (once per distinct prompt)"
+    )
     return "\n".join(lines)
 
 
 def add_parser(commands) -> None:
-    parser = commands.add_parser("input-bounds", help="prune-report's memory on long logs; stripping the most names a subject may have")
-    parser.add_argument("--candidates", type=int, nargs="+", default=[2_500, 10_000, 20_000], help="study sizes (default 2500 10000 20000)")
-    parser.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples (default 1000, as prune-report)")
+    parser = commands.add_parser(
+        "input-bounds", help="prune-report's memory on long logs; stripping the most names a subject may have"
+    )
+    parser.add_argument(
+        "--candidates",
+        type=int,
+        nargs="+",
+        default=[2_500, 10_000, 20_000],
+        help="study sizes (default 2500 10000 20000)",
+    )
+    parser.add_argument(
+        "--bootstrap", type=int, default=1000, help="bootstrap resamples (default 1000, as prune-report)"
+    )
     parser.add_argument("--batch", type=int, default=16, help="images sharing one prompt (default 16)")
     set_command(parser, measure, table)

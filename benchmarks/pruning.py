@@ -1,7 +1,8 @@
 """Benchmark: what pruning saves in MaSC Sample Until, in a real ComfyUI, with its own diffusion model.
 
 ``python -m benchmarks pruning --url http://127.0.0.1:8188 --ckpt MODEL.safetensors`` queues workflow 4
-(workflow 4 as shipped until 0.2.0, ``tests/data/saved_workflows/4_rejection_sampling_0.2.0.api.json``) on a running ComfyUI that has this pack, a SigLIP2 and a CLIPSeg
+(workflow 4 as shipped until 0.2.0, ``tests/data/saved_workflows/4_rejection_sampling_0.2.0.api.json``) on a running
+ComfyUI that has this pack, a SigLIP2 and a CLIPSeg
 (``--encoder`` / ``--segmenter`` name them), at ``--side`` pixels, with ``--candidates`` candidates in one round
 and a threshold nothing reaches (the whole budget is spent: best-of-N). Once without pruning, once with
 ``--prune-at`` and ``--prune-keep``; each ``--repeat`` times. It reports the ledger (model evaluations spent and in
@@ -27,9 +28,19 @@ def graph(args, prune_at: float) -> dict:
     prompt = workflow(args)
     for item in prompt.values():
         if item["class_type"] == "MaSCSampleUntil":
-            item["inputs"].update(steps=args.steps, batch_size=args.candidates, max_candidates=args.candidates, accept=1, min_cp=0.999,
-                                  on_shortfall="return best", seed=args.seed, prune_at=prune_at, prune_keep=args.prune_keep,
-                                  prune_study=False, sampler_name=args.sampler)
+            item["inputs"].update(
+                steps=args.steps,
+                batch_size=args.candidates,
+                max_candidates=args.candidates,
+                accept=1,
+                min_cp=0.999,
+                on_shortfall="return best",
+                seed=args.seed,
+                prune_at=prune_at,
+                prune_keep=args.prune_keep,
+                prune_study=False,
+                sampler_name=args.sampler,
+            )
     return prompt
 
 
@@ -41,15 +52,33 @@ def run_once(args, prune_at: float) -> dict:
     seconds = (messages["execution_success"]["timestamp"] - messages["execution_start"]["timestamp"]) / 1000.0
     report = "\n".join(entry["outputs"][node_id]["text"])
     spent = LEDGER.search(report)
-    evaluations = (int(spent.group(1)), int(spent.group(2))) if spent else (args.candidates * args.steps, args.candidates * args.steps)
+    evaluations = (
+        (int(spent.group(1)), int(spent.group(2)))
+        if spent
+        else (args.candidates * args.steps, args.candidates * args.steps)
+    )
     replayed = REPLAYED.search(report)
-    return {"seconds": seconds, "spent": evaluations[0], "in_full": evaluations[1], "replayed": int(replayed.group(1)) if replayed else 0}
+    return {
+        "seconds": seconds,
+        "spent": evaluations[0],
+        "in_full": evaluations[1],
+        "replayed": int(replayed.group(1)) if replayed else 0,
+    }
 
 
 def measure(args: argparse.Namespace) -> dict:
     post(args.url, "/free", {"unload_models": False, "free_memory": True})
-    results = {"url": args.url, "ckpt": args.ckpt, "side": args.side, "steps": args.steps, "sampler": args.sampler, "candidates": args.candidates,
-               "prune_at": args.prune_at, "prune_keep": args.prune_keep, "repeat": args.repeat}
+    results = {
+        "url": args.url,
+        "ckpt": args.ckpt,
+        "side": args.side,
+        "steps": args.steps,
+        "sampler": args.sampler,
+        "candidates": args.candidates,
+        "prune_at": args.prune_at,
+        "prune_keep": args.prune_keep,
+        "repeat": args.repeat,
+    }
     warm = argparse.Namespace(**vars(args))
     warm.candidates, warm.steps, warm.prune_keep = 2, 2, 1
     run_once(warm, 0.5)  # warm: every model loaded once, pruning's path included
@@ -58,14 +87,22 @@ def measure(args: argparse.Namespace) -> dict:
         for i in range(args.repeat):
             args.seed += 100  # fresh candidates every run (ComfyUI would serve a repeat from its cache)
             runs.append(run_once(args, prune_at))
-        results[label] = {"seconds": statistics.median(r["seconds"] for r in runs), "spent": runs[-1]["spent"],
-                          "in_full": runs[-1]["in_full"], "replayed": runs[-1]["replayed"], "runs": runs}
+        results[label] = {
+            "seconds": statistics.median(r["seconds"] for r in runs),
+            "spent": runs[-1]["spent"],
+            "in_full": runs[-1]["in_full"],
+            "replayed": runs[-1]["replayed"],
+            "runs": runs,
+        }
     return results
 
 
 def table(results: dict) -> str:
-    rows = [f"best-of-{results['candidates']} at {results['side']} px, {results['steps']} steps of {results.get('sampler', 'euler')} ({results['ckpt']}), median of {results['repeat']}",
-            "                     model evaluations   wall s"]
+    rows = [
+        f"best-of-{results['candidates']} at {results['side']} px, {results['steps']} steps of "
+        f"{results.get('sampler', 'euler')} ({results['ckpt']}), median of {results['repeat']}",
+        "                     model evaluations   wall s",
+    ]
     for label in [k for k in results if isinstance(results[k], dict) and "seconds" in results[k]]:
         r = results[label]
         rows.append(f"{label:<20} {r['spent']:>6} of {r['in_full']:<10} {r['seconds']:>7.1f}")
@@ -73,10 +110,16 @@ def table(results: dict) -> str:
 
 
 def add_parser(commands) -> None:
-    parser = commands.add_parser("pruning", help="Sample Until with and without pruning on a running ComfyUI: model evaluations and wall time")
+    parser = commands.add_parser(
+        "pruning", help="Sample Until with and without pruning on a running ComfyUI: model evaluations and wall time"
+    )
     add_server_options(parser)
     parser.add_argument("--steps", type=int, default=20, help="sampler steps (default 20)")
-    parser.add_argument("--sampler", default="euler", help="sampler_name (default euler; samplers that cannot resume at a split replay their survivors)")
+    parser.add_argument(
+        "--sampler",
+        default="euler",
+        help="sampler_name (default euler; samplers that cannot resume at a split replay their survivors)",
+    )
     parser.add_argument("--candidates", type=int, default=16, help="candidates, all in one round (default 16)")
     parser.add_argument("--prune-at", type=float, default=0.3, help="prune_at (default 0.3)")
     parser.add_argument("--prune-keep", type=int, default=4, help="prune_keep (default 4)")

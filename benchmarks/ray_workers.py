@@ -56,8 +56,17 @@ def write_manifest(folder: str, groups: int, rows: int, size: int = 384) -> str:
             out, mask = f"out_{index}.png", f"out_{index}_mask.png"
             Image.fromarray(synthetic_image(index, size)).save(os.path.join(folder, out))
             Image.fromarray(subject_mask(index, size)).save(os.path.join(folder, mask))
-            lines.append({**names, "out": out, "out_mask": mask, "prompt": f"a photo of a dog, take {row}", "subject": "dog",
-                          "method": "m", "seed": row % 4})
+            lines.append(
+                {
+                    **names,
+                    "out": out,
+                    "out_mask": mask,
+                    "prompt": f"a photo of a dog, take {row}",
+                    "subject": "dog",
+                    "method": "m",
+                    "seed": row % 4,
+                }
+            )
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(lines[0]))
         writer.writeheader()
@@ -67,9 +76,26 @@ def write_manifest(folder: str, groups: int, rows: int, size: int = 384) -> str:
 
 def run_eval(manifest: str, checkpoint: str, out_dir: str, args: argparse.Namespace, workers: int | None) -> dict:
     """One ``eval`` as a fresh process: its wall time and its timing.json."""
-    command = [sys.executable, "-m", "masc_core", "eval", manifest, "--model", checkpoint, "--device", "cpu",
-               "--max-patches", str(args.max_patches), "--chunk-size", str(args.chunk_size), "--out-dir", out_dir,
-               "--fresh", "--quiet", "--no-plots"]
+    command = [
+        sys.executable,
+        "-m",
+        "masc_core",
+        "eval",
+        manifest,
+        "--model",
+        checkpoint,
+        "--device",
+        "cpu",
+        "--max-patches",
+        str(args.max_patches),
+        "--chunk-size",
+        str(args.chunk_size),
+        "--out-dir",
+        out_dir,
+        "--fresh",
+        "--quiet",
+        "--no-plots",
+    ]
     if workers:
         command += ["--engine", "ray", "--workers", str(workers)]
     started = time.perf_counter()
@@ -104,15 +130,22 @@ def run(args: argparse.Namespace) -> dict:
     workdir = args.workdir or tempfile.mkdtemp(prefix="masc-ray-bench-")
     checkpoint = args.checkpoint or ensure_checkpoint(workdir, args.size)
     manifest = write_manifest(os.path.join(workdir, "manifest"), args.groups, args.rows)
-    report = {"machine": machine(), "size": None if args.checkpoint else args.size, "max_patches": args.max_patches,
-              "chunk_size": args.chunk_size, "groups": args.groups, "rows": args.groups * args.rows, "repeat": args.repeat}
+    report = {
+        "machine": machine(),
+        "size": None if args.checkpoint else args.size,
+        "max_patches": args.max_patches,
+        "chunk_size": args.chunk_size,
+        "groups": args.groups,
+        "rows": args.groups * args.rows,
+        "repeat": args.repeat,
+    }
     configs = [None, *args.workers]
     runs: dict = {workers: [] for workers in configs}
     reference = None
     report["load_average_before"] = list(os.getloadavg())
     for round_ in range(args.repeat):
         # Every other round in the opposite order, so a change in the machine's load hits every engine alike.
-        for workers in (configs if round_ % 2 == 0 else configs[::-1]):
+        for workers in configs if round_ % 2 == 0 else configs[::-1]:
             out_dir = os.path.join(workdir, "single" if not workers else f"ray-{workers}")
             result = run_eval(manifest, checkpoint, out_dir, args, workers)
             if "error" not in result:
@@ -138,8 +171,13 @@ def _summary(workers: int | None, results: list[dict]) -> dict:
     for key in ("wall_seconds", "startup_seconds", "images_per_second", "peak_rss_mib"):
         values = [r[key] for r in good if r.get(key) is not None]
         summary[key] = statistics.median(values) if values else None
-    summary.update(threads=good[0]["threads"], units=good[0]["units"], rows=good[0]["rows"], siglip_images=good[0]["siglip_images"],
-                   identical_to_single=all(r.get("identical_to_single") for r in results))
+    summary.update(
+        threads=good[0]["threads"],
+        units=good[0]["units"],
+        rows=good[0]["rows"],
+        siglip_images=good[0]["siglip_images"],
+        identical_to_single=all(r.get("identical_to_single") for r in results),
+    )
     return summary
 
 
@@ -154,12 +192,15 @@ def _each(run: dict, key: str, digits: int) -> str:
 def markdown(report: dict) -> str:
     info = report["machine"]
     lines = [
-        f"eval of {report['rows']} rows ({report['groups']} references), SigLIP2 {report['size'] or 'custom'} NaFlex (random weights), "
-        f"{report['max_patches']} patches, chunks of {report['chunk_size']}; {info['cpu']}, {info['logical_cpus']} logical CPUs, "
+        f"eval of {report['rows']} rows ({report['groups']} references), SigLIP2 {report['size'] or 'custom'} NaFlex "
+        "(random weights), "
+        f"{report['max_patches']} patches, chunks of {report['chunk_size']}; {info['cpu']}, {info['logical_cpus']} "
+        "logical CPUs, "
         f"torch {info['torch']}, CPU; load average (1 min) {report['load_average_before'][0]:.1f} before, "
         f"{report['load_average_after'][0]:.1f} after",
         "",
-        "| engine | workers x torch threads | wall (s), median (each run) | start-up (s) | images/s after start-up, median (each run) | vs single | same bytes |",
+        "| engine | workers x torch threads | wall (s), median (each run) | start-up (s) | images/s after start-up, "
+        "median (each run) | vs single | same bytes |",
         "|---|---|---|---|---|---|---|",
     ]
     for run in report["runs"]:
@@ -169,8 +210,10 @@ def markdown(report: dict) -> str:
         threads = run["threads"] if run["threads"] else info["torch_threads"]
         speedup = f"{run['speedup_after_startup']:.2f}x" if run.get("speedup_after_startup") else "n/a"
         lines.append(
-            f"| {run['engine']} | {run['workers']} x {threads} | {_fmt(run['wall_seconds'])} ({_each(run, 'wall_seconds', 1)}) | "
-            f"{_fmt(run['startup_seconds'])} | {_fmt(run['images_per_second'], 2)} ({_each(run, 'images_per_second', 2)}) | "
+            f"| {run['engine']} | {run['workers']} x {threads} | {_fmt(run['wall_seconds'])} "
+            f"({_each(run, 'wall_seconds', 1)}) | "
+            f"{_fmt(run['startup_seconds'])} | {_fmt(run['images_per_second'], 2)} "
+            f"({_each(run, 'images_per_second', 2)}) | "
             f"{speedup} | {'yes' if run.get('identical_to_single') else 'NO'} |"
         )
     return "\n".join(lines)
@@ -178,15 +221,21 @@ def markdown(report: dict) -> str:
 
 def add_parser(commands) -> None:
     parser = commands.add_parser("ray-workers", help="eval in one process vs --engine ray with 1 and 2 workers")
-    parser.add_argument("--size", default="base", choices=SIZES, help="SigLIP2 size (random weights, real architecture)")
+    parser.add_argument(
+        "--size", default="base", choices=SIZES, help="SigLIP2 size (random weights, real architecture)"
+    )
     parser.add_argument("--checkpoint", default=None, help="use this NaFlex checkpoint folder instead of building one")
     parser.add_argument("--groups", type=int, default=3, help="references (groups of rows)")
     parser.add_argument("--rows", type=int, default=16, help="outputs per reference")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="Ray worker counts to run")
     parser.add_argument("--max-patches", type=int, default=256, help="NaFlex patch budget")
     parser.add_argument("--chunk-size", type=int, default=8, help="eval's --chunk-size")
-    parser.add_argument("--repeat", type=int, default=2, help="runs of each engine, in alternating order (medians reported)")
-    parser.add_argument("--workdir", default=None, help="where the checkpoint, images and results go (default: a temp folder)")
+    parser.add_argument(
+        "--repeat", type=int, default=2, help="runs of each engine, in alternating order (medians reported)"
+    )
+    parser.add_argument(
+        "--workdir", default=None, help="where the checkpoint, images and results go (default: a temp folder)"
+    )
     add_output_options(parser)
     parser.set_defaults(run=command)
 

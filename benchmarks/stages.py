@@ -85,7 +85,8 @@ def photo_batch(count: int, size: int):
 
 
 def listed_under_models(workdir: str, folder: str) -> str:
-    """``folder`` linked as ``<workdir>/models/masc/<its name>`` ($MASC_MODELS_DIR set there); the name the loader lists."""
+    """``folder`` linked as ``<workdir>/models/masc/<its name>`` ($MASC_MODELS_DIR set there); the name the loader
+    lists."""
     root = os.path.join(workdir, "models")
     os.environ["MASC_MODELS_DIR"] = root
     name = os.path.basename(os.path.normpath(folder))
@@ -159,7 +160,8 @@ def patched(pairs):
 
 
 def timed_call(pack, encoder, inputs, heatmaps: bool) -> dict:
-    """One MaSCScore call with every stage timed: milliseconds per stage, 'other', 'total'; and 'previews_written' (files)."""
+    """One MaSCScore call with every stage timed: milliseconds per stage, 'other', 'total'; and 'previews_written'
+    (files)."""
     scoring_nodes, host = pack.nodes.scoring_nodes, pack.nodes.host
     core = encoder.core
     clock = StageClock(encoder.compute_device)
@@ -186,7 +188,9 @@ def timed_call(pack, encoder, inputs, heatmaps: bool) -> dict:
         total = time.perf_counter() - started
     assert len(result["result"][2].scores) == outputs.shape[0]
     seconds = clock.seconds
-    seconds["metric"] = seconds.pop("score_images") - sum(seconds.get(k, 0.0) for k in ("preprocessing", "vision", "text"))
+    seconds["metric"] = seconds.pop("score_images") - sum(
+        seconds.get(k, 0.0) for k in ("preprocessing", "vision", "text")
+    )
     seconds["other"] = total - sum(seconds.values())
     seconds["total"] = total
     milliseconds = {stage: 1000.0 * value for stage, value in seconds.items()}
@@ -220,10 +224,13 @@ def markdown(report: dict, statistic: str = "median") -> str:
     info = report["machine"]
     other = "min" if statistic == "median" else "median"
     lines = [
-        f"Machine: {info['cpu']}, {info['logical_cpus']} logical CPUs, torch {info['torch']} ({info['torch_threads']} threads), "
+        f"Machine: {info['cpu']}, {info['logical_cpus']} logical CPUs, torch {info['torch']} ({info['torch_threads']} "
+        "threads), "
         f"device {report['device']}" + (f" ({info['gpu']})" if info.get("gpu") else "") + ". "
-        f"One MaSC Score call: {report['n']} outputs at {report['image_size']}x{report['image_size']} against one reference, "
-        f"NaFlex {report['max_patches']} patches, fp32; {statistic} of {report['repeats']} calls ({other} in the JSON).",
+        f"One MaSC Score call: {report['n']} outputs at {report['image_size']}x{report['image_size']} against one "
+        "reference, "
+        f"NaFlex {report['max_patches']} patches, fp32; {statistic} of {report['repeats']} calls ({other} in the "
+        "JSON).",
     ]
     for row in report["models"]:
         on, off = row["on"][f"{statistic}_ms"], row["off"][f"{statistic}_ms"]
@@ -241,8 +248,10 @@ def markdown(report: dict, statistic: str = "median") -> str:
         extra = on["total"] - off["total"]
         lines.append("")
         lines.append(
-            f"Heatmaps, {maps} maps: rendering {on['heatmaps']:.0f} ms ({on['heatmaps'] / maps:.1f} ms a map); with their IMAGE outputs "
-            f"{own:.0f} ms ({own / maps:.1f} ms a map); node total on - off {extra:.0f} ms ({extra / maps:.1f} ms a map, previews "
+            f"Heatmaps, {maps} maps: rendering {on['heatmaps']:.0f} ms ({on['heatmaps'] / maps:.1f} ms a map); with "
+            "their IMAGE outputs "
+            f"{own:.0f} ms ({own / maps:.1f} ms a map); node total on - off {extra:.0f} ms ({extra / maps:.1f} ms a "
+            "map, previews "
             "included, and so is the run-to-run noise of every other stage)."
         )
     return "\n".join(lines)
@@ -256,8 +265,14 @@ def run(args: argparse.Namespace) -> dict:
 
     workdir = args.workdir or os.path.join(tempfile.gettempdir(), "masc-bench-stages")
     previews = tempfile.mkdtemp(prefix="masc-previews-")
-    report = {"device": args.device, "n": args.n, "image_size": args.image_size, "max_patches": args.max_patches,
-              "repeats": args.repeats, "models": []}
+    report = {
+        "device": args.device,
+        "n": args.n,
+        "image_size": args.image_size,
+        "max_patches": args.max_patches,
+        "repeats": args.repeats,
+        "models": [],
+    }
     try:
         inputs = photo_batch(args.n, args.image_size)
         for model in args.models:
@@ -274,7 +289,9 @@ def run(args: argparse.Namespace) -> dict:
             row = {"model": model, "checkpoint": os.path.basename(folder), "maps": 3 * args.n, "outputs": args.n}
             row.update(measure(pack, encoder, inputs, args.repeats))
             report["models"].append(row)
-            sys.stderr.write(f"{model}: on {row['on']['median_ms']['total']:.0f} ms, off {row['off']['median_ms']['total']:.0f} ms\n")
+            sys.stderr.write(
+                f"{model}: on {row['on']['median_ms']['total']:.0f} ms, off {row['off']['median_ms']['total']:.0f} ms\n"
+            )
         report["machine"] = machine()
         report["device"] = str(encoder.compute_device)
     finally:
@@ -284,16 +301,25 @@ def run(args: argparse.Namespace) -> dict:
 
 def add_parser(commands) -> None:
     parser = commands.add_parser("stages", help="per-stage cost of one MaSC Score node call (heatmaps on and off)")
-    parser.add_argument("--models", nargs="+", default=["tiny"], choices=MODELS + ("custom",),
-                        help="tiny random SigLIP2 and/or the real base architecture (random weights); custom = --checkpoint")
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        default=["tiny"],
+        choices=MODELS + ("custom",),
+        help="tiny random SigLIP2 and/or the real base architecture (random weights); custom = --checkpoint",
+    )
     parser.add_argument("--checkpoint", default=None, help="with --models custom: a NaFlex checkpoint folder")
     parser.add_argument("--n", type=int, default=8, help="outputs scored in the call")
     parser.add_argument("--image-size", type=int, default=1024, help="side of the (square) images, px")
     parser.add_argument("--max-patches", type=int, default=1024, help="NaFlex patch budget (paper: 1024)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     parser.add_argument("--repeats", type=int, default=5, help="timed calls of each kind")
-    parser.add_argument("--show", choices=("median", "min"), default="median",
-                        help="which statistic over the calls the table shows (min: closest to an idle machine)")
+    parser.add_argument(
+        "--show",
+        choices=("median", "min"),
+        default="median",
+        help="which statistic over the calls the table shows (min: closest to an idle machine)",
+    )
     parser.add_argument("--workdir", default=None, help="where checkpoints are built and kept (default: a temp folder)")
     add_output_options(parser)
     parser.set_defaults(run=command)

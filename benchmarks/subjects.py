@@ -39,8 +39,15 @@ def measure(args: argparse.Namespace) -> dict:
     dog, cat = Subject("sks dog, dog", _photo("dog_00"), box), Subject("cat", _photo("cat_00"), box)
 
     def single(encoder):
-        return score_images(encoder, outputs, reference=dog.references, reference_mask=box, mask=np.maximum(left, right),
-                            prompt=PROMPT, subject="sks dog, dog")
+        return score_images(
+            encoder,
+            outputs,
+            reference=dog.references,
+            reference_mask=box,
+            mask=np.maximum(left, right),
+            prompt=PROMPT,
+            subject="sks dog, dog",
+        )
 
     def two(encoder):
         return score_subjects(encoder, outputs, subjects=[dog, cat], output_masks=[[left], [right]], prompt=PROMPT)
@@ -55,4 +62,10 @@ def table(results: dict) -> str:
 
 
 def add_parser(commands) -> None:
-    add_cases_parser(commands, "subjects", "what a second subject costs: score_subjects (K = 2) vs score_images (K = 1)", measure, table)
+    add_cases_parser(
+        commands,
+        "subjects",
+        "what a second subject costs: score_subjects (K = 2) vs score_images (K = 1)",
+        measure,
+        table,
+    )

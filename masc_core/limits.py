@@ -20,7 +20,11 @@ from .safe_text import shown
 def out_of_range(name: str, value, low, high) -> str:
     """The one-line refusal of a number outside low..high (either bound may be None)."""
     if low is not None and high is not None:
-        allowed = f"between {low:g} and {high:g}" if isinstance(low, float) or isinstance(high, float) else f"between {low} and {high}"
+        allowed = (
+            f"between {low:g} and {high:g}"
+            if isinstance(low, float) or isinstance(high, float)
+            else f"between {low} and {high}"
+        )
     elif low is not None:
         allowed = f"at least {low:g}" if isinstance(low, float) else f"at least {low}"
     else:
@@ -39,7 +43,9 @@ class IntRange:
     def check(self, value) -> int:
         """``value`` as an int, or a one-line MascInputError naming the setting."""
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise MascInputError(f"{self.name} is {shown(value)}, not a whole number: set it between {self.low} and {self.high}")
+            raise MascInputError(
+                f"{self.name} is {shown(value)}, not a whole number: set it between {self.low} and {self.high}"
+            )
         if not self.low <= value <= self.high:
             raise MascInputError(out_of_range(self.name, value, self.low, self.high))
         return int(value)

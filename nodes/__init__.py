@@ -5,7 +5,8 @@ from .log_nodes import MaSCLogScores
 from .mask_nodes import MaSCAutoMask, MaSCLoadAutoMaskModel, MaSCLoadSAM3Model
 from .review_nodes import MaSCContactSheet, MaSCPick
 from .rules_nodes import MaSCPrune, MaSCRules
-from .sampling_nodes import MaSCSampleUntil, MaSCSampleUntilCustom
+from .custom_sampling_node import MaSCSampleUntilCustom
+from .sampling_nodes import MaSCSampleUntil
 from .scoring_nodes import MaSCConceptPreservation, MaSCPromptFollowing, MaSCScore, MaSCStripSubject
 from .selection_nodes import MaSCGate, MaSCSelectBest
 from .subject_nodes import MaSCScoreSubjects, MaSCSubject

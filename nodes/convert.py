@@ -62,7 +62,9 @@ def check_candidate_mask(mask: torch.Tensor | None, images: list[np.ndarray], na
     one when the subject was not rendered, and the mask filter handles it.
     """
     if mask is not None and is_load_image_empty_mask(mask, images):
-        raise MascInputError(f"{name} is empty (all zero): PF pools the background around the subject; {LOAD_IMAGE_EMPTY_MASK_HINT}")
+        raise MascInputError(
+            f"{name} is empty (all zero): PF pools the background around the subject; {LOAD_IMAGE_EMPTY_MASK_HINT}"
+        )
 
 
 def check_single_latent(latent: dict, name: str = "latent_image") -> None:
@@ -75,7 +77,8 @@ def check_single_latent(latent: dict, name: str = "latent_image") -> None:
     if samples.shape[0] != 1:
         raise MascInputError(
             f"{name} has a batch of {samples.shape[0]}: MaSC Sample Until starts every candidate from one latent "
-            "(its batch_size sets candidates per round); set Empty Latent Image's batch_size to 1, or pick one with Latent From Batch"
+            "(its batch_size sets candidates per round); set Empty Latent Image's batch_size to 1, or pick one with "
+            "Latent From Batch"
         )
 
 

@@ -17,57 +17,121 @@ from .types import MASC_ENCODER, MASC_PRUNE, MASC_RULES, MASC_SEGMENTER, MASC_SU
 
 ENCODER_INPUT = (MASC_ENCODER, {"tooltip": "From Load MaSC Encoder."})
 IMAGE_INPUT = ("IMAGE", {"tooltip": "The generated image(s) to score; a batch of N is scored in one pass."})
-REFERENCE_INPUT = ("IMAGE", {"tooltip": "Reference view(s) of the subject. A batch = several views of one subject; CP is the mean over views."})
+REFERENCE_INPUT = (
+    "IMAGE",
+    {"tooltip": "Reference view(s) of the subject. A batch = several views of one subject; CP is the mean over views."},
+)
 REFERENCE_MASK_INPUT = (
     "MASK",
-    {"tooltip": "The subject in the reference (white = subject), one per view or one for all; resized to the image. "
-                "Load Image's MASK is 1 - alpha: invert it for a cut-out with a transparent background."},
+    {
+        "tooltip": "The subject in the reference (white = subject), one per view or one for all; resized to the image. "
+        "Load Image's MASK is 1 - alpha: invert it for a cut-out with a transparent background."
+    },
 )
 OUTPUT_MASK_INPUT = (
     "MASK",
-    {"tooltip": "The subject in each generated image (white = subject), one per image or one for all. PF hides it and pools the background."},
+    {
+        "tooltip": "The subject in each generated image (white = subject), one per image or one for all. PF hides it "
+        "and pools the background."
+    },
 )
 PROMPT_INPUT = ("STRING", {"multiline": True, "default": "", "tooltip": "The prompt the image was generated from."})
 SUBJECT_INPUT = (
     "STRING",
-    {"default": "", "tooltip": "The subject's name, removed from the prompt before PF (e.g. 'dog'); several names comma-separated ('sks dog, dog')."},
+    {
+        "default": "",
+        "tooltip": "The subject's name, removed from the prompt before PF (e.g. 'dog'); several names comma-separated "
+        "('sks dog, dog').",
+    },
 )
-HEATMAPS_INPUT = ("BOOLEAN", {"default": True, "tooltip": "Render heatmap overlays (switch off to save time on large batches)."})
+HEATMAPS_INPUT = (
+    "BOOLEAN",
+    {"default": True, "tooltip": "Render heatmap overlays (switch off to save time on large batches)."},
+)
 
 
 # ---------------------------------------------------------------- what passes, in which order
 
 
-def rank_by_input(default: str, tooltip: str = "Best first by cp, pf, or both = cp_weight*CP + pf_weight*PF (pf and both need masks).") -> tuple:
+def rank_by_input(
+    default: str, tooltip: str = "Best first by cp, pf, or both = cp_weight*CP + pf_weight*PF (pf and both need masks)."
+) -> tuple:
     """The ranking key's combo (its default differs by node: saved workflows keep theirs)."""
     return (list(RANK_KEYS), {"default": default, "tooltip": tooltip})
 
 
-CP_WEIGHT_INPUT = ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of CP when ranking by both."})
-PF_WEIGHT_INPUT = ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of PF when ranking by both."})
+CP_WEIGHT_INPUT = (
+    "FLOAT",
+    {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of CP when ranking by both."},
+)
+PF_WEIGHT_INPUT = (
+    "FLOAT",
+    {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of PF when ranking by both."},
+)
 
 OFF = -1.0
 """Threshold value meaning "no threshold" (cosines are >= -1)."""
 
 THRESHOLD_INPUTS = {
-    "min_cp": ("FLOAT", {"default": OFF, "min": -1.0, "max": 1.0, "step": 0.005, "tooltip": "Keep only images with CP at least this (-1 = no threshold)."}),
-    "min_pf": ("FLOAT", {"default": OFF, "min": -1.0, "max": 1.0, "step": 0.005, "tooltip": "Keep only images with PF at least this (-1 = no threshold)."}),
+    "min_cp": (
+        "FLOAT",
+        {
+            "default": OFF,
+            "min": -1.0,
+            "max": 1.0,
+            "step": 0.005,
+            "tooltip": "Keep only images with CP at least this (-1 = no threshold).",
+        },
+    ),
+    "min_pf": (
+        "FLOAT",
+        {
+            "default": OFF,
+            "min": -1.0,
+            "max": 1.0,
+            "step": 0.005,
+            "tooltip": "Keep only images with PF at least this (-1 = no threshold).",
+        },
+    ),
     "reject_small_masks": (
         "BOOLEAN",
-        {"default": False, "tooltip": "Reject images whose mask covers less than min_foreground of the image: usually the subject was not rendered (the paper's filter)."},
+        {
+            "default": False,
+            "tooltip": "Reject images whose mask covers less than min_foreground of the image: usually the subject "
+            "was not rendered (the paper's filter).",
+        },
     ),
-    "min_foreground": ("FLOAT", {"default": MIN_FOREGROUND_FRACTION, "min": 0.0, "max": 1.0, "step": 0.005, "tooltip": "The mask-size filter's threshold, as a share of the image (paper: 0.05)."}),
+    "min_foreground": (
+        "FLOAT",
+        {
+            "default": MIN_FOREGROUND_FRACTION,
+            "min": 0.0,
+            "max": 1.0,
+            "step": 0.005,
+            "tooltip": "The mask-size filter's threshold, as a share of the image (paper: 0.05).",
+        },
+    ),
 }
-ON_UNCERTAIN_INPUT = (list(UNCERTAIN_CHOICES), {
-    "default": KEEP_BUT_MARK,
-    "tooltip": "When a score's mask-sensitivity band (the score with its mask one patch smaller or larger) straddles a "
-               "threshold, the masks could flip the verdict. keep but mark: the score decides, the verdict says uncertain; "
-               "accept: that threshold counts as cleared; reject: it counts as failed.",
-})
+ON_UNCERTAIN_INPUT = (
+    list(UNCERTAIN_CHOICES),
+    {
+        "default": KEEP_BUT_MARK,
+        "tooltip": "When a score's mask-sensitivity band (the score with its mask one patch smaller or larger) "
+        "straddles a "
+        "threshold, the masks could flip the verdict. keep but mark: the score decides, the verdict says uncertain; "
+        "accept: that threshold counts as cleared; reject: it counts as failed.",
+    },
+)
 """What an uncertain image becomes (MaSC Select Best, MaSC Gate, MaSC Sample Until)."""
 
 CARRIED_INPUTS = {
-    "latent": ("LATENT", {"tooltip": "Optional: the latents of the same batch, selected in the same order (keeps batch_index so a seed can be re-run)."}),
+    "latent": (
+        "LATENT",
+        {
+            "tooltip": "Optional: the latents of the same batch, selected in the same order (keeps batch_index so a "
+            "seed can be re-run)."
+        },
+    ),
     "mask": ("MASK", {"tooltip": "Optional: masks of the same batch, selected in the same order."}),
 }
 
@@ -79,39 +143,143 @@ BLEND_CHOICES = list(BLENDS)
 
 RUN_MIN_CP_INPUT = ("FLOAT", dict(THRESHOLD_INPUTS["min_cp"][1], default=0.5))
 """min_cp where a run decides (MaSC Rules, MaSC Sample Until): a starting point to tune, not off as for Gate."""
-BLEND_INPUT = (BLEND_CHOICES, {"default": "report", "tooltip": "With several subjects: report = blend warnings in the report only; reject = a candidate with a blend warning does not pass (needs a segmenter)."})
-ACCEPT_INPUT = ("INT", {"default": 1, "min": ACCEPT.low, "max": ACCEPT.high, "tooltip": "Stop once this many candidates pass; they are returned best first."})
-MAX_CANDIDATES_INPUT = ("INT", {"default": 16, "min": MAX_CANDIDATES.low, "max": MAX_CANDIDATES.high, "tooltip": "The budget: never sample more candidates than this."})
-BATCH_SIZE_INPUT = ("INT", {"default": 1, "min": BATCH_SIZE.low, "max": BATCH_SIZE.high, "tooltip": "Candidates sampled per round (pruning chooses among a round's). Larger is faster on a big GPU; 1 stops soonest and needs least VRAM."})
-ON_SHORTFALL_INPUT = (list(SHORTFALL_CHOICES), {"default": SHORTFALL_CHOICES[0], "tooltip": "When the budget runs out with fewer than accept passing: return the best so far (marked below threshold in the report), or block the nodes downstream."})
+BLEND_INPUT = (
+    BLEND_CHOICES,
+    {
+        "default": "report",
+        "tooltip": "With several subjects: report = blend warnings in the report only; reject = a candidate with a "
+        "blend warning does not pass (needs a segmenter).",
+    },
+)
+ACCEPT_INPUT = (
+    "INT",
+    {
+        "default": 1,
+        "min": ACCEPT.low,
+        "max": ACCEPT.high,
+        "tooltip": "Stop once this many candidates pass; they are returned best first.",
+    },
+)
+MAX_CANDIDATES_INPUT = (
+    "INT",
+    {
+        "default": 16,
+        "min": MAX_CANDIDATES.low,
+        "max": MAX_CANDIDATES.high,
+        "tooltip": "The budget: never sample more candidates than this.",
+    },
+)
+BATCH_SIZE_INPUT = (
+    "INT",
+    {
+        "default": 1,
+        "min": BATCH_SIZE.low,
+        "max": BATCH_SIZE.high,
+        "tooltip": "Candidates sampled per round (pruning chooses among a round's). Larger is faster on a big GPU; 1 "
+        "stops soonest and needs least VRAM.",
+    },
+)
+ON_SHORTFALL_INPUT = (
+    list(SHORTFALL_CHOICES),
+    {
+        "default": SHORTFALL_CHOICES[0],
+        "tooltip": "When the budget runs out with fewer than accept passing: return the best so far (marked below "
+        "threshold in the report), or block the nodes downstream.",
+    },
+)
 
 PRUNE_INPUTS = {
-    "prune_at": ("FLOAT", {
-        "default": 0.0, "min": 0.0, "max": 0.95, "step": 0.05,
-        "tooltip": "Decide before the last step: at this share of the steps each round's candidates are judged on the model's "
-                   "denoised preview and only the best prune_keep are finished (0 = off). Saves the pruned ones' remaining "
-                   "steps; the risk is pruning one that would have ended best: run a study first (prune_study, then "
-                   "'python -m masc_core prune-report'). Needs batch_size above prune_keep; samples a round one candidate at a time. "
-                   "Survivors equal a KSampler at their seed: with euler, heun, dpm_2 or ddim they go on from the judged step; "
-                   "any other sampler samples them again from step 0, which costs the judged steps twice.",
-    }),
-    "prune_keep": ("INT", {"default": 1, "min": 1, "max": BATCH_SIZE.high,
-                           "tooltip": "With prune_at: how many of each round of batch_size are finished."}),
-    "prune_study": ("BOOLEAN", {"default": False,
-                                "tooltip": "Prune nothing; judge every candidate at 20, 30, 40, 50 and 60% of its steps and finish it, so "
-                                           "MaSC Log Scores writes previews beside final scores for 'python -m masc_core prune-report'."}),
+    "prune_at": (
+        "FLOAT",
+        {
+            "default": 0.0,
+            "min": 0.0,
+            "max": 0.95,
+            "step": 0.05,
+            "tooltip": "Decide before the last step: at this share of the steps each round's candidates are judged on "
+            "the model's "
+            "denoised preview and only the best prune_keep are finished (0 = off). Saves the pruned ones' remaining "
+            "steps; the risk is pruning one that would have ended best: run a study first (prune_study, then "
+            "'python -m masc_core prune-report'). Needs batch_size above prune_keep; samples a round one candidate at "
+            "a time. "
+            "Survivors equal a KSampler at their seed: with euler, heun, dpm_2 or ddim they go on from the judged "
+            "step; "
+            "any other sampler samples them again from step 0, which costs the judged steps twice.",
+        },
+    ),
+    "prune_keep": (
+        "INT",
+        {
+            "default": 1,
+            "min": 1,
+            "max": BATCH_SIZE.high,
+            "tooltip": "With prune_at: how many of each round of batch_size are finished.",
+        },
+    ),
+    "prune_study": (
+        "BOOLEAN",
+        {
+            "default": False,
+            "tooltip": "Prune nothing; judge every candidate at 20, 30, 40, 50 and 60% of its steps and finish it, so "
+            "MaSC Log Scores writes previews beside final scores for 'python -m masc_core prune-report'.",
+        },
+    ),
 }
-"""Pruning (``masc_core.selection.pruning``): optional and appended, so older graphs keep their slots and sample in full."""
+"""Pruning (``masc_core.selection.pruning``): optional and appended, so older graphs keep their slots and sample in
+full."""
 
-RULES_INPUT = (MASC_RULES, {"tooltip": "Optional: what passes, from MaSC Rules (the same rules as your MaSC Sample Until (Custom)). "
-                                        "When connected it replaces this node's ranking and threshold widgets."})
+RULES_INPUT = (
+    MASC_RULES,
+    {
+        "tooltip": "Optional: what passes, from MaSC Rules (the same rules as your MaSC Sample Until (Custom)). "
+        "When connected it replaces this node's ranking and threshold widgets."
+    },
+)
 """The optional ``rules`` input of MaSC Gate, Select Best and Pick."""
 
-PRUNE_INPUT = (MASC_PRUNE, {"tooltip": "Optional: pruning, from MaSC Prune (judge each round on previews, finish the best). Not connected = every candidate sampled in full."})
+PRUNE_INPUT = (
+    MASC_PRUNE,
+    {
+        "tooltip": "Optional: pruning, from MaSC Prune (judge each round on previews, finish the best). Not connected "
+        "= every candidate sampled in full."
+    },
+)
 
-MASK_SUBJECT_INPUT = ("STRING", {"default": "", "tooltip": "What the segmenter masks in each candidate (e.g. 'dog'); empty = the subject names. Leave it empty with subjects."})
-MASK_THRESHOLD_INPUT = ("FLOAT", {"default": DEFAULT_MASK_THRESHOLD, "min": 0.0, "max": 1.0, "step": 0.01, "tooltip": "The segmenter's threshold, as in MaSC Auto Mask."})
-SAMPLED_REFERENCE_INPUT = (REFERENCE_INPUT[0], dict(REFERENCE_INPUT[1], tooltip=REFERENCE_INPUT[1]["tooltip"] + " Needed unless subjects is connected."))
+MASK_SUBJECT_INPUT = (
+    "STRING",
+    {
+        "default": "",
+        "tooltip": "What the segmenter masks in each candidate (e.g. 'dog'); empty = the subject names. Leave it "
+        "empty with subjects.",
+    },
+)
+MASK_THRESHOLD_INPUT = (
+    "FLOAT",
+    {
+        "default": DEFAULT_MASK_THRESHOLD,
+        "min": 0.0,
+        "max": 1.0,
+        "step": 0.01,
+        "tooltip": "The segmenter's threshold, as in MaSC Auto Mask.",
+    },
+)
+SAMPLED_REFERENCE_INPUT = (
+    REFERENCE_INPUT[0],
+    dict(REFERENCE_INPUT[1], tooltip=REFERENCE_INPUT[1]["tooltip"] + " Needed unless subjects is connected."),
+)
 """Optional on both Sample Until nodes only so that 'subjects' can replace it; the run refuses neither given."""
-SEGMENTER_INPUT = (MASC_SEGMENTER, {"tooltip": "Optional: masks each candidate (Load MaSC Auto Mask Model for CLIPSeg, Load MaSC SAM3 Model for SAM3). Without it: CP only, PF undefined."})
-SUBJECTS_INPUT = (MASC_SUBJECTS, {"tooltip": "Several subjects in each candidate (chained MaSC Subject nodes) instead of reference_image, reference_mask and subject. A candidate passes only when every subject does (CP = cp_min, the weakest subject); the segmenter masks each subject by its own names."})
+SEGMENTER_INPUT = (
+    MASC_SEGMENTER,
+    {
+        "tooltip": "Optional: masks each candidate (Load MaSC Auto Mask Model for CLIPSeg, Load MaSC SAM3 Model for "
+        "SAM3). Without it: CP only, PF undefined."
+    },
+)
+SUBJECTS_INPUT = (
+    MASC_SUBJECTS,
+    {
+        "tooltip": "Several subjects in each candidate (chained MaSC Subject nodes) instead of reference_image, "
+        "reference_mask and subject. A candidate passes only when every subject does (CP = cp_min, the weakest "
+        "subject); the segmenter masks each subject by its own names."
+    },
+)

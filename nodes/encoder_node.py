@@ -34,13 +34,25 @@ class MaSCLoadEncoder(CheckpointLoader):
         return {
             "max_patches": (
                 "INT",
-                {"default": 1024, "min": MAX_PATCHES.low, "max": MAX_PATCHES.high, "step": 16, "tooltip": "NaFlex patch budget per image (the paper: 1024). Fixed-size checkpoints ignore it."},
+                {
+                    "default": 1024,
+                    "min": MAX_PATCHES.low,
+                    "max": MAX_PATCHES.high,
+                    "step": 16,
+                    "tooltip": "NaFlex patch budget per image (the paper: 1024). Fixed-size checkpoints ignore it.",
+                },
             ),
         }
 
     def build(self, path, offload, dtype, download_dir, progress, max_patches):
-        return MascEncoder.load(path, device=offload, precision=dtype, max_num_patches=int(max_patches), download_dir=download_dir,
-                                progress=progress)
+        return MascEncoder.load(
+            path,
+            device=offload,
+            precision=dtype,
+            max_num_patches=int(max_patches),
+            download_dir=download_dir,
+            progress=progress,
+        )
 
     def load(self, model: str, device: str, precision: str, max_patches: int):
         return super().load(model, device, precision, max_patches=int(max_patches))

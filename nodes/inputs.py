@@ -78,22 +78,34 @@ SOCKETS: dict[str, Socket] = {
     "IMAGE": Socket("an IMAGE", _tensor(3, 4), "Load Image, VAE Decode or another node's IMAGE output"),
     "MASK": Socket("a MASK", _tensor(2, 3), "Load Image's MASK, MaSC Auto Mask or another node's MASK output"),
     "LATENT": Socket(
-        "a LATENT", lambda v: isinstance(v, dict) and isinstance(v.get("samples"), torch.Tensor),
+        "a LATENT",
+        lambda v: isinstance(v, dict) and isinstance(v.get("samples"), torch.Tensor),
         "Empty Latent Image or another node's LATENT output",
     ),
     "SIGMAS": Socket("a SIGMAS schedule", _tensor(1), "Basic Scheduler or another node's SIGMAS output"),
-    "CONDITIONING": Socket("a CONDITIONING", lambda v: isinstance(v, list), "CLIP Text Encode or another node's CONDITIONING"),
+    "CONDITIONING": Socket(
+        "a CONDITIONING", lambda v: isinstance(v, list), "CLIP Text Encode or another node's CONDITIONING"
+    ),
     "MODEL": Socket("a MODEL", _core_object, "Load Checkpoint's MODEL or another node's MODEL output"),
-    "VAE": Socket("a VAE", lambda v: callable(getattr(v, "decode", None)), "Load Checkpoint's VAE, Load VAE or another node's VAE"),
-    "NOISE": Socket("a NOISE", lambda v: callable(getattr(v, "generate_noise", None)), "Random Noise or another node's NOISE output"),
+    "VAE": Socket(
+        "a VAE", lambda v: callable(getattr(v, "decode", None)), "Load Checkpoint's VAE, Load VAE or another node's VAE"
+    ),
+    "NOISE": Socket(
+        "a NOISE", lambda v: callable(getattr(v, "generate_noise", None)), "Random Noise or another node's NOISE output"
+    ),
     "GUIDER": Socket(
-        "a GUIDER", lambda v: callable(getattr(v, "sample", None)) and getattr(v, "model_patcher", None) is not None,
+        "a GUIDER",
+        lambda v: callable(getattr(v, "sample", None)) and getattr(v, "model_patcher", None) is not None,
         "CFG Guider, Basic Guider, Dual CFG Guider or another node's GUIDER output",
     ),
-    "SAMPLER": Socket("a SAMPLER", lambda v: callable(getattr(v, "sample", None)), "KSampler Select or another node's SAMPLER output"),
+    "SAMPLER": Socket(
+        "a SAMPLER", lambda v: callable(getattr(v, "sample", None)), "KSampler Select or another node's SAMPLER output"
+    ),
     MASC_ENCODER: Socket("a MaSC encoder", _managed(MascEncoder), "Load MaSC Encoder's 'encoder' output"),
     MASC_SEGMENTER: Socket(
-        "a MaSC segmenter", _managed(Segmenter), "Load MaSC Auto Mask Model's or Load MaSC SAM3 Model's 'segmenter' output"
+        "a MaSC segmenter",
+        _managed(Segmenter),
+        "Load MaSC Auto Mask Model's or Load MaSC SAM3 Model's 'segmenter' output",
     ),
     MASC_SCORES: Socket("MaSC scores", lambda v: isinstance(v, ScoreBatch), "the 'scores' output of a MaSC node"),
     MASC_SUBJECTS: Socket(
@@ -102,7 +114,9 @@ SOCKETS: dict[str, Socket] = {
         "a MaSC Subject node's 'subjects' output",
     ),
     MASC_RULES: Socket("MaSC Rules' output", lambda v: isinstance(v, RunRules), "a MaSC Rules node"),
-    MASC_PRUNE: Socket("MaSC Prune's output", lambda v: isinstance(v, PruneRules), "a MaSC Prune node, or disconnect it"),
+    MASC_PRUNE: Socket(
+        "MaSC Prune's output", lambda v: isinstance(v, PruneRules), "a MaSC Prune node, or disconnect it"
+    ),
 }
 """Every socket type a pack node takes that is not a widget, and how a value of it is recognised."""
 

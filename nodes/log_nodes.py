@@ -37,8 +37,22 @@ class MaSCLogScores:
         return {
             "required": {
                 "scores": (MASC_SCORES, {"tooltip": "From MaSC Sample Until or a MaSC scoring node."}),
-                "filename": ("STRING", {"default": "masc_scores.jsonl", "tooltip": "File in the output folder (subfolders allowed); .jsonl or .csv. Rows are appended across runs."}),
-                "method": ("STRING", {"default": "", "tooltip": "Optional label for these rows (eval's 'method' column), e.g. the LoRA or settings tried."}),
+                "filename": (
+                    "STRING",
+                    {
+                        "default": "masc_scores.jsonl",
+                        "tooltip": "File in the output folder (subfolders allowed); .jsonl or .csv. Rows are appended "
+                        "across runs.",
+                    },
+                ),
+                "method": (
+                    "STRING",
+                    {
+                        "default": "",
+                        "tooltip": "Optional label for these rows (eval's 'method' column), e.g. the LoRA or settings "
+                        "tried.",
+                    },
+                ),
             }
         }
 

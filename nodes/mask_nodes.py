@@ -38,7 +38,9 @@ class MaSCLoadAutoMaskModel(CheckpointLoader):
     MODEL_TOOLTIP = "A CLIPSeg folder under models/clipseg, or the usual Hub id (downloaded once into models/clipseg)."
 
     def build(self, path, offload, dtype, download_dir, progress):
-        return ClipSegSegmenter.load(path, device=offload, precision=dtype, download_dir=download_dir, progress=progress)
+        return ClipSegSegmenter.load(
+            path, device=offload, precision=dtype, download_dir=download_dir, progress=progress
+        )
 
     def load(self, model: str, device: str, precision: str):  # the node's inputs by name (ComfyUI calls it with them)
         return super().load(model, device, precision)
@@ -60,22 +62,37 @@ class MaSCLoadSAM3Model(CheckpointLoader):
         Output(MASC_SEGMENTER, "segmenter", "The loaded SAM3 model; connect it wherever a MaSC segmenter goes."),
     )
     KIND, HUB_ID = "sam3", SAM3_MODEL_ID
-    MODEL_TOOLTIP = (f"A SAM3 folder (config.json, model.safetensors, tokenizer) under models/sam3, or {SAM3_MODEL_ID} "
-                     "(gated: accept the SAM License on its Hub page and log in first; downloaded once into models/sam3).")
+    MODEL_TOOLTIP = (
+        f"A SAM3 folder (config.json, model.safetensors, tokenizer) under models/sam3, or {SAM3_MODEL_ID} "
+        "(gated: accept the SAM License on its Hub page and log in first; downloaded once into models/sam3)."
+    )
 
     @classmethod
     def option_inputs(cls) -> dict:
         return {
-            "score_threshold": ("FLOAT", {
-                "default": DEFAULT_SCORE_THRESHOLD, "min": 0.0, "max": 1.0, "step": 0.01,
-                "tooltip": "Instances SAM3 scores at least this are merged into the subject's mask (the union: every "
-                           "part of the subject stays out of PF's background). As core SAM3 Detect's threshold.",
-            }),
+            "score_threshold": (
+                "FLOAT",
+                {
+                    "default": DEFAULT_SCORE_THRESHOLD,
+                    "min": 0.0,
+                    "max": 1.0,
+                    "step": 0.01,
+                    "tooltip": "Instances SAM3 scores at least this are merged into the subject's mask (the union: "
+                    "every "
+                    "part of the subject stays out of PF's background). As core SAM3 Detect's threshold.",
+                },
+            ),
         }
 
     def build(self, path, offload, dtype, download_dir, progress, score_threshold=DEFAULT_SCORE_THRESHOLD):
-        return Sam3Segmenter.load(path, device=offload, precision=dtype, download_dir=download_dir, score_threshold=score_threshold,
-                                  progress=progress)
+        return Sam3Segmenter.load(
+            path,
+            device=offload,
+            precision=dtype,
+            download_dir=download_dir,
+            score_threshold=score_threshold,
+            progress=progress,
+        )
 
     def load(self, model: str, device: str, precision: str, score_threshold: float):  # the node's inputs by name
         return super().load(model, device, precision, score_threshold=float(score_threshold))
@@ -106,18 +123,48 @@ class MaSCAutoMask:
     def INPUT_TYPES(cls):
         return {
             "required": {
-                "segmenter": (MASC_SEGMENTER, {"tooltip": "From Load MaSC Auto Mask Model (CLIPSeg) or Load MaSC SAM3 Model."}),
+                "segmenter": (
+                    MASC_SEGMENTER,
+                    {"tooltip": "From Load MaSC Auto Mask Model (CLIPSeg) or Load MaSC SAM3 Model."},
+                ),
                 "images": ("IMAGE", {"tooltip": "The images to mask (a batch is masked in one pass)."}),
-                "subject": ("STRING", {"default": "", "tooltip": "What to mask, usually the subject's class name ('dog'); several names comma-separated ('dog, puppy') are combined."}),
-                "threshold": ("FLOAT", {"default": DEFAULT_MASK_THRESHOLD, "min": 0.0, "max": 1.0, "step": 0.01, "tooltip": "A pixel is the subject when the segmenter's probability is at least this (SAM3: the merged instances' mask probability)."}),
-                "dilation": ("INT", {"default": 0, "min": 0, "max": 256, "tooltip": "Grow each mask by this many pixels (hides the subject's soft edges from PF)."}),
+                "subject": (
+                    "STRING",
+                    {
+                        "default": "",
+                        "tooltip": "What to mask, usually the subject's class name ('dog'); several names "
+                        "comma-separated ('dog, puppy') are combined.",
+                    },
+                ),
+                "threshold": (
+                    "FLOAT",
+                    {
+                        "default": DEFAULT_MASK_THRESHOLD,
+                        "min": 0.0,
+                        "max": 1.0,
+                        "step": 0.01,
+                        "tooltip": "A pixel is the subject when the segmenter's probability is at least this (SAM3: "
+                        "the merged instances' mask probability).",
+                    },
+                ),
+                "dilation": (
+                    "INT",
+                    {
+                        "default": 0,
+                        "min": 0,
+                        "max": 256,
+                        "tooltip": "Grow each mask by this many pixels (hides the subject's soft edges from PF).",
+                    },
+                ),
             }
         }
 
     def mask(self, segmenter, images, subject, threshold, dilation):
         arrays = comfy_images(images, "images")
         model = segmenter.ready()
-        masks = model.masks(arrays, subject, threshold=threshold, dilation=dilation, progress=host.progress_callback(len(arrays)))
+        masks = model.masks(
+            arrays, subject, threshold=threshold, dilation=dilation, progress=host.progress_callback(len(arrays))
+        )
         batch = torch.stack(masks)
         lines, previews = [], []
         for index, (image, mask) in enumerate(zip(arrays, masks)):

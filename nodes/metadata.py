@@ -39,7 +39,10 @@ def encoder_identity(encoder) -> dict[str, str]:
     if identity is None:
         folder = encoder.core.info.folder
         digest = folder_digest(folder, sample_bytes=WEIGHT_SAMPLE_BYTES)[:12]
-        identity = _IDENTITIES[encoder] = {"model": encoder.name or os.path.basename(os.path.normpath(folder)), "digest": digest}
+        identity = _IDENTITIES[encoder] = {
+            "model": encoder.name or os.path.basename(os.path.normpath(folder)),
+            "digest": digest,
+        }
     return dict(identity)
 
 
@@ -61,4 +64,6 @@ def record(extra_pnginfo, unique_id, batch: ScoreBatch, node: str, *, verdicts=N
     """Add this node's entry to the prompt's PNG metadata; False when ComfyUI gave none."""
     if not isinstance(extra_pnginfo, dict):
         return False
-    return add_node_entry(extra_pnginfo, unique_id, node_entry(batch, node=node, verdicts=verdicts, outputs=outputs, pixels=pixels))
+    return add_node_entry(
+        extra_pnginfo, unique_id, node_entry(batch, node=node, verdicts=verdicts, outputs=outputs, pixels=pixels)
+    )

@@ -1,6 +1,8 @@
-"""The artist's review: MaSC Contact Sheet (every candidate in one captioned picture) and MaSC Pick (the artist chooses).
+"""The artist's review: MaSC Contact Sheet (every candidate in one captioned picture) and MaSC Pick (the artist
+chooses).
 
-They convert ComfyUI's types and call ``masc_core.selection.contact_sheet`` (layout, order, captions) and ``masc_core.selection.picks``
+They convert ComfyUI's types and call ``masc_core.selection.contact_sheet`` (layout, order, captions) and
+``masc_core.selection.picks``
 (the waiting, the checks on an answer, the labels); the browser's side is ``web/masc_pick.js``, its route ``host``.
 """
 
@@ -10,7 +12,15 @@ from dataclasses import replace
 
 from ..masc_core.selection.contact_sheet import MAX_TILE, MIN_TILE, ORDERS, contact_sheet, tiles_from
 from ..masc_core.errors import MascInputError
-from ..masc_core.selection.picks import NO_BROWSER, SHOWN, TIMED_OUT, PickOutcome, check_counts, pick_labels, timeout_seconds
+from ..masc_core.selection.picks import (
+    NO_BROWSER,
+    SHOWN,
+    TIMED_OUT,
+    PickOutcome,
+    check_counts,
+    pick_labels,
+    timeout_seconds,
+)
 from ..masc_core.selection.ranking import RANK_KEYS
 from ..masc_core.metric.scores import ScoreBatch
 from . import host
@@ -45,11 +55,38 @@ class MaSCContactSheet:
     def INPUT_TYPES(cls):
         return {
             "required": {
-                "images": ("IMAGE", {"tooltip": "The candidates, in the order they were scored (MaSC Sample Until's 'candidates')."}),
-                "scores": (MASC_SCORES, {"tooltip": "Their scores (MaSC Sample Until's or a MaSC scoring node's 'scores')."}),
-                "order": (list(ORDERS), {"default": "rank", "tooltip": "rank: kept first, then best score; seed: by seed; index: as scored."}),
-                "rank_by": (list(RANK_KEYS), {"default": "cp", "tooltip": "What rank order sorts by after the kept ones: cp, pf, or both (CP + PF)."}),
-                "tile_size": ("INT", {"default": 256, "min": MIN_TILE, "max": MAX_TILE, "step": 8, "tooltip": "Width of each tile in pixels."}),
+                "images": (
+                    "IMAGE",
+                    {"tooltip": "The candidates, in the order they were scored (MaSC Sample Until's 'candidates')."},
+                ),
+                "scores": (
+                    MASC_SCORES,
+                    {"tooltip": "Their scores (MaSC Sample Until's or a MaSC scoring node's 'scores')."},
+                ),
+                "order": (
+                    list(ORDERS),
+                    {
+                        "default": "rank",
+                        "tooltip": "rank: kept first, then best score; seed: by seed; index: as scored.",
+                    },
+                ),
+                "rank_by": (
+                    list(RANK_KEYS),
+                    {
+                        "default": "cp",
+                        "tooltip": "What rank order sorts by after the kept ones: cp, pf, or both (CP + PF).",
+                    },
+                ),
+                "tile_size": (
+                    "INT",
+                    {
+                        "default": 256,
+                        "min": MIN_TILE,
+                        "max": MAX_TILE,
+                        "step": 8,
+                        "tooltip": "Width of each tile in pixels.",
+                    },
+                ),
                 "columns": ("INT", {"default": 0, "min": 0, "max": 64, "tooltip": "Tiles per row; 0 = about square."}),
             }
         }
@@ -58,10 +95,13 @@ class MaSCContactSheet:
         arrays = comfy_images(images, "images")
         if len(arrays) != len(scores.scores):
             raise MascInputError(
-                f"images has {len(arrays)} pictures but scores has {len(scores.scores)}: connect the images those scores were "
+                f"images has {len(arrays)} pictures but scores has {len(scores.scores)}: connect the images those "
+                "scores were "
                 "made for (MaSC Sample Until: 'candidates' with 'scores')"
             )
-        sheet = contact_sheet(arrays, tiles_from(scores, by=rank_by), tile=int(tile_size), columns=int(columns), order=order)
+        sheet = contact_sheet(
+            arrays, tiles_from(scores, by=rank_by), tile=int(tile_size), columns=int(columns), order=order
+        )
         return (to_comfy_image_batch([sheet]),)
 
 
@@ -71,7 +111,11 @@ def _pick_verdicts(count: int, shown: list[int], chosen: list[int], outcome) -> 
         taken, left = "picked", "passed over"
     else:
         taken = f"kept by default ({outcome.how})"
-        left = f"shown, not kept by default ({outcome.how})" if outcome.how == TIMED_OUT else f"not kept by default ({outcome.how})"
+        left = (
+            f"shown, not kept by default ({outcome.how})"
+            if outcome.how == TIMED_OUT
+            else f"not kept by default ({outcome.how})"
+        )
     shown_set, chosen_set = set(shown), set(chosen)
     return [taken if i in chosen_set else left if i in shown_set else "not shown" for i in range(count)]
 
@@ -81,7 +125,11 @@ def _pick_report(count: int, shown: list[int], chosen: list[int], outcome, timeo
     numbers = ", ".join(f"#{i}" for i in chosen)
     if outcome.by_artist:
         return f"you picked {numbers}\nof the {len(shown)} shown (of {count}), after {outcome.waited:.0f} s"
-    why = f"no pick within {timeout:.0f} s" if outcome.how == TIMED_OUT else "no browser to ask\n(an API prompt, or the tab was closed)"
+    why = (
+        f"no pick within {timeout:.0f} s"
+        if outcome.how == TIMED_OUT
+        else "no browser to ask\n(an API prompt, or the tab was closed)"
+    )
     return f"{why}\nkept {numbers}: the first {len(chosen)} in score order\n(not logged as picks)"
 
 
@@ -96,7 +144,8 @@ class MaSCPick:
         "Shows the best candidates in the browser with their scores (heatmaps on demand) and waits for you to pick one "
         "or several; passes the picked images, latents and masks on as Select Best does. Never hangs: after 'timeout' "
         "seconds, or at once for an API prompt with no browser, it keeps the first 'keep' in score order; Cancel works "
-        "while it waits. Log its 'scores' with MaSC Log Scores: your picks become labels for 'python -m masc_core calibrate'."
+        "while it waits. Log its 'scores' with MaSC Log Scores: your picks become labels for 'python -m masc_core "
+        "calibrate'."
     )
     CATEGORY = CATEGORY
     FUNCTION = "pick"
@@ -104,7 +153,11 @@ class MaSCPick:
         Output("IMAGE", "images", "The picked images, in score order."),
         Output("LATENT", "latent", "Their latents (if a latent was connected)."),
         Output("MASK", "mask", "Their masks (if a mask was connected)."),
-        Output(MASC_SCORES, "scores", "Every candidate's scores with your labels (picked / passed over): connect MaSC Log Scores."),
+        Output(
+            MASC_SCORES,
+            "scores",
+            "Every candidate's scores with your labels (picked / passed over): connect MaSC Log Scores.",
+        ),
         Output("STRING", "indices", "Batch indices of the picked images, comma-separated."),
         Output("STRING", "report", "What was shown, what was picked, and how (your pick, the timeout, or no browser)."),
     )
@@ -113,19 +166,61 @@ class MaSCPick:
     def INPUT_TYPES(cls):
         return {
             "required": {
-                "scores": (MASC_SCORES, {"tooltip": "From a MaSC scoring node or MaSC Sample Until, for the same batch as 'images'."}),
+                "scores": (
+                    MASC_SCORES,
+                    {"tooltip": "From a MaSC scoring node or MaSC Sample Until, for the same batch as 'images'."},
+                ),
                 "images": ("IMAGE", {"tooltip": "The scored batch."}),
-                "show": ("INT", {"default": 4, "min": SHOWN.low, "max": SHOWN.high, "tooltip": f"How many candidates to show, best first (at most the batch, at most {SHOWN.high})."}),
-                "keep": ("INT", {"default": 1, "min": SHOWN.low, "max": SHOWN.high, "tooltip": "How many the default keeps (the first in score order) when nobody picks."}),
+                "show": (
+                    "INT",
+                    {
+                        "default": 4,
+                        "min": SHOWN.low,
+                        "max": SHOWN.high,
+                        "tooltip": "How many candidates to show, best first (at most the batch, at most "
+                        f"{SHOWN.high}).",
+                    },
+                ),
+                "keep": (
+                    "INT",
+                    {
+                        "default": 1,
+                        "min": SHOWN.low,
+                        "max": SHOWN.high,
+                        "tooltip": "How many the default keeps (the first in score order) when nobody picks.",
+                    },
+                ),
                 "rank_by": rank_by_input("both", "The score order: cp, pf, or both = cp_weight*CP + pf_weight*PF."),
                 "cp_weight": CP_WEIGHT_INPUT,
                 "pf_weight": PF_WEIGHT_INPUT,
-                "timeout": ("INT", {"default": 300, "min": 0, "max": 86400, "tooltip": "Seconds to wait for your pick before keeping the default; the queue waits meanwhile. 0 = never ask."}),
+                "timeout": (
+                    "INT",
+                    {
+                        "default": 300,
+                        "min": 0,
+                        "max": 86400,
+                        "tooltip": "Seconds to wait for your pick before keeping the default; the queue waits "
+                        "meanwhile. 0 = never ask.",
+                    },
+                ),
             },
             "optional": {
                 **CARRIED_INPUTS,
-                "heatmaps": ("IMAGE", {"tooltip": "Optional: one heatmap per image (e.g. MaSC Score's presence heatmaps), shown on demand in the dialog."}),
-                "rules": (RULES_INPUT[0], dict(RULES_INPUT[1], tooltip="Optional: the score order from MaSC Rules (its rank_by and weights) in place of this node's.")),
+                "heatmaps": (
+                    "IMAGE",
+                    {
+                        "tooltip": "Optional: one heatmap per image (e.g. MaSC Score's presence heatmaps), shown on "
+                        "demand in the dialog."
+                    },
+                ),
+                "rules": (
+                    RULES_INPUT[0],
+                    dict(
+                        RULES_INPUT[1],
+                        tooltip="Optional: the score order from MaSC Rules (its rank_by and weights) in place of this "
+                        "node's.",
+                    ),
+                ),
             },
             "hidden": dict(HIDDEN_INPUTS),
         }
@@ -135,8 +230,23 @@ class MaSCPick:
         # A pick is a person's act: never served from ComfyUI's cache, so re-queueing asks again.
         return float("nan")
 
-    def pick(self, scores, images, show, keep, rank_by, cp_weight, pf_weight, timeout, latent=None, mask=None, heatmaps=None,
-             rules=None, extra_pnginfo=None, unique_id=None):
+    def pick(
+        self,
+        scores,
+        images,
+        show,
+        keep,
+        rank_by,
+        cp_weight,
+        pf_weight,
+        timeout,
+        latent=None,
+        mask=None,
+        heatmaps=None,
+        rules=None,
+        extra_pnginfo=None,
+        unique_id=None,
+    ):
         scores = check_batch(scores, images)
         count = images.shape[0]
         show, keep, seconds = int(show), int(keep), timeout_seconds(timeout)
@@ -145,7 +255,10 @@ class MaSCPick:
         if heatmaps is not None:
             heatmap_arrays = comfy_images(heatmaps, "heatmaps")
             if len(heatmap_arrays) != count:
-                raise MascInputError(f"heatmaps has {len(heatmap_arrays)} pictures for {count} images: connect one heatmap per scored image")
+                raise MascInputError(
+                    f"heatmaps has {len(heatmap_arrays)} pictures for {count} images: connect one heatmap per scored "
+                    "image"
+                )
         # Pick orders, it does not judge: of MaSC Rules it takes the ranking key only (a person decides what passes).
         order = passing_from(rules, pass_rules(rank_by, cp_weight, pf_weight))
         ranking = pass_rules(order.by, order.cp_weight, order.pf_weight).rank(scores.scores)
@@ -154,11 +267,22 @@ class MaSCPick:
         chosen = sorted((shown[p] for p in outcome.picks), key=shown.index)
         verdicts = _pick_verdicts(count, shown, chosen, outcome)
         labelled = ScoreBatch(
-            scores=scores.scores, references=scores.references, heatmaps=scores.heatmaps, min_foreground=scores.min_foreground,
+            scores=scores.scores,
+            references=scores.references,
+            heatmaps=scores.heatmaps,
+            min_foreground=scores.min_foreground,
             context=replace(scores.context, verdicts=verdicts, kept=chosen, labels=pick_labels(shown, count, outcome)),
         )
         outputs = [chosen.index(i) if i in chosen else None for i in range(count)]
-        record(extra_pnginfo, unique_id, labelled, "MaSCPick", verdicts=verdicts, outputs=outputs, pixels=image_digests(images))
+        record(
+            extra_pnginfo,
+            unique_id,
+            labelled,
+            "MaSCPick",
+            verdicts=verdicts,
+            outputs=outputs,
+            pixels=image_digests(images),
+        )
         report = _pick_report(count, shown, chosen, outcome, seconds)
         result = chosen_outputs(images, chosen, latent, mask) + (
             labelled,
@@ -185,9 +309,15 @@ class MaSCPick:
         tiles = {tile.index: tile for tile in tiles_from(scores, by=rank_by)}
         request = board.open(unique_id, len(shown), default)
         shown_request = {
-            "token": request.token, "node": request.node_id, "timeout": seconds, "keep": keep, "default": default,
+            "token": request.token,
+            "node": request.node_id,
+            "timeout": seconds,
+            "keep": keep,
+            "default": default,
             "images": host.save_previews(pictures, "masc_pick"),
-            "heatmaps": host.save_previews([heatmap_arrays[i] for i in shown], "masc_pick_heatmap") if heatmap_arrays else [],
+            "heatmaps": host.save_previews([heatmap_arrays[i] for i in shown], "masc_pick_heatmap")
+            if heatmap_arrays
+            else [],
             "captions": [tiles[i].lines()[:2] for i in shown],
             "indices": list(shown),
         }

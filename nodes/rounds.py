@@ -26,8 +26,6 @@ class Kept:
     mask: torch.Tensor | None
 
 
-
-
 class CandidateRound:
     """One round: sample (with pruning, to each judged step first: score the previews, finish the survivors), score."""
 
@@ -58,13 +56,19 @@ class CandidateRound:
     def run(self, sample_round, seeds, latent_image, progress, done, ledger: Ledger | None):
         """(round scores in seed order, take(j), pruned {j: why}, thumbnails, a ScoreBatch of the round).
 
-        ``sample_round(seeds, latent, *, progress, done, stops, judge, prunes)`` is the node's way of sampling (KSampler's
+        ``sample_round(seeds, latent, *, progress, done, stops, judge, prunes)`` is the node's way of sampling
+        (KSampler's
         inputs or core's custom-sampling ones); both end in the backend's one round (``run_round``).
         """
         judged = self.pruning.active
         result = sample_round(
-            seeds, latent_image, progress=progress, done=done, stops=self.pruning.stops(self.steps) if judged else (),
-            judge=self.judge if judged else None, prunes=not self.pruning.study,
+            seeds,
+            latent_image,
+            progress=progress,
+            done=done,
+            stops=self.pruning.stops(self.steps) if judged else (),
+            judge=self.judge if judged else None,
+            prunes=not self.pruning.study,
         )
         positions, evaluations, replayed = result.positions, result.evaluations, result.replayed
         samples = torch.cat(result.samples) if result.samples else None
@@ -80,18 +84,42 @@ class CandidateRound:
             else:
                 preview, picture, _ = self.last_preview[j]
                 why = self.pruned[j]
-                round_scores.append(replace(preview, cp=None, pf=None, cp_per_reference=[], cp_band=None, pf_band=None, band_notes=[],
-                                            cp_undefined=why, pf_undefined=why, previews=self.previews.get(j)))
+                round_scores.append(
+                    replace(
+                        preview,
+                        cp=None,
+                        pf=None,
+                        cp_per_reference=[],
+                        cp_band=None,
+                        pf_band=None,
+                        band_notes=[],
+                        cp_undefined=why,
+                        pf_undefined=why,
+                        previews=self.previews.get(j),
+                    )
+                )
                 thumbnails.append(picture)  # its last preview: the contact sheet shows what was judged
         if ledger is not None:
-            ledger.add_round([
-                CandidateLedger(index=done + j, previews=self.previews.get(j, []), evaluations=evaluations[j], finished=j in positions,
-                                pruned_at=None if j in positions else self.last_preview[j][2], replayed=replayed[j])
-                for j in range(len(seeds))
-            ])
+            ledger.add_round(
+                [
+                    CandidateLedger(
+                        index=done + j,
+                        previews=self.previews.get(j, []),
+                        evaluations=evaluations[j],
+                        finished=j in positions,
+                        pruned_at=None if j in positions else self.last_preview[j][2],
+                        replayed=replayed[j],
+                    )
+                    for j in range(len(seeds))
+                ]
+            )
 
         def take(j):
             p = positions.index(j)
-            return Kept(images[p : p + 1].clone(), samples[p : p + 1].clone(), None if masks is None else masks[p : p + 1].clone())
+            return Kept(
+                images[p : p + 1].clone(),
+                samples[p : p + 1].clone(),
+                None if masks is None else masks[p : p + 1].clone(),
+            )
 
         return round_scores, take, dict(self.pruned), thumbnails, batch

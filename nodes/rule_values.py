@@ -11,8 +11,6 @@ from ..masc_core.selection.pruning import PruneRules
 from ..masc_core.selection.ranking import PassRules
 
 
-
-
 def rules_value(value: RunRules) -> RunRules:
     """A MASC_RULES input's values checked again where they arrive (its type was checked there by ``nodes/inputs``)."""
     return value.check()

@@ -13,11 +13,22 @@ from ..masc_core.selection.acceptance import RunRules
 from ..masc_core.selection.pruning import PruneRules
 from .inputs import checked_inputs
 from .declarations import (
-    ACCEPT_INPUT, BATCH_SIZE_INPUT, BLEND_INPUT, CP_WEIGHT_INPUT, MAX_CANDIDATES_INPUT, ON_SHORTFALL_INPUT, ON_UNCERTAIN_INPUT,
-    PF_WEIGHT_INPUT, PRUNE_INPUTS, RUN_MIN_CP_INPUT, THRESHOLD_INPUTS, rank_by_input,
+    ACCEPT_INPUT,
+    BATCH_SIZE_INPUT,
+    BLEND_INPUT,
+    CP_WEIGHT_INPUT,
+    MAX_CANDIDATES_INPUT,
+    ON_SHORTFALL_INPUT,
+    ON_UNCERTAIN_INPUT,
+    PF_WEIGHT_INPUT,
+    PRUNE_INPUTS,
+    RUN_MIN_CP_INPUT,
+    THRESHOLD_INPUTS,
+    rank_by_input,
 )
 from .selection_nodes import pass_rules
 from .types import CATEGORY, MASC_PRUNE, MASC_RULES, Output, declare_outputs
+
 
 @checked_inputs
 class MaSCRules:
@@ -54,11 +65,32 @@ class MaSCRules:
         }
         return {"required": required}
 
-    def rules(self, rank_by, cp_weight, pf_weight, min_cp, min_pf, reject_small_masks, min_foreground, on_uncertain, on_blend,
-              accept, max_candidates, batch_size, on_shortfall):
-        passing = pass_rules(rank_by, cp_weight, pf_weight, min_cp, min_pf, reject_small_masks, min_foreground, on_uncertain, on_blend)
-        rules = RunRules(passing=passing, accept=int(accept), max_candidates=int(max_candidates), batch_size=int(batch_size),
-                         on_shortfall=on_shortfall)
+    def rules(
+        self,
+        rank_by,
+        cp_weight,
+        pf_weight,
+        min_cp,
+        min_pf,
+        reject_small_masks,
+        min_foreground,
+        on_uncertain,
+        on_blend,
+        accept,
+        max_candidates,
+        batch_size,
+        on_shortfall,
+    ):
+        passing = pass_rules(
+            rank_by, cp_weight, pf_weight, min_cp, min_pf, reject_small_masks, min_foreground, on_uncertain, on_blend
+        )
+        rules = RunRules(
+            passing=passing,
+            accept=int(accept),
+            max_candidates=int(max_candidates),
+            batch_size=int(batch_size),
+            on_shortfall=on_shortfall,
+        )
         return (rules.check(),)
 
 
@@ -71,7 +103,8 @@ class MaSCPrune:
 
     DESCRIPTION = (
         "Pruning for MaSC Sample Until (Custom): judge each round's candidates on the model's denoised preview at "
-        "prune_at of the steps and finish only the best prune_keep. Survivors stay exactly the plain sampler's image at "
+        "prune_at of the steps and finish only the best prune_keep. Survivors stay exactly the plain sampler's image "
+        "at "
         "their seed. prune_study prunes nothing and records previews for 'python -m masc_core prune-report'."
     )
     CATEGORY = CATEGORY
@@ -82,8 +115,17 @@ class MaSCPrune:
 
     @classmethod
     def INPUT_TYPES(cls):
-        prune_at = ("FLOAT", dict(PRUNE_INPUTS["prune_at"][1], default=0.4))  # this node is added to prune: on by default
-        return {"required": {"prune_at": prune_at, "prune_keep": PRUNE_INPUTS["prune_keep"], "prune_study": PRUNE_INPUTS["prune_study"]}}
+        prune_at = (
+            "FLOAT",
+            dict(PRUNE_INPUTS["prune_at"][1], default=0.4),
+        )  # this node is added to prune: on by default
+        return {
+            "required": {
+                "prune_at": prune_at,
+                "prune_keep": PRUNE_INPUTS["prune_keep"],
+                "prune_study": PRUNE_INPUTS["prune_study"],
+            }
+        }
 
     def prune(self, prune_at, prune_keep, prune_study):
         # What depends on the run (batch_size, steps, sampler) is checked by Sample Until, before the first candidate.

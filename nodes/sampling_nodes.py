@@ -1,8 +1,9 @@
-"""The two MaSC Sample Until nodes: rejection sampling and best-of-N in one queue run, stopping as soon as enough pass.
+"""MaSC Sample Until: rejection sampling and best-of-N in one queue run, stopping as soon as enough pass.
 
-- MaSC Sample Until takes what core's KSampler takes, and every rule as a widget (saved workflows keep its inputs);
-- MaSC Sample Until (Custom) takes what core's SamplerCustomAdvanced takes (NOISE, GUIDER, SAMPLER, SIGMAS) and its
-  rules from MaSC Rules and MaSC Prune (``rules_nodes``).
+- MaSC Sample Until (here) takes what core's KSampler takes, and every rule as a widget (saved workflows keep its
+  inputs);
+- MaSC Sample Until (Custom) (``custom_sampling_node``) takes what core's SamplerCustomAdvanced takes (NOISE, GUIDER,
+  SAMPLER, SIGMAS) and its rules from MaSC Rules and MaSC Prune (``rules_nodes``).
 
 Both build the same ``RunRules`` / ``PruneRules`` values and run ``sample_until_run.sample_until``; they differ only
 in the function that samples one round (``host.sampling()``'s ``sample_round`` or ``sample_guided_round``). They
@@ -11,7 +12,6 @@ convert inputs; nothing else.
 
 from __future__ import annotations
 
-from ..masc_core.metric.masks import DEFAULT_MASK_THRESHOLD
 from ..masc_core.selection.acceptance import RunRules
 from ..masc_core.selection.contact_sheet import THUMBNAIL
 from ..masc_core.selection.pruning import PruneRules
@@ -19,19 +19,33 @@ from . import host
 from .inputs import checked_inputs
 from .metadata import HIDDEN_INPUTS
 from .declarations import (
-    ACCEPT_INPUT, BATCH_SIZE_INPUT, BLEND_INPUT, CP_WEIGHT_INPUT, ENCODER_INPUT, MASK_SUBJECT_INPUT, MASK_THRESHOLD_INPUT,
-    MAX_CANDIDATES_INPUT, ON_SHORTFALL_INPUT, ON_UNCERTAIN_INPUT, PF_WEIGHT_INPUT, PROMPT_INPUT, PRUNE_INPUT, PRUNE_INPUTS,
-    REFERENCE_MASK_INPUT, RUN_MIN_CP_INPUT, SAMPLED_REFERENCE_INPUT, SEGMENTER_INPUT, SUBJECT_INPUT, SUBJECTS_INPUT,
-    THRESHOLD_INPUTS, rank_by_input,
+    ACCEPT_INPUT,
+    BATCH_SIZE_INPUT,
+    BLEND_INPUT,
+    CP_WEIGHT_INPUT,
+    ENCODER_INPUT,
+    MASK_SUBJECT_INPUT,
+    MASK_THRESHOLD_INPUT,
+    MAX_CANDIDATES_INPUT,
+    ON_SHORTFALL_INPUT,
+    ON_UNCERTAIN_INPUT,
+    PF_WEIGHT_INPUT,
+    PROMPT_INPUT,
+    PRUNE_INPUTS,
+    REFERENCE_MASK_INPUT,
+    RUN_MIN_CP_INPUT,
+    SAMPLED_REFERENCE_INPUT,
+    SEGMENTER_INPUT,
+    SUBJECT_INPUT,
+    SUBJECTS_INPUT,
+    THRESHOLD_INPUTS,
+    rank_by_input,
 )
-from .rule_values import prune_value, rules_value
 from .sample_until_run import SamplerSide, sample_until
 from .selection_nodes import pass_rules
-from .types import CATEGORY, MASC_RULES, MASC_SCORES, Output, declare_outputs
+from .types import CATEGORY, MASC_SCORES, Output, declare_outputs
 
 NODE = "MaSCSampleUntil"
-NODE_CUSTOM = "MaSCSampleUntilCustom"
-
 
 
 def sampler_inputs() -> dict:
@@ -40,15 +54,45 @@ def sampler_inputs() -> dict:
         "model": ("MODEL", {"tooltip": "The diffusion model, with whatever the graph did to it upstream (LoRA, ...)."}),
         "positive": ("CONDITIONING", {"tooltip": "Positive conditioning, as for KSampler."}),
         "negative": ("CONDITIONING", {"tooltip": "Negative conditioning, as for KSampler."}),
-        "latent_image": ("LATENT", {"tooltip": "ONE latent every candidate starts from (Empty Latent Image with batch_size 1)."}),
+        "latent_image": (
+            "LATENT",
+            {"tooltip": "ONE latent every candidate starts from (Empty Latent Image with batch_size 1)."},
+        ),
         "vae": ("VAE", {"tooltip": "Decodes each candidate for scoring, as VAE Decode."}),
-        "seed": ("INT", {"default": 0, "min": 0, "max": 0xFFFFFFFFFFFFFFFF, "control_after_generate": True,
-                         "tooltip": "Candidate i uses seed + i: a KSampler with that seed (batch 1) reproduces it."}),
+        "seed": (
+            "INT",
+            {
+                "default": 0,
+                "min": 0,
+                "max": 0xFFFFFFFFFFFFFFFF,
+                "control_after_generate": True,
+                "tooltip": "Candidate i uses seed + i: a KSampler with that seed (batch 1) reproduces it.",
+            },
+        ),
         "steps": ("INT", {"default": 20, "min": 1, "max": 10000, "tooltip": "Sampler steps per candidate."}),
-        "cfg": ("FLOAT", {"default": 8.0, "min": 0.0, "max": 100.0, "step": 0.1, "round": 0.01, "tooltip": "Classifier-free guidance, as for KSampler."}),
+        "cfg": (
+            "FLOAT",
+            {
+                "default": 8.0,
+                "min": 0.0,
+                "max": 100.0,
+                "step": 0.1,
+                "round": 0.01,
+                "tooltip": "Classifier-free guidance, as for KSampler.",
+            },
+        ),
         "sampler_name": (host.sampler_names(), {"tooltip": "The sampler, as for KSampler."}),
         "scheduler": (host.scheduler_names(), {"tooltip": "The scheduler, as for KSampler."}),
-        "denoise": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 1.0, "step": 0.01, "tooltip": "As for KSampler (below 1 starts from latent_image's content)."}),
+        "denoise": (
+            "FLOAT",
+            {
+                "default": 1.0,
+                "min": 0.0,
+                "max": 1.0,
+                "step": 0.01,
+                "tooltip": "As for KSampler (below 1 starts from latent_image's content).",
+            },
+        ),
     }
 
 
@@ -77,7 +121,8 @@ class MaSCSampleUntil:
     """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
 
     DESCRIPTION = (
-        "Samples candidates with ComfyUI's own sampler (seed, seed+1, ...), scores each with MaSC against the reference "
+        "Samples candidates with ComfyUI's own sampler (seed, seed+1, ...), scores each with MaSC against the "
+        "reference "
         "and stops as soon as 'accept' pass, or after max_candidates. Returns the kept images, latents and masks best "
         "first, every candidate's scores and seed, and a report. One press of Queue; no Auto Queue."
     )
@@ -87,22 +132,38 @@ class MaSCSampleUntil:
     RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
         Output("IMAGE", "images", "The kept candidates, best first (skipped downstream when blocked)."),
         Output("LATENT", "latent", "Their latents, best first; batch_index = candidate number."),
-        Output("MASK", "mask", "Their masks from the segmenter, best first (with several subjects: every subject's mask together); skipped downstream without a segmenter."),
-        Output(MASC_SCORES, "scores", "Every candidate's scores, seeds and verdicts (MaSC Log Scores; Select Best/Gate with 'images')."),
+        Output(
+            "MASK",
+            "mask",
+            "Their masks from the segmenter, best first (with several subjects: every subject's mask together); "
+            "skipped downstream without a segmenter.",
+        ),
+        Output(
+            MASC_SCORES,
+            "scores",
+            "Every candidate's scores, seeds and verdicts (MaSC Log Scores; Select Best/Gate with 'images').",
+        ),
         Output("INT", "candidates_used", "How many candidates were sampled."),
         Output("STRING", "seeds", "The kept candidates' seeds, best first, comma-separated."),
         Output("STRING", "report", "Every candidate: seed, CP, PF and verdict."),
-        Output("IMAGE", "candidates", f"Every candidate, rejected ones too, shrunk to {THUMBNAIL} px at most (in sampling order): for MaSC Contact Sheet with 'scores'."),
+        Output(
+            "IMAGE",
+            "candidates",
+            f"Every candidate, rejected ones too, shrunk to {THUMBNAIL} px at most (in sampling order): for MaSC "
+            "Contact Sheet with 'scores'.",
+        ),
     )
 
     @classmethod
     def INPUT_TYPES(cls):
         required = sampler_inputs()
-        required.update({
-            "encoder": ENCODER_INPUT,
-            "prompt": PROMPT_INPUT,
-            "subject": SUBJECT_INPUT,
-        })
+        required.update(
+            {
+                "encoder": ENCODER_INPUT,
+                "prompt": PROMPT_INPUT,
+                "subject": SUBJECT_INPUT,
+            }
+        )
         required.update(acceptance_inputs())
         # reference_image and reference_mask are optional only so that 'subjects' can replace them; the node
         # refuses a run with neither (images are links, not widgets: saved workflows keep their values).
@@ -118,92 +179,99 @@ class MaSCSampleUntil:
         return {"required": required, "optional": optional, "hidden": dict(HIDDEN_INPUTS)}
 
     def sample(
-        self, model, positive, negative, latent_image, vae, seed, steps, cfg, sampler_name, scheduler, denoise,
-        encoder, prompt, subject, accept, max_candidates, batch_size, rank_by, cp_weight, pf_weight, min_cp, min_pf,
-        reject_small_masks, min_foreground, on_shortfall, mask_subject, mask_threshold, reference_image=None,
-        reference_mask=None, segmenter=None, subjects=None, on_blend=None, on_uncertain=None, prune_at=None, prune_keep=None,
-        prune_study=None, extra_pnginfo=None, unique_id=None,
+        self,
+        model,
+        positive,
+        negative,
+        latent_image,
+        vae,
+        seed,
+        steps,
+        cfg,
+        sampler_name,
+        scheduler,
+        denoise,
+        encoder,
+        prompt,
+        subject,
+        accept,
+        max_candidates,
+        batch_size,
+        rank_by,
+        cp_weight,
+        pf_weight,
+        min_cp,
+        min_pf,
+        reject_small_masks,
+        min_foreground,
+        on_shortfall,
+        mask_subject,
+        mask_threshold,
+        reference_image=None,
+        reference_mask=None,
+        segmenter=None,
+        subjects=None,
+        on_blend=None,
+        on_uncertain=None,
+        prune_at=None,
+        prune_keep=None,
+        prune_study=None,
+        extra_pnginfo=None,
+        unique_id=None,
     ):
         # The widgets make the same RunRules value MaSC Rules makes (on_blend, on_uncertain and pruning are absent in
         # older graphs: their defaults), so both Sample Until nodes decide on one value.
         rules = RunRules(
-            passing=pass_rules(rank_by, cp_weight, pf_weight, min_cp, min_pf, reject_small_masks, min_foreground, on_uncertain, on_blend),
-            accept=int(accept), max_candidates=int(max_candidates), batch_size=int(batch_size), on_shortfall=on_shortfall,
+            passing=pass_rules(
+                rank_by,
+                cp_weight,
+                pf_weight,
+                min_cp,
+                min_pf,
+                reject_small_masks,
+                min_foreground,
+                on_uncertain,
+                on_blend,
+            ),
+            accept=int(accept),
+            max_candidates=int(max_candidates),
+            batch_size=int(batch_size),
+            on_shortfall=on_shortfall,
         ).starting_at(int(seed))  # checks the rules: their errors come before any other
         pruning = PruneRules(prune_at=float(prune_at or 0.0), prune_keep=int(prune_keep or 1), study=bool(prune_study))
         sampling = host.sampling()
-        settings = dict(positive=positive, negative=negative, steps=int(steps), cfg=float(cfg), sampler_name=sampler_name,
-                        scheduler=scheduler, denoise=float(denoise))
+        settings = dict(
+            positive=positive,
+            negative=negative,
+            steps=int(steps),
+            cfg=float(cfg),
+            sampler_name=sampler_name,
+            scheduler=scheduler,
+            denoise=float(denoise),
+        )
 
         def sample_round(seeds, latent, **round_options):
             return sampling.sample_round(model, seeds, latent, **settings, **round_options)
 
-        side = SamplerSide(sample_round, steps=int(steps), label=sampler_name, known=True, batches=True, denoise=float(denoise))
-        return sample_until(NODE, side, rules, pruning, vae, latent_image, encoder, prompt, subject, mask_subject, mask_threshold,
-                            reference_image, reference_mask, subjects, segmenter, extra_pnginfo, unique_id)
-
-
-@checked_inputs
-class MaSCSampleUntilCustom:
-    """Node: MaSC Sample Until (Custom)."""
-
-    SEARCH_ALIASES = ["best of n custom", "rejection sampling", "sample until", "samplercustomadvanced", "guider", "flux"]
-    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
-
-    DESCRIPTION = (
-        "MaSC Sample Until for core's custom sampling: samples candidates as SamplerCustomAdvanced does with your NOISE, "
-        "GUIDER, SAMPLER and SIGMAS (any guider or sampler, Flux, SD3, Qwen-Image, ...), the seed counting up from the "
-        "NOISE's, scores each with MaSC and stops as soon as MaSC Rules' 'accept' pass. MaSC Prune decides before the "
-        "last step. Same outputs as MaSC Sample Until."
-    )
-    CATEGORY = CATEGORY
-    OUTPUT_NODE = True
-    FUNCTION = "sample"
-    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = MaSCSampleUntil.RETURN_TYPES, MaSCSampleUntil.RETURN_NAMES, MaSCSampleUntil.OUTPUT_TOOLTIPS
-
-    @classmethod
-    def INPUT_TYPES(cls):
-        required = {
-            "noise": ("NOISE", {"tooltip": "Random Noise: candidate i uses its seed + i, so SamplerCustomAdvanced with Random Noise at that seed reproduces it."}),
-            "guider": ("GUIDER", {"tooltip": "The guider, as for SamplerCustomAdvanced (CFG Guider, Basic Guider, Dual CFG Guider, or another pack's)."}),
-            "sampler": ("SAMPLER", {"tooltip": "The sampler, as for SamplerCustomAdvanced (KSampler Select or a Sampler... node)."}),
-            "sigmas": ("SIGMAS", {"tooltip": "The noise schedule, as for SamplerCustomAdvanced (Basic Scheduler, Flux2 Scheduler, ...); its length sets the steps."}),
-            "latent_image": ("LATENT", {"tooltip": "ONE latent every candidate starts from (batch size 1)."}),
-            "vae": ("VAE", {"tooltip": "Decodes each candidate for scoring, as VAE Decode."}),
-            "encoder": ENCODER_INPUT,
-            "rules": (MASC_RULES, {"tooltip": "What passes, how many to keep and the budget: MaSC Rules."}),
-            "prompt": PROMPT_INPUT,
-            "subject": SUBJECT_INPUT,
-        }
-        optional = {
-            "reference_image": SAMPLED_REFERENCE_INPUT,
-            "reference_mask": REFERENCE_MASK_INPUT,
-            "subjects": SUBJECTS_INPUT,
-            "segmenter": SEGMENTER_INPUT,
-            "prune": PRUNE_INPUT,
-            "mask_subject": MASK_SUBJECT_INPUT,
-            "mask_threshold": MASK_THRESHOLD_INPUT,
-        }
-        return {"required": required, "optional": optional, "hidden": dict(HIDDEN_INPUTS)}
-
-    def sample(self, noise, guider, sampler, sigmas, latent_image, vae, encoder, rules, prompt, subject, reference_image=None,
-               reference_mask=None, subjects=None, segmenter=None, prune=None, mask_subject=None, mask_threshold=None,
-               extra_pnginfo=None, unique_id=None):
-        run_rules = rules_value(rules)
-        steps = host.check_custom_inputs(noise, guider, sampler, sigmas)
-        acceptance = run_rules.starting_at(int(noise.seed))  # the seeds count up from the NOISE's
-        sampling = host.sampling()
-        name = sampling.sampler_name(sampler)
-        pruning = prune_value(prune)
-        if pruning.active:
-            sampling.check_splittable(sampler)
-
-        def sample_round(seeds, latent, **round_options):
-            return sampling.sample_guided_round(noise, guider, sampler, sigmas, seeds, latent, **round_options)
-
-        # One SamplerCustomAdvanced call per candidate, always: another pack's guider may not batch exactly.
-        side = SamplerSide(sample_round, steps=steps, label=name or f"the connected sampler ({type(sampler).__name__})",
-                           known=name is not None, batches=False)
-        threshold = DEFAULT_MASK_THRESHOLD if mask_threshold is None else mask_threshold  # optional: absent over the API
-        return sample_until(NODE_CUSTOM, side, acceptance, pruning, vae, latent_image, encoder, prompt, subject, mask_subject or "",
-                            threshold, reference_image, reference_mask, subjects, segmenter, extra_pnginfo, unique_id)
+        side = SamplerSide(
+            sample_round, steps=int(steps), label=sampler_name, known=True, batches=True, denoise=float(denoise)
+        )
+        return sample_until(
+            NODE,
+            side,
+            rules,
+            pruning,
+            vae,
+            latent_image,
+            encoder,
+            prompt,
+            subject,
+            mask_subject,
+            mask_threshold,
+            reference_image,
+            reference_mask,
+            subjects,
+            segmenter,
+            extra_pnginfo,
+            unique_id,
+        )

@@ -19,14 +19,19 @@ from ..masc_core.scoring.batch import score_images
 from ..masc_core.metric.stripping import strip_subject
 from . import host
 from .declarations import (
-    ENCODER_INPUT, HEATMAPS_INPUT, IMAGE_INPUT, OUTPUT_MASK_INPUT, PROMPT_INPUT, REFERENCE_INPUT, REFERENCE_MASK_INPUT, SUBJECT_INPUT,
+    ENCODER_INPUT,
+    HEATMAPS_INPUT,
+    IMAGE_INPUT,
+    OUTPUT_MASK_INPUT,
+    PROMPT_INPUT,
+    REFERENCE_INPUT,
+    REFERENCE_MASK_INPUT,
+    SUBJECT_INPUT,
 )
 from .convert import batch_value, check_candidate_mask, check_reference_mask, comfy_images, comfy_masks, image_output
 from .metadata import HIDDEN_INPUTS, image_digests, record, scoring_context
 from .inputs import checked_inputs
 from .types import CATEGORY, MASC_SCORES, Output, declare_outputs
-
-
 
 
 def run_scoring(
@@ -69,7 +74,9 @@ def run_scoring(
     batch.context = scoring_context(node, encoder, subject if pf else None)
     pictures = None
     if heatmaps:
-        pictures = render_heatmaps(batch, references, outputs, reference=cp, presence=cp, attention=pf, device=masc.device)
+        pictures = render_heatmaps(
+            batch, references, outputs, reference=cp, presence=cp, attention=pf, device=masc.device
+        )
     return batch, outputs, pictures
 
 
@@ -83,7 +90,9 @@ def report_text(batch: ScoreBatch) -> str:
     lines = [score_table(batch.scores)]
     first = batch.scores[0]
     if first.encoded_prompt is not None:
-        lines.append(f"PF text: {first.encoded_prompt!r}" + ("" if first.subject_found else " (subject not found in the prompt)"))
+        lines.append(
+            f"PF text: {first.encoded_prompt!r}" + ("" if first.subject_found else " (subject not found in the prompt)")
+        )
     return "\n".join(lines)
 
 
@@ -109,21 +118,43 @@ def node_result(report: str, shown: list, result: tuple, prefix: str) -> dict:
 class MaSCConceptPreservation:
     """Node: MaSC Concept Preservation (Eq. 1)."""
 
-    SEARCH_ALIASES = ["identity", "subject similarity", "clip score", "dino", "similarity", "concept preservation", "cp"]
+    SEARCH_ALIASES = [
+        "identity",
+        "subject similarity",
+        "clip score",
+        "dino",
+        "similarity",
+        "concept preservation",
+        "cp",
+    ]
     """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
 
     DESCRIPTION = (
         "Concept preservation: for each reference patch under the reference mask, its best cosine with any patch "
-        "of the generated image; CP is their mean. The generated image is searched in full, so no output mask is needed."
+        "of the generated image; CP is their mean. The generated image is searched in full, so no output mask is "
+        "needed."
     )
     CATEGORY = CATEGORY
     OUTPUT_NODE = True
     FUNCTION = "score"
     RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
-        Output("FLOAT", "cp", "CP of the image (batch of one), or the mean CP of the batch; NaN when undefined (the report says why)."),
+        Output(
+            "FLOAT",
+            "cp",
+            "CP of the image (batch of one), or the mean CP of the batch; NaN when undefined (the report says why).",
+        ),
         Output(MASC_SCORES, "scores", "Per-image scores, for MaSC Select Best and MaSC Gate."),
-        Output("IMAGE", "reference_heatmap", "On each reference view, per output: each patch's best match (which parts of the concept survived); grey = outside the mask."),
-        Output("IMAGE", "image_heatmap", "On each output: each patch's best match with the reference's subject (where the concept appears)."),
+        Output(
+            "IMAGE",
+            "reference_heatmap",
+            "On each reference view, per output: each patch's best match (which parts of the concept survived); grey "
+            "= outside the mask.",
+        ),
+        Output(
+            "IMAGE",
+            "image_heatmap",
+            "On each output: each patch's best match with the reference's subject (where the concept appears).",
+        ),
         Output("STRING", "report", "Per-image scores as text."),
     )
 
@@ -138,15 +169,38 @@ class MaSCConceptPreservation:
                 "heatmaps": HEATMAPS_INPUT,
             },
             "optional": {
-                "mask": ("MASK", {"tooltip": "Optional: the subject in each generated image. CP does not use it; it sets the mask-size flag the selection nodes can filter on."}),
+                "mask": (
+                    "MASK",
+                    {
+                        "tooltip": "Optional: the subject in each generated image. CP does not use it; it sets the "
+                        "mask-size flag the selection nodes can filter on."
+                    },
+                ),
             },
             "hidden": dict(HIDDEN_INPUTS),
         }
 
-    def score(self, encoder, reference_image, reference_mask, image, heatmaps=True, mask=None, extra_pnginfo=None, unique_id=None):
+    def score(
+        self,
+        encoder,
+        reference_image,
+        reference_mask,
+        image,
+        heatmaps=True,
+        mask=None,
+        extra_pnginfo=None,
+        unique_id=None,
+    ):
         batch, outputs, pictures = run_scoring(
-            encoder, image, node="MaSCConceptPreservation", mask=mask, reference_image=reference_image,
-            reference_mask=reference_mask, cp=True, pf=False, heatmaps=heatmaps,
+            encoder,
+            image,
+            node="MaSCConceptPreservation",
+            mask=mask,
+            reference_image=reference_image,
+            reference_mask=reference_mask,
+            cp=True,
+            pf=False,
+            heatmaps=heatmaps,
         )
         record_scores(extra_pnginfo, unique_id, batch, image)
         report = report_text(batch)
@@ -175,10 +229,18 @@ class MaSCPromptFollowing:
     OUTPUT_NODE = True
     FUNCTION = "score"
     RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
-        Output("FLOAT", "pf", "PF of the image (batch of one), or the mean PF of the batch; NaN when undefined (the report says why)."),
+        Output(
+            "FLOAT",
+            "pf",
+            "PF of the image (batch of one), or the mean PF of the batch; NaN when undefined (the report says why).",
+        ),
         Output("STRING", "stripped_prompt", "The prompt without the subject: the text PF actually compares with."),
         Output(MASC_SCORES, "scores", "Per-image scores, for MaSC Select Best and MaSC Gate."),
-        Output("IMAGE", "heatmap", "On each output: the pooler's attention over the background (what drives PF); grey = hidden subject."),
+        Output(
+            "IMAGE",
+            "heatmap",
+            "On each output: the pooler's attention over the background (what drives PF); grey = hidden subject.",
+        ),
         Output("STRING", "report", "Per-image scores as text."),
     )
 
@@ -198,7 +260,15 @@ class MaSCPromptFollowing:
 
     def score(self, encoder, image, mask, prompt, subject, heatmaps=True, extra_pnginfo=None, unique_id=None):
         batch, outputs, pictures = run_scoring(
-            encoder, image, node="MaSCPromptFollowing", mask=mask, prompt=prompt, subject=subject, cp=False, pf=True, heatmaps=heatmaps
+            encoder,
+            image,
+            node="MaSCPromptFollowing",
+            mask=mask,
+            prompt=prompt,
+            subject=subject,
+            cp=False,
+            pf=True,
+            heatmaps=heatmaps,
         )
         record_scores(extra_pnginfo, unique_id, batch, image)
         report = report_text(batch)
@@ -231,7 +301,9 @@ class MaSCScore:
         Output("FLOAT", "pf", "PF (batch of one) or the batch's mean PF; NaN when undefined."),
         Output(MASC_SCORES, "scores", "Per-image scores, for MaSC Select Best and MaSC Gate."),
         Output("STRING", "stripped_prompt", "The prompt without the subject: the text PF compares with."),
-        Output("IMAGE", "reference_heatmap", "On each reference view, per output: which parts of the concept survived."),
+        Output(
+            "IMAGE", "reference_heatmap", "On each reference view, per output: which parts of the concept survived."
+        ),
         Output("IMAGE", "image_heatmap", "On each output: where the concept appears."),
         Output("IMAGE", "attention_heatmap", "On each output: the PF pooler's attention over the background."),
         Output("STRING", "report", "Per-image scores as text."),
@@ -253,10 +325,31 @@ class MaSCScore:
             "hidden": dict(HIDDEN_INPUTS),
         }
 
-    def score(self, encoder, reference_image, reference_mask, image, prompt, subject, heatmaps=True, mask=None, extra_pnginfo=None, unique_id=None):
+    def score(
+        self,
+        encoder,
+        reference_image,
+        reference_mask,
+        image,
+        prompt,
+        subject,
+        heatmaps=True,
+        mask=None,
+        extra_pnginfo=None,
+        unique_id=None,
+    ):
         batch, outputs, pictures = run_scoring(
-            encoder, image, node="MaSCScore", mask=mask, reference_image=reference_image, reference_mask=reference_mask,
-            prompt=prompt, subject=subject, cp=True, pf=True, heatmaps=heatmaps,
+            encoder,
+            image,
+            node="MaSCScore",
+            mask=mask,
+            reference_image=reference_image,
+            reference_mask=reference_mask,
+            prompt=prompt,
+            subject=subject,
+            cp=True,
+            pf=True,
+            heatmaps=heatmaps,
         )
         record_scores(extra_pnginfo, unique_id, batch, image)
         report = report_text(batch)
@@ -280,13 +373,19 @@ class MaSCStripSubject:
     SEARCH_ALIASES = ["remove subject", "prompt", "strip"]
     """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
 
-    DESCRIPTION = "Removes the subject's name from the prompt with the paper's rule: shows the exact text MaSC's PF encodes."
+    DESCRIPTION = (
+        "Removes the subject's name from the prompt with the paper's rule: shows the exact text MaSC's PF encodes."
+    )
     CATEGORY = CATEGORY
     # It shows its text, so it runs whether or not its output is connected (ComfyUI runs only what feeds an output).
     OUTPUT_NODE = True
     FUNCTION = "strip"
     RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
-        Output("STRING", "stripped_prompt", "The prompt without 'a/an/the <name>' (or the bare name), whitespace collapsed."),
+        Output(
+            "STRING",
+            "stripped_prompt",
+            "The prompt without 'a/an/the <name>' (or the bare name), whitespace collapsed.",
+        ),
     )
 
     @classmethod

@@ -19,11 +19,17 @@ from . import host
 from .metadata import HIDDEN_INPUTS, image_digests, record
 from .inputs import checked_inputs
 from .declarations import (
-    CARRIED_INPUTS, CP_WEIGHT_INPUT, OFF, ON_UNCERTAIN_INPUT, PF_WEIGHT_INPUT, RULES_INPUT, THRESHOLD_INPUTS, rank_by_input,
+    CARRIED_INPUTS,
+    CP_WEIGHT_INPUT,
+    OFF,
+    ON_UNCERTAIN_INPUT,
+    PF_WEIGHT_INPUT,
+    RULES_INPUT,
+    THRESHOLD_INPUTS,
+    rank_by_input,
 )
 from .rule_values import passing_from
 from .types import CATEGORY, MASC_SCORES, Output, declare_outputs
-
 
 
 def threshold_value(value: float) -> float | None:
@@ -31,14 +37,29 @@ def threshold_value(value: float) -> float | None:
     return None if value is None or value <= OFF else float(value)
 
 
-def pass_rules(rank_by="both", cp_weight=1.0, pf_weight=1.0, min_cp=OFF, min_pf=OFF, reject_small_masks=False,
-               min_foreground=None, on_uncertain=None, on_blend=None) -> PassRules:
-    """The widgets' values as one ``PassRules`` (thresholds at -1 off; options absent in older graphs at their defaults)."""
+def pass_rules(
+    rank_by="both",
+    cp_weight=1.0,
+    pf_weight=1.0,
+    min_cp=OFF,
+    min_pf=OFF,
+    reject_small_masks=False,
+    min_foreground=None,
+    on_uncertain=None,
+    on_blend=None,
+) -> PassRules:
+    """The widgets' values as one ``PassRules`` (thresholds at -1 off; options absent in older graphs at their
+    defaults)."""
     return PassRules(
-        by=rank_by, cp_weight=float(cp_weight), pf_weight=float(pf_weight), min_cp=threshold_value(min_cp),
-        min_pf=threshold_value(min_pf), reject_small_masks=bool(reject_small_masks),
+        by=rank_by,
+        cp_weight=float(cp_weight),
+        pf_weight=float(pf_weight),
+        min_cp=threshold_value(min_cp),
+        min_pf=threshold_value(min_pf),
+        reject_small_masks=bool(reject_small_masks),
         min_foreground=None if min_foreground is None else float(min_foreground),
-        on_uncertain=on_uncertain or KEEP_BUT_MARK, on_blend=on_blend or "report",
+        on_uncertain=on_uncertain or KEEP_BUT_MARK,
+        on_blend=on_blend or "report",
     )
 
 
@@ -72,13 +93,17 @@ def check_batch(scores: ScoreBatch, images: torch.Tensor) -> ScoreBatch:
     )
 
 
-def selection_entry(extra_pnginfo, unique_id, scores: ScoreBatch, images, node: str, ranking, chosen: list[int], selected_word: str) -> None:
+def selection_entry(
+    extra_pnginfo, unique_id, scores: ScoreBatch, images, node: str, ranking, chosen: list[int], selected_word: str
+) -> None:
     """The node's PNG metadata entry: every image's verdict, and where the chosen ones went in its output."""
     items = {item.index: item for item in ranking.items}
     verdicts = []
     for index in range(len(scores.scores)):
         item = items[index]
-        word = selected_word if index in chosen else ("passed" if item.passed else "rejected: " + "; ".join(item.reasons))
+        word = (
+            selected_word if index in chosen else ("passed" if item.passed else "rejected: " + "; ".join(item.reasons))
+        )
         verdicts.append(word + uncertain_mark(item.uncertain))
     outputs = [chosen.index(i) if i in chosen else None for i in range(len(scores.scores))]
     record(extra_pnginfo, unique_id, scores, node, verdicts=verdicts, outputs=outputs, pixels=image_digests(images))
@@ -95,7 +120,9 @@ def select_mask(mask: torch.Tensor | None, indices: list[int], count: int):
     if mask.shape[0] == 1:
         return mask
     if mask.shape[0] != count:
-        raise MascInputError(f"mask has {mask.shape[0]} masks for {count} images: connect the masks of the scored batch")
+        raise MascInputError(
+            f"mask has {mask.shape[0]} masks for {count} images: connect the masks of the scored batch"
+        )
     return mask[indices]
 
 
@@ -105,7 +132,9 @@ def select_latent(latent: dict | None, indices: list[int], count: int):
         return None
     samples = latent["samples"]
     if samples.shape[0] != count:
-        raise MascInputError(f"latent has {samples.shape[0]} samples for {count} images: connect the latents of the scored batch")
+        raise MascInputError(
+            f"latent has {samples.shape[0]} samples for {count} images: connect the latents of the scored batch"
+        )
     chosen = dict(latent)
     chosen["samples"] = samples[indices].clone()
     noise_mask = latent.get("noise_mask")
@@ -148,7 +177,11 @@ class MaSCSelectBest:
         Output("IMAGE", "images", "The chosen images, best first."),
         Output("LATENT", "latent", "Their latents (if a latent was connected), best first."),
         Output("MASK", "mask", "Their masks (if a mask was connected), best first."),
-        Output("INT", "best_index", "Batch index of the best image (for Latent From Batch / Image From Batch); -1 if none passed."),
+        Output(
+            "INT",
+            "best_index",
+            "Batch index of the best image (for Latent From Batch / Image From Batch); -1 if none passed.",
+        ),
         Output("STRING", "indices", "Batch indices of the chosen images, best first, comma-separated."),
         Output("STRING", "ranking", "The whole ranking as text."),
     )
@@ -162,7 +195,15 @@ class MaSCSelectBest:
                 "rank_by": rank_by_input("both"),
                 "cp_weight": CP_WEIGHT_INPUT,
                 "pf_weight": PF_WEIGHT_INPUT,
-                "top_k": ("INT", {"default": 1, "min": TOP_K.low, "max": TOP_K.high, "tooltip": "How many of the best passing images to keep."}),
+                "top_k": (
+                    "INT",
+                    {
+                        "default": 1,
+                        "min": TOP_K.low,
+                        "max": TOP_K.high,
+                        "tooltip": "How many of the best passing images to keep.",
+                    },
+                ),
                 **THRESHOLD_INPUTS,
             },
             "optional": dict(CARRIED_INPUTS, on_uncertain=ON_UNCERTAIN_INPUT, rules=RULES_INPUT),
@@ -170,11 +211,29 @@ class MaSCSelectBest:
         }
 
     def select(
-        self, scores, images, rank_by, cp_weight, pf_weight, top_k, min_cp, min_pf, reject_small_masks, min_foreground,
-        latent=None, mask=None, on_uncertain=None, rules=None, extra_pnginfo=None, unique_id=None,
+        self,
+        scores,
+        images,
+        rank_by,
+        cp_weight,
+        pf_weight,
+        top_k,
+        min_cp,
+        min_pf,
+        reject_small_masks,
+        min_foreground,
+        latent=None,
+        mask=None,
+        on_uncertain=None,
+        rules=None,
+        extra_pnginfo=None,
+        unique_id=None,
     ):
         scores = check_batch(scores, images)
-        passing = passing_from(rules, pass_rules(rank_by, cp_weight, pf_weight, min_cp, min_pf, reject_small_masks, min_foreground, on_uncertain))
+        passing = passing_from(
+            rules,
+            pass_rules(rank_by, cp_weight, pf_weight, min_cp, min_pf, reject_small_masks, min_foreground, on_uncertain),
+        )
         ranking = passing.rank(scores.scores, top_k=int(top_k))
         chosen = ranking.selected
         count = images.shape[0]
@@ -220,18 +279,40 @@ class MaSCGate:
         optional = dict(CARRIED_INPUTS, on_uncertain=ON_UNCERTAIN_INPUT, rules=RULES_INPUT)
         return {"required": required, "optional": optional, "hidden": dict(HIDDEN_INPUTS)}
 
-    def gate(self, scores, images, min_cp, min_pf, reject_small_masks, min_foreground, latent=None, mask=None, on_uncertain=None,
-             rules=None, extra_pnginfo=None, unique_id=None):
+    def gate(
+        self,
+        scores,
+        images,
+        min_cp,
+        min_pf,
+        reject_small_masks,
+        min_foreground,
+        latent=None,
+        mask=None,
+        on_uncertain=None,
+        rules=None,
+        extra_pnginfo=None,
+        unique_id=None,
+    ):
         scores = check_batch(scores, images)
         cp_on, pf_on = threshold_value(min_cp), threshold_value(min_pf)
         by = "both" if (cp_on is not None and pf_on is not None) else ("pf" if pf_on is not None else "cp")
-        passing = passing_from(rules, pass_rules(by, 1.0, 1.0, min_cp, min_pf, reject_small_masks, min_foreground, on_uncertain))
+        passing = passing_from(
+            rules, pass_rules(by, 1.0, 1.0, min_cp, min_pf, reject_small_masks, min_foreground, on_uncertain)
+        )
         ranking = passing.rank(scores.scores)
         passed = sorted(ranking.selected)
         count = images.shape[0]
         selection_entry(extra_pnginfo, unique_id, scores, images, "MaSCGate", ranking, passed, "passed")
         lines = [f"{len(passed)} of {count} passed" + ("" if passed else "; downstream nodes skipped")]
         for item in sorted(ranking.items, key=lambda x: x.index):
-            lines.append(f"#{item.index}: " + ("pass" if item.passed else "reject (" + "; ".join(item.reasons) + ")") + uncertain_mark(item.uncertain))
+            lines.append(
+                f"#{item.index}: "
+                + ("pass" if item.passed else "reject (" + "; ".join(item.reasons) + ")")
+                + uncertain_mark(item.uncertain)
+            )
         report = "\n".join(lines)
-        return {"ui": {"text": [report]}, "result": chosen_outputs(images, passed, latent, mask) + (len(passed), report)}
+        return {
+            "ui": {"text": [report]},
+            "result": chosen_outputs(images, passed, latent, mask) + (len(passed), report),
+        }

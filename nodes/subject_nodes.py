@@ -20,8 +20,6 @@ from .declarations import BLEND_CHOICES, ENCODER_INPUT, IMAGE_INPUT, PROMPT_INPU
 from .types import CATEGORY, MASC_SCORES, MASC_SUBJECTS, DeclaredSubject, Output, declare_outputs
 
 
-
-
 @checked_inputs
 class MaSCSubject:
     """Node: MaSC Subject (one subject of a multi-subject image)."""
@@ -36,20 +34,41 @@ class MaSCSubject:
     CATEGORY = CATEGORY
     FUNCTION = "declare"
     RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
-        Output(MASC_SUBJECTS, "subjects", "The subjects declared so far (the chained ones, then this one), for MaSC Score Subjects."),
+        Output(
+            MASC_SUBJECTS,
+            "subjects",
+            "The subjects declared so far (the chained ones, then this one), for MaSC Score Subjects.",
+        ),
     )
 
     @classmethod
     def INPUT_TYPES(cls):
         return {
             "required": {
-                "names": ("STRING", {"default": "", "tooltip": "The subject's name(s), comma-separated ('sks dog, dog'): stripped from the prompt; the first labels it in reports."}),
+                "names": (
+                    "STRING",
+                    {
+                        "default": "",
+                        "tooltip": "The subject's name(s), comma-separated ('sks dog, dog'): stripped from the "
+                        "prompt; the first labels it in reports.",
+                    },
+                ),
                 "reference_image": REFERENCE_INPUT,
                 "reference_mask": REFERENCE_MASK_INPUT,
             },
             "optional": {
-                "mask": ("MASK", {"tooltip": "This subject in each generated image (white = subject), e.g. MaSC Auto Mask prompted with its name. Give it for every subject or none: the other subjects' regions are what this subject's CP may not search."}),
-                "subjects": (MASC_SUBJECTS, {"tooltip": "Subjects declared before this one (another MaSC Subject's output)."}),
+                "mask": (
+                    "MASK",
+                    {
+                        "tooltip": "This subject in each generated image (white = subject), e.g. MaSC Auto Mask "
+                        "prompted with its name. Give it for every subject or none: the other subjects' regions "
+                        "are what this subject's CP may not search."
+                    },
+                ),
+                "subjects": (
+                    MASC_SUBJECTS,
+                    {"tooltip": "Subjects declared before this one (another MaSC Subject's output)."},
+                ),
             },
         }
 
@@ -65,7 +84,8 @@ class MaSCSubject:
 
 
 def declared_subjects(value, *, empty_ok: bool = False) -> list[DeclaredSubject]:
-    """The subjects a MASC_SUBJECTS input carries, checked: a shared workflow's value arrives over the link unchecked."""
+    """The subjects a MASC_SUBJECTS input carries, checked: a shared workflow's value arrives over the link
+    unchecked."""
     declared = list(value or ())
     if not declared and not empty_ok:
         raise MascInputError("subjects is empty: connect a MaSC Subject node (chain one per subject)")
@@ -107,9 +127,15 @@ class MaSCScoreSubjects:
     FUNCTION = "score"
     RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
         Output("FLOAT", "cp_min", "The weakest subject's CP (batch of one) or its batch mean; NaN when undefined."),
-        Output("FLOAT", "cp_mean", "The mean CP over the subjects (batch of one) or its batch mean; NaN when undefined."),
+        Output(
+            "FLOAT", "cp_mean", "The mean CP over the subjects (batch of one) or its batch mean; NaN when undefined."
+        ),
         Output("FLOAT", "pf", "PF (batch of one) or the batch's mean PF; NaN when undefined."),
-        Output(MASC_SCORES, "scores", "Per-image scores with CP = cp_min, for MaSC Select Best, MaSC Gate and MaSC Log Scores."),
+        Output(
+            MASC_SCORES,
+            "scores",
+            "Per-image scores with CP = cp_min, for MaSC Select Best, MaSC Gate and MaSC Log Scores.",
+        ),
         Output("STRING", "stripped_prompt", "The prompt without any subject's names: the text PF compares with."),
         Output("STRING", "report", "Per image: cp_min, cp_mean, PF, each subject's CP, blend warnings and notes."),
     )
@@ -122,7 +148,14 @@ class MaSCScoreSubjects:
                 "image": IMAGE_INPUT,
                 "subjects": (MASC_SUBJECTS, {"tooltip": "The subjects, from chained MaSC Subject nodes."}),
                 "prompt": PROMPT_INPUT,
-                "on_blend": (BLEND_CHOICES, {"default": "report", "tooltip": "report: blend warnings only in the report. reject: an image with a blend warning gets an undefined CP, so Select Best and Gate do not pass it."}),
+                "on_blend": (
+                    BLEND_CHOICES,
+                    {
+                        "default": "report",
+                        "tooltip": "report: blend warnings only in the report. reject: an image with a blend warning "
+                        "gets an undefined CP, so Select Best and Gate do not pass it.",
+                    },
+                ),
             },
             "hidden": dict(HIDDEN_INPUTS),
         }
@@ -132,8 +165,12 @@ class MaSCScoreSubjects:
         outputs = comfy_images(image, "image")
         masc = encoder.ready()
         batch = score_subjects(
-            masc, outputs, subjects=[d.subject for d in declared], output_masks=_output_masks(declared, outputs),
-            prompt=prompt, progress=host.progress_callback(len(outputs) + sum(len(d.subject.references) for d in declared)),
+            masc,
+            outputs,
+            subjects=[d.subject for d in declared],
+            output_masks=_output_masks(declared, outputs),
+            prompt=prompt,
+            progress=host.progress_callback(len(outputs) + sum(len(d.subject.references) for d in declared)),
         )
         scores = batch.as_score_batch(reject_blends=on_blend == "reject")
         scores.context = scoring_context("MaSCScoreSubjects", encoder, subjects_label(declared))
@@ -141,6 +178,12 @@ class MaSCScoreSubjects:
         report = subjects_table(batch)
         if batch.scores[0].encoded_prompt is not None:
             report += f"\nPF text: {batch.scores[0].encoded_prompt!r}"
-        result = (batch_value(batch.cp_min), batch_value(batch.cp_mean), batch_value(batch.pf), scores,
-                  batch.scores[0].encoded_prompt, report)
+        result = (
+            batch_value(batch.cp_min),
+            batch_value(batch.cp_mean),
+            batch_value(batch.pf),
+            scores,
+            batch.scores[0].encoded_prompt,
+            report,
+        )
         return {"ui": {"text": [report]}, "result": result}

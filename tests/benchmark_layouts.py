@@ -24,8 +24,12 @@ from PIL import Image, ImageOps
 from conftest import DATA
 
 PHOTOS = {
-    "backpack": ["backpack_00"], "cat": ["cat_00", "cat_01"], "dog": ["dog_00", "dog_01", "dog_02"],
-    "duck_toy": ["duck_toy_00"], "red_cartoon": ["red_cartoon_00"], "teapot": ["teapot_00"],
+    "backpack": ["backpack_00"],
+    "cat": ["cat_00", "cat_01"],
+    "dog": ["dog_00", "dog_01", "dog_02"],
+    "duck_toy": ["duck_toy_00"],
+    "red_cartoon": ["red_cartoon_00"],
+    "teapot": ["teapot_00"],
 }
 
 
@@ -49,8 +53,14 @@ def fake_output(photo: str, seed: int) -> Image.Image:
     return ImageOps.mirror(image) if rng.random() < 0.5 else image
 
 
-def generated_outputs(folder: str, *, methods=("dreambooth", "textual_inversion"), subjects=("dog", "cat", "teapot"),
-                      prompts=(0, 11, 24), seeds=(0, 1)) -> list[str]:
+def generated_outputs(
+    folder: str,
+    *,
+    methods=("dreambooth", "textual_inversion"),
+    subjects=("dog", "cat", "teapot"),
+    prompts=(0, 11, 24),
+    seeds=(0, 1),
+) -> list[str]:
     paths = []
     counter = 0
     for method in methods:
@@ -60,7 +70,9 @@ def generated_outputs(folder: str, *, methods=("dreambooth", "textual_inversion"
                 for seed in seeds:
                     counter += 1
                     own = PHOTOS[subject]
-                    photo = own[counter % len(own)] if counter % 4 else PHOTOS["duck_toy"][0]  # a quarter show another subject
+                    photo = (
+                        own[counter % len(own)] if counter % 4 else PHOTOS["duck_toy"][0]
+                    )  # a quarter show another subject
                     path = os.path.join(folder, method, subject, f"{prompt}_{seed}.png")
                     fake_output(photo, counter).save(path)
                     paths.append(path)
@@ -107,7 +119,9 @@ def dreambench_plus(root: str) -> dict[str, str]:
                     os.path.join(samples, method_dir, "tgt_image", cid, f"{i}_0.jpg"), quality=95
                 )
                 if i != 8:  # prompt 8 has no text file: the caption's line is used
-                    with open(os.path.join(samples, method_dir, "text", cid, f"{i}_0.txt"), "w", encoding="utf-8") as handle:
+                    with open(
+                        os.path.join(samples, method_dir, "text", cid, f"{i}_0.txt"), "w", encoding="utf-8"
+                    ) as handle:
                         handle.write(f"a {name} as generated, prompt {i}\n")
     rng = np.random.default_rng(0)
     expected = {}
@@ -134,8 +148,10 @@ def raw_ratings(root: str) -> tuple[str, dict]:
     folder = os.path.join(root, "raw_ratings")
     first = {f"{cid}-{i}": [i % 5, (i + 1) % 5] for cid in COLLECTIONS for i in range(9)}
     second = {"object_00_teapot-0": [4, 0]}
-    for group, files in (("group1", {"a-dreambooth_sd.json": first, "b-dreambooth_sd.json": second}),
-                         ("group2", {"a-dreambooth_sd.json": first})):
+    for group, files in (
+        ("group1", {"a-dreambooth_sd.json": first, "b-dreambooth_sd.json": second}),
+        ("group2", {"a-dreambooth_sd.json": first}),
+    ):
         os.makedirs(os.path.join(folder, "raw_data", group), exist_ok=True)
         for name, content in files.items():
             with open(os.path.join(folder, "raw_data", group, name), "w") as handle:

@@ -78,7 +78,7 @@ class LoadImageMask:
         picture = ImageOps.exif_transpose(Image.open(os.path.join(self.input_dir, image))).convert("RGBA")
         band = channel[0].upper()
         mask = torch.from_numpy(np.asarray(picture.getchannel(band), dtype=np.float32) / 255.0)
-        return (1.0 - mask if band == "A" else mask)[None],
+        return ((1.0 - mask if band == "A" else mask)[None],)
 
 
 def image_batch(image1, image2):
@@ -100,7 +100,8 @@ def record(kind: str):
 
 
 def save_image(ctx, images, filename_prefix="ComfyUI"):
-    """core Save Image: keeps the images, and with ctx["output_dir"] writes PNGs as core does (extra_pnginfo as text chunks)."""
+    """core Save Image: keeps the images, and with ctx["output_dir"] writes PNGs as core does (extra_pnginfo as text
+    chunks)."""
     ctx["saved"][ctx["node_id"]] = images
     folder = ctx.get("output_dir")
     if folder:
@@ -127,11 +128,19 @@ def prepare_noise(latent_image, seed, noise_inds=None):
     """core's comfy.sample.prepare_noise (0.3.64): the noise a KSampler with ``seed`` adds."""
     generator = torch.manual_seed(seed)
     if noise_inds is None:
-        return torch.randn(latent_image.size(), dtype=latent_image.dtype, layout=latent_image.layout, generator=generator, device="cpu")
+        return torch.randn(
+            latent_image.size(), dtype=latent_image.dtype, layout=latent_image.layout, generator=generator, device="cpu"
+        )
     unique_inds, inverse = np.unique(noise_inds, return_inverse=True)
     noises = []
     for i in range(unique_inds[-1] + 1):
-        noise = torch.randn([1] + list(latent_image.size())[1:], dtype=latent_image.dtype, layout=latent_image.layout, generator=generator, device="cpu")
+        noise = torch.randn(
+            [1] + list(latent_image.size())[1:],
+            dtype=latent_image.dtype,
+            layout=latent_image.layout,
+            generator=generator,
+            device="cpu",
+        )
         if i in unique_inds:
             noises.append(noise)
     return torch.cat([noises[i] for i in inverse], axis=0)
@@ -149,11 +158,16 @@ class StandInVAE:
     """VAE: each latent becomes a blend of a dog and a teapot photo, set by its mean, plus its own texture."""
 
     def __init__(self):
-        self.photos = [np.asarray(Image.open(os.path.join(PHOTOS, f"{n}.jpg")).convert("RGB")) for n in ("dog_01", "teapot_00")]
+        self.photos = [
+            np.asarray(Image.open(os.path.join(PHOTOS, f"{n}.jpg")).convert("RGB")) for n in ("dog_01", "teapot_00")
+        ]
 
     def decode(self, samples):
         height, width = samples.shape[-2] * 8, samples.shape[-1] * 8
-        a, b = (torch.from_numpy(np.asarray(Image.fromarray(p).resize((width, height)), dtype=np.float32) / 255.0) for p in self.photos)
+        a, b = (
+            torch.from_numpy(np.asarray(Image.fromarray(p).resize((width, height)), dtype=np.float32) / 255.0)
+            for p in self.photos
+        )
         weight = torch.sigmoid(60.0 * samples.mean(dim=(1, 2, 3)))[:, None, None, None]
         texture = torch.tanh(samples[:, :3]).repeat_interleave(8, dim=2).repeat_interleave(8, dim=3).movedim(1, -1)
         return (weight * a + (1 - weight) * b + 0.08 * texture).clamp(0, 1)
@@ -173,7 +187,8 @@ def ksampler(ctx, model, seed, steps, cfg, sampler_name, scheduler, positive, ne
 
 
 class Noise_RandomNoise:
-    """core's NOISE from Random Noise (comfy_extras/nodes_custom_sampler.py, same class name): prepare_noise at its seed."""
+    """core's NOISE from Random Noise (comfy_extras/nodes_custom_sampler.py, same class name): prepare_noise at its
+    seed."""
 
     def __init__(self, seed):
         self.seed = seed
@@ -203,7 +218,9 @@ class StandInGuider:
     def settings(self) -> dict:
         return dict(positive=self.positive, negative=self.negative, cfg=self.cfg)
 
-    def sample(self, noise, latent_image, sampler, sigmas, denoise_mask=None, callback=None, disable_pbar=False, seed=None):
+    def sample(
+        self, noise, latent_image, sampler, sigmas, denoise_mask=None, callback=None, disable_pbar=False, seed=None
+    ):
         return self.model_patcher.denoise(noise, latent_image, self.positive, self.negative, self.cfg, float(sigmas[0]))
 
 
@@ -225,7 +242,9 @@ def basic_scheduler(steps, denoise=1.0):
 def sampler_custom_advanced(ctx, noise, guider, sampler, sigmas, latent_image):
     """core SamplerCustomAdvanced on the stand-in model: (output, denoised_output)."""
     out = latent_image.copy()
-    out["samples"] = guider.sample(noise.generate_noise(latent_image), latent_image["samples"], sampler, sigmas, seed=noise.seed)
+    out["samples"] = guider.sample(
+        noise.generate_noise(latent_image), latent_image["samples"], sampler, sigmas, seed=noise.seed
+    )
     return (out, out)
 
 
@@ -247,45 +266,99 @@ class StandInSampling:
         self.made.append(weakref.ref(tensor))
         return tensor
 
-    def sample_round(self, model, seeds, latent, *, positive, negative, steps, cfg, sampler_name, scheduler, denoise,
-                     progress, done, stops=(), judge=None, prunes=True):
-        """As host.CoreSampling.sample_round: the round is masc_core.selection.pruning.run_round on the host's ``phase_plan``; this
-        supplies only the primitive (``_StandInRoundSampler``: one model evaluation per step, previews from ``preview``)."""
-        from masc_core.selection.pruning import phase_plan, run_round, samples_one_by_one
+    def sample_round(
+        self,
+        model,
+        seeds,
+        latent,
+        *,
+        positive,
+        negative,
+        steps,
+        cfg,
+        sampler_name,
+        scheduler,
+        denoise,
+        progress,
+        done,
+        stops=(),
+        judge=None,
+        prunes=True,
+    ):
+        """As host.CoreSampling.sample_round: the round is masc_core.selection.pruning.run_round on the host's
+        ``phase_plan``; this
+        supplies only the primitive (``_StandInRoundSampler``: one model evaluation per step, previews from
+        ``preview``)."""
+        from masc_core.selection.pruning import phase_plan, run_round
+        from masc_core.selection.samplers import samples_one_by_one
 
         self.alive_at_call.append(sum(ref() is not None for ref in self.made))
         self.calls.append(list(seeds))
         if judge is not None:
             self.phase_calls.append({"seeds": list(seeds), "stops": list(stops), "prunes": prunes})
-        plan = phase_plan(stops if judge is not None else (), steps, sampler_name, prunes if judge is not None else False)
-        primitive = _StandInRoundSampler(self, model, seeds, latent, progress, done, steps, plan,
-                                         dict(positive=positive, negative=negative, cfg=cfg, denoise=denoise))
-        result = run_round(plan, len(seeds), primitive, judge, lambda: None, batch=not samples_one_by_one(sampler_name),
-                           sampler_name=sampler_name)
+        plan = phase_plan(
+            stops if judge is not None else (), steps, sampler_name, prunes if judge is not None else False
+        )
+        primitive = _StandInRoundSampler(
+            self,
+            model,
+            seeds,
+            latent,
+            progress,
+            done,
+            steps,
+            plan,
+            dict(positive=positive, negative=negative, cfg=cfg, denoise=denoise),
+        )
+        result = run_round(
+            plan,
+            len(seeds),
+            primitive,
+            judge,
+            lambda: None,
+            batch=not samples_one_by_one(sampler_name),
+            sampler_name=sampler_name,
+        )
         if result.samples:
             joined = self._made(torch.cat(result.samples))
             result.samples = list(joined.split(1))
         return result
 
-    def sample_guided_round(self, noise, guider, sampler, sigmas, seeds, latent, *, progress, done, stops=(), judge=None,
-                            prunes=True):
-        """As host.CoreSampling.sample_guided_round: candidate i's noise is the graph's NOISE at seeds[i] (the pack's own
+    def sample_guided_round(
+        self, noise, guider, sampler, sigmas, seeds, latent, *, progress, done, stops=(), judge=None, prunes=True
+    ):
+        """As host.CoreSampling.sample_guided_round: candidate i's noise is the graph's NOISE at seeds[i] (the pack's
+        own
         ``candidate_noise``), one call per candidate, the same ``run_round``."""
         from masc_core.selection.pruning import phase_plan, run_round
 
         self.alive_at_call.append(sum(ref() is not None for ref in self.made))
         self.calls.append(list(seeds))
         if judge is not None:
-            self.phase_calls.append({"seeds": list(seeds), "stops": list(stops), "prunes": prunes, "sampler": sampler.name})
+            self.phase_calls.append(
+                {"seeds": list(seeds), "stops": list(stops), "prunes": prunes, "sampler": sampler.name}
+            )
         steps = int(sigmas.shape[0]) - 1
-        plan = phase_plan(stops if judge is not None else (), steps, sampler.name, prunes if judge is not None else False)
+        plan = phase_plan(
+            stops if judge is not None else (), steps, sampler.name, prunes if judge is not None else False
+        )
         settings = dict(guider.settings, denoise=float(sigmas[0]))
 
         def noise_for(seed):
             return self.host.candidate_noise(noise, seed).generate_noise(dict(latent))
 
-        primitive = _StandInRoundSampler(self, guider.model_patcher, seeds, latent, progress, done, steps, plan, settings, noise_for)
-        result = run_round(plan, len(seeds), primitive, judge, lambda: None, batch=False, sampler_name=sampler.name or "the connected sampler")
+        primitive = _StandInRoundSampler(
+            self, guider.model_patcher, seeds, latent, progress, done, steps, plan, settings, noise_for
+        )
+        result = run_round(
+            plan,
+            len(seeds),
+            primitive,
+            judge,
+            lambda: None,
+            batch=False,
+            sampler_name=sampler.name or "the connected sampler",
+        )
         if result.samples:
             joined = self._made(torch.cat(result.samples))
             result.samples = list(joined.split(1))
@@ -299,7 +372,9 @@ class StandInSampling:
         """As the host's: one line for a sampler that cannot be stopped at a step (the pack's own error class)."""
         if not sampler.splittable:
             errors = importlib.import_module(self.host.__name__.rsplit(".nodes.host", 1)[0] + ".masc_core.errors")
-            raise errors.MascInputError("sampler is a StandInSampler, which cannot be stopped at a step: disconnect MaSC Prune")
+            raise errors.MascInputError(
+                "sampler is a StandInSampler, which cannot be stopped at a step: disconnect MaSC Prune"
+            )
 
     def preview(self, model, seed, latent, step, steps, positive, negative, cfg, denoise):
         """The stand-in's denoised prediction after ``step`` of ``steps``: the final latent plus a per-seed wobble that
@@ -319,7 +394,14 @@ class _StandInRoundSampler:
     its seeds and report every step; a judged call counts one model evaluation per step it samples."""
 
     def __init__(self, backend, model, seeds, latent, progress, done, steps, plan, settings, noise_for=None):
-        self.backend, self.model, self.seeds, self.latent, self.progress, self.done = backend, model, seeds, latent, progress, done
+        self.backend, self.model, self.seeds, self.latent, self.progress, self.done = (
+            backend,
+            model,
+            seeds,
+            latent,
+            progress,
+            done,
+        )
         self.steps, self.plan, self.settings = steps, plan, settings
         self.noise_for = noise_for or (lambda seed: prepare_noise(latent["samples"], seed, latent.get("batch_index")))
         self.callback = progress.sampler_callback(model, done)
@@ -332,18 +414,31 @@ class _StandInRoundSampler:
             callback = self.progress.sampler_callback(model, self.done + group[0])
             for step in range(self.steps):
                 callback(step, None, None, self.steps)
-            out = model.denoise(noise, image.repeat(len(group), 1, 1, 1), settings["positive"], settings["negative"],
-                                settings["cfg"], settings["denoise"])
+            out = model.denoise(
+                noise,
+                image.repeat(len(group), 1, 1, 1),
+                settings["positive"],
+                settings["negative"],
+                settings["cfg"],
+                settings["denoise"],
+            )
             return [CandidateRun(final=out[i : i + 1]) for i in range(len(group))]
         (j,) = group
         for _ in range(start, end):
-            self.callback(min(self.executed, len(self.seeds) * self.steps - 1), None, None, self.steps)  # one bar step per step
+            self.callback(
+                min(self.executed, len(self.seeds) * self.steps - 1), None, None, self.steps
+            )  # one bar step per step
             self.executed += 1
-        previews = {step: self.backend.preview(model, self.seeds[j], self.latent, step, self.steps, **settings) for step in judged}
+        previews = {
+            step: self.backend.preview(model, self.seeds[j], self.latent, step, self.steps, **settings)
+            for step in judged
+        }
         final = None
         if end == self.steps:
             noise = self.noise_for(self.seeds[j])
-            final = model.denoise(noise, image, settings["positive"], settings["negative"], settings["cfg"], settings["denoise"])
+            final = model.denoise(
+                noise, image, settings["positive"], settings["negative"], settings["cfg"], settings["denoise"]
+            )
         return [CandidateRun(previews=previews, final=final, evaluations=end - start)]
 
     def drop(self, j):
@@ -373,7 +468,9 @@ CORE_NODES = {
     "SaveImage": save_image,
     "CheckpointLoaderSimple": lambda ctx, ckpt_name: (StandInModel(), object(), StandInVAE()),
     "CLIPTextEncode": lambda ctx, text, clip: (text_conditioning(text),),
-    "EmptyLatentImage": lambda ctx, width, height, batch_size: ({"samples": torch.zeros(batch_size, LATENT_CHANNELS, height // 8, width // 8)},),
+    "EmptyLatentImage": lambda ctx, width, height, batch_size: (
+        {"samples": torch.zeros(batch_size, LATENT_CHANNELS, height // 8, width // 8)},
+    ),
     "KSampler": ksampler,
     "RandomNoise": lambda ctx, noise_seed: (Noise_RandomNoise(noise_seed),),
     "DisableNoise": lambda ctx: (Noise_EmptyNoise(),),
@@ -391,10 +488,14 @@ CORE_NODES = {
     "ModelSamplingAuraFlow": lambda ctx, model, shift: (model,),
     "CFGNorm": lambda ctx, model, strength, pre_cfg=False: (model,),
     "FluxKontextImageScale": lambda ctx, image: (image,),
-    "VAEEncode": lambda ctx, pixels, vae: ({"samples": torch.zeros(pixels.shape[0], LATENT_CHANNELS, pixels.shape[1] // 8, pixels.shape[2] // 8)},),
+    "VAEEncode": lambda ctx, pixels, vae: (
+        {"samples": torch.zeros(pixels.shape[0], LATENT_CHANNELS, pixels.shape[1] // 8, pixels.shape[2] // 8)},
+    ),
     "ReferenceLatent": lambda ctx, conditioning, latent=None: (conditioning,),
     "FluxGuidance": lambda ctx, conditioning, guidance: (conditioning,),
-    "TextEncodeQwenImageEditPlus": lambda ctx, clip, prompt, vae=None, image1=None, image2=None, image3=None: (text_conditioning(prompt),),
+    "TextEncodeQwenImageEditPlus": lambda ctx, clip, prompt, vae=None, image1=None, image2=None, image3=None: (
+        text_conditioning(prompt),
+    ),
     "VAEDecode": lambda ctx, samples, vae: (vae.decode(samples["samples"]),),
 }
 
@@ -407,7 +508,9 @@ def validate_widget(node_type: str, name: str, value, spec) -> None:
     elif kind == "INT":
         assert isinstance(value, int) and options.get("min", value) <= value <= options.get("max", value), where
     elif kind == "FLOAT":
-        assert isinstance(value, (int, float)) and options.get("min", value) <= value <= options.get("max", value), where
+        assert isinstance(value, (int, float)) and options.get("min", value) <= value <= options.get("max", value), (
+            where
+        )
     elif kind == "BOOLEAN":
         assert isinstance(value, bool), where
     elif kind == "STRING":
@@ -439,7 +542,12 @@ FROM_FRONT_END = object()
 
 
 def run_graph(
-    graph: dict, mappings: dict, input_dir: str, blocker_type, output_dir: str | None = None, extra_pnginfo=FROM_FRONT_END,
+    graph: dict,
+    mappings: dict,
+    input_dir: str,
+    blocker_type,
+    output_dir: str | None = None,
+    extra_pnginfo=FROM_FRONT_END,
     intermediate_dtype=None,
 ) -> dict:
     """Execute an API-format graph; returns what preview/save nodes received and each node's outputs.
@@ -448,9 +556,19 @@ def run_graph(
     sent without extra_data. ``intermediate_dtype`` (e.g. torch.float16) casts what the core stand-ins
     produce, as ComfyUI's --fp16-intermediates does, so the pack's nodes receive such tensors.
     """
-    ctx = {"input_dir": input_dir, "shown": {}, "previews": {}, "saved": {}, "outputs": {}, "ui": {}, "blocked": set(),
-           "output_dir": output_dir, "saved_files": {}, "prompt": graph,
-           "extra_pnginfo": {"workflow": {"nodes": []}} if extra_pnginfo is FROM_FRONT_END else extra_pnginfo}
+    ctx = {
+        "input_dir": input_dir,
+        "shown": {},
+        "previews": {},
+        "saved": {},
+        "outputs": {},
+        "ui": {},
+        "blocked": set(),
+        "output_dir": output_dir,
+        "saved_files": {},
+        "prompt": graph,
+        "extra_pnginfo": {"workflow": {"nodes": []}} if extra_pnginfo is FROM_FRONT_END else extra_pnginfo,
+    }
     order, seen = [], set()
 
     def visit(node_id):

@@ -37,6 +37,8 @@ def read_bytes(folder, name) -> bytes:
     """The bytes of file ``name`` in ``folder`` (to compare result files byte for byte)."""
     with open(os.path.join(folder, name), "rb") as handle:
         return handle.read()
+
+
 PROMPT = "A photo of a Dog ON the beach, next to a red ball"
 
 
@@ -72,7 +74,9 @@ def checkpoint_root(tmp_path_factory):
 def naflex_dir(checkpoint_root, tokenizer) -> str:
     from masc_core.testing import build_checkpoint
 
-    return build_checkpoint(os.path.join(checkpoint_root, "tiny-siglip2-naflex"), naflex=True, tokenizer=tokenizer, seed=1)
+    return build_checkpoint(
+        os.path.join(checkpoint_root, "tiny-siglip2-naflex"), naflex=True, tokenizer=tokenizer, seed=1
+    )
 
 
 @pytest.fixture(scope="session")
@@ -89,8 +93,12 @@ def fixed_bicubic_dir(checkpoint_root, tokenizer) -> str:
     from masc_core.testing import build_checkpoint
 
     return build_checkpoint(
-        os.path.join(checkpoint_root, "tiny-siglip2-fixed-256-bicubic"), naflex=False, image_size=256, resample=3,
-        tokenizer=tokenizer, seed=3,
+        os.path.join(checkpoint_root, "tiny-siglip2-fixed-256-bicubic"),
+        naflex=False,
+        image_size=256,
+        resample=3,
+        tokenizer=tokenizer,
+        seed=3,
     )
 
 
@@ -163,7 +171,8 @@ def pack():
 
 @pytest.fixture(scope="session")
 def comfy_dirs(tmp_path_factory, naflex_dir, tiny_clipseg_dir, tiny_sam3_dir):
-    """A models dir with the test checkpoints under the paper's names, an input dir with photos and masks, an output dir."""
+    """A models dir with the test checkpoints under the paper's names, an input dir with photos and masks, an output
+    dir."""
     import shutil
 
     root = tmp_path_factory.mktemp("comfy")

@@ -103,15 +103,32 @@ def saved_png(path, pixels: np.ndarray, entry) -> str:
 
 
 def _image(**changes) -> dict:
-    record = {"index": 0, "seed": 1, "cp": 0.5, "pf": 0.1, "mask": 0.3, "verdict": "accepted", "output": 0,
-              "pixels": "0" * 16, "cp_undefined": None, "pf_undefined": None}
+    record = {
+        "index": 0,
+        "seed": 1,
+        "cp": 0.5,
+        "pf": 0.1,
+        "mask": 0.3,
+        "verdict": "accepted",
+        "output": 0,
+        "pixels": "0" * 16,
+        "cp_undefined": None,
+        "pf_undefined": None,
+    }
     record.update(changes)
     return record
 
 
 def _node(**changes) -> dict:
-    node = {"node": "MaSCScore", "metric_version": "0.2.0", "encoder": {"model": "tiny", "digest": "abc"}, "subject": "dog",
-            "prompt": "a dog", "stripped_prompt": "a", "images": [_image()]}
+    node = {
+        "node": "MaSCScore",
+        "metric_version": "0.2.0",
+        "encoder": {"model": "tiny", "digest": "abc"},
+        "subject": "dog",
+        "prompt": "a dog",
+        "stripped_prompt": "a",
+        "images": [_image()],
+    }
     node.update(changes)
     return node
 

@@ -20,8 +20,11 @@ from conftest import DATA, box_mask
 
 PHOTOS = ["backpack_00", "cat_00", "cat_01", "dog_00", "dog_01", "dog_02", "duck_toy_00", "red_cartoon_00", "teapot_00"]
 PROMPTS = [
-    "a photo of a {} on the beach", "a {} in the snow", "a {} with a city in the background",
-    "a {} on top of a wooden floor", "a red {}",
+    "a photo of a {} on the beach",
+    "a {} in the snow",
+    "a {} with a city in the background",
+    "a {} on top of a wooden floor",
+    "a red {}",
 ]
 
 
@@ -77,7 +80,9 @@ def dreambench_rows(
                     if ratings:
                         base = 3.0 if subject_of(photo) == subject else 1.0
                         row["human_cp.r1"] = int(np.clip(round(base + rng.normal(0, 0.8)), 0, 4))
-                        row["human_cp.r2"] = int(np.clip(round(base + rng.normal(0, 0.8)), 0, 4)) if rng.random() < 0.5 else ""
+                        row["human_cp.r2"] = (
+                            int(np.clip(round(base + rng.normal(0, 0.8)), 0, 4)) if rng.random() < 0.5 else ""
+                        )
                         row["human_pf.r1"] = int(rng.integers(0, 5))
                     rows.append(row)
     return rows

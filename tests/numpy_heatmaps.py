@@ -18,8 +18,15 @@ from masc_core.metric.report import caption, format_score
 # Viridis, sampled at 9 points (perceptually uniform, readable in grayscale).
 _VIRIDIS = np.array(
     [
-        [68, 1, 84], [71, 44, 122], [59, 81, 139], [44, 113, 142], [33, 144, 141],
-        [39, 173, 129], [92, 200, 99], [170, 220, 50], [253, 231, 37],
+        [68, 1, 84],
+        [71, 44, 122],
+        [59, 81, 139],
+        [44, 113, 142],
+        [33, 144, 141],
+        [39, 173, 129],
+        [92, 200, 99],
+        [170, 220, 50],
+        [253, 231, 37],
     ],
     dtype=np.float32,
 )
@@ -116,8 +123,14 @@ def mask_overlay(image: np.ndarray, mask: np.ndarray, label: str | None = None) 
 
 
 def render_heatmaps(
-    batch, references: Sequence[np.ndarray], outputs: Sequence[np.ndarray], *, captions: bool = True,
-    reference: bool = True, presence: bool = True, attention: bool = True,
+    batch,
+    references: Sequence[np.ndarray],
+    outputs: Sequence[np.ndarray],
+    *,
+    captions: bool = True,
+    reference: bool = True,
+    presence: bool = True,
+    attention: bool = True,
 ):
     """Paint the heatmaps of ``batch`` (scored with ``heatmaps=True``) over its images.
 

@@ -20,14 +20,19 @@ class Payload:
 
 
 def run(rules: AcceptanceRules, cp_of, *, pf_of=None, fraction_of=None):
-    """Drive the loop as the node does; returns (outcome, loop, rounds as seed lists, seeds whose payload was taken, live payloads per round)."""
+    """Drive the loop as the node does; returns (outcome, loop, rounds as seed lists, seeds whose payload was taken,
+    live payloads per round)."""
     loop = AcceptanceLoop(rules)
     rounds, taken, live_after_round, refs = [], [], [], []
     while seeds := loop.next_seeds():
         rounds.append(seeds)
         scores = [
-            ImageScore(index=j, cp=cp_of(s), pf=pf_of(s) if pf_of else None,
-                       foreground_fraction=fraction_of(s) if fraction_of else None)
+            ImageScore(
+                index=j,
+                cp=cp_of(s),
+                pf=pf_of(s) if pf_of else None,
+                foreground_fraction=fraction_of(s) if fraction_of else None,
+            )
             for j, s in enumerate(seeds)
         ]
         payloads = [Payload(s) for s in seeds]
@@ -57,7 +62,12 @@ def test_stops_as_soon_as_accept_candidates_pass_and_returns_them_best_first():
     assert rounds == [[1000], [1001], [1002], [1003]]
     assert outcome.used == 4 and outcome.stopped_early and not outcome.shortfall
     assert outcome.seeds == [1003, 1001] and [p.seed for _, p in outcome.kept] == [1003, 1001]
-    assert [c.verdict for c in outcome.candidates] == ["rejected: CP below 0.5", "accepted", "rejected: CP below 0.5", "accepted"]
+    assert [c.verdict for c in outcome.candidates] == [
+        "rejected: CP below 0.5",
+        "accepted",
+        "rejected: CP below 0.5",
+        "accepted",
+    ]
     assert [c.output for c in outcome.candidates] == [None, 1, None, 0]
     # "return best": each of these was among the best 2 so far when sampled, so its payload was taken
     assert taken == [1000, 1001, 1002, 1003]
@@ -90,7 +100,9 @@ def test_shortfall_returns_the_best_so_far_marked_below_threshold():
 
 
 def test_shortfall_blocks_and_holds_only_passing_candidates():
-    rules = AcceptanceRules(seed=0, accept=3, max_candidates=8, batch_size=2, by="cp", min_cp=0.85, on_shortfall="block")
+    rules = AcceptanceRules(
+        seed=0, accept=3, max_candidates=8, batch_size=2, by="cp", min_cp=0.85, on_shortfall="block"
+    )
     outcome, loop, _, taken, live = run(rules, cp_table(0))
     assert outcome.blocked and outcome.kept == [] and outcome.seeds == []
     # "block": failing candidates can never be returned, so their payloads are never asked for
@@ -111,9 +123,14 @@ def test_memory_is_flat_in_the_budget():
 
 
 def test_undefined_keys_rank_last_and_the_mask_filter_rejects():
-    rules = AcceptanceRules(seed=0, accept=2, max_candidates=3, batch_size=3, by="both", reject_small_masks=True, min_foreground=0.05)
+    rules = AcceptanceRules(
+        seed=0, accept=2, max_candidates=3, batch_size=3, by="both", reject_small_masks=True, min_foreground=0.05
+    )
     outcome, _, _, _, _ = run(
-        rules, lambda s: [0.5, 0.9, 0.4][s], pf_of=lambda s: [0.1, None, 0.2][s], fraction_of=lambda s: [0.3, 0.3, 0.01][s]
+        rules,
+        lambda s: [0.5, 0.9, 0.4][s],
+        pf_of=lambda s: [0.1, None, 0.2][s],
+        fraction_of=lambda s: [0.3, 0.3, 0.01][s],
     )
     by_seed = {c.seed: c for c in outcome.candidates}
     assert by_seed[1].key is None and not by_seed[1].passed and "PF undefined" in by_seed[1].reasons[0]
@@ -121,18 +138,24 @@ def test_undefined_keys_rank_last_and_the_mask_filter_rejects():
     assert outcome.seeds == [0, 2]  # passing first; then the defined key before the undefined one
 
 
-@pytest.mark.parametrize("changes,message", [
-    (dict(accept=5, max_candidates=3), "accept is 5 but max_candidates is 3"),
-    (dict(batch_size=0), "batch_size is 0"),
-    (dict(accept=0), "accept is 0"),
-    # The library holds the budgets to the widgets' ranges itself: a value sent over a link reaches it unchecked.
-    (dict(max_candidates=10**6, accept=1), "max_candidates is 1000000, outside the range this input takes: set it between 1 and 4096"),
-    (dict(batch_size=65), "batch_size is 65, outside the range"),
-    (dict(accept=2.5), "accept is 2.5, not a whole number"),
-    (dict(on_shortfall="retry"), "on_shortfall 'retry' is unknown"),
-    (dict(by="sum"), "rank_by 'sum' is unknown"),
-    (dict(seed=0xFFFFFFFFFFFFFFFF - 2, max_candidates=4), "seed 18446744073709551613 is outside"),
-])
+@pytest.mark.parametrize(
+    "changes,message",
+    [
+        (dict(accept=5, max_candidates=3), "accept is 5 but max_candidates is 3"),
+        (dict(batch_size=0), "batch_size is 0"),
+        (dict(accept=0), "accept is 0"),
+        # The library holds the budgets to the widgets' ranges itself: a value sent over a link reaches it unchecked.
+        (
+            dict(max_candidates=10**6, accept=1),
+            "max_candidates is 1000000, outside the range this input takes: set it between 1 and 4096",
+        ),
+        (dict(batch_size=65), "batch_size is 65, outside the range"),
+        (dict(accept=2.5), "accept is 2.5, not a whole number"),
+        (dict(on_shortfall="retry"), "on_shortfall 'retry' is unknown"),
+        (dict(by="sum"), "rank_by 'sum' is unknown"),
+        (dict(seed=0xFFFFFFFFFFFFFFFF - 2, max_candidates=4), "seed 18446744073709551613 is outside"),
+    ],
+)
 def test_rules_that_cannot_work_are_refused_in_one_line(changes, message):
     with pytest.raises(MascInputError, match=message) as error:
         AcceptanceLoop(AcceptanceRules(**{"seed": 0, **changes}))

@@ -9,7 +9,14 @@ from scipy import stats
 
 from masc_core import MascError, MascInputError
 from masc_core.evaluation import agreement
-from masc_core.evaluation.agreement import compare, fit_mapping, inter_rater, interval_alpha, krippendorff_alpha, spearman
+from masc_core.evaluation.agreement import (
+    compare,
+    fit_mapping,
+    inter_rater,
+    interval_alpha,
+    krippendorff_alpha,
+    spearman,
+)
 
 NAN = np.nan
 # Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", the
@@ -27,7 +34,9 @@ TEXTBOOK = np.array(
 
 def test_textbook_example():
     assert krippendorff.alpha(TEXTBOOK, level_of_measurement="interval") == pytest.approx(0.849, abs=5e-4)
-    assert interval_alpha(TEXTBOOK) == pytest.approx(krippendorff.alpha(TEXTBOOK, level_of_measurement="interval"), abs=1e-12)
+    assert interval_alpha(TEXTBOOK) == pytest.approx(
+        krippendorff.alpha(TEXTBOOK, level_of_measurement="interval"), abs=1e-12
+    )
     assert krippendorff_alpha(TEXTBOOK) == pytest.approx(0.849, abs=5e-4)
 
 
@@ -115,12 +124,17 @@ def test_compare_mapping_changes_alpha_not_rho_and_is_seeded():
     assert low < a["krippendorff_alpha"] < high
     low, high = a["ci95"]["spearman"]
     assert low < a["spearman"] < high
-    assert compare({"m": metric}, human, mapped, bootstrap=0)["m"]["ci95"] == {"krippendorff_alpha": None, "spearman": None}
+    assert compare({"m": metric}, human, mapped, bootstrap=0)["m"]["ci95"] == {
+        "krippendorff_alpha": None,
+        "spearman": None,
+    }
 
 
 def test_inter_rater_matches_the_package():
     result = inter_rater(TEXTBOOK, bootstrap=100, seed=0)
-    assert result["krippendorff_alpha"] == pytest.approx(krippendorff.alpha(TEXTBOOK, level_of_measurement="interval"), abs=1e-12)
+    assert result["krippendorff_alpha"] == pytest.approx(
+        krippendorff.alpha(TEXTBOOK, level_of_measurement="interval"), abs=1e-12
+    )
     assert result["n"] == 11  # the last unit has one value: not pairable
     assert result["ci95"][0] < result["krippendorff_alpha"] < result["ci95"][1]
 

@@ -1,4 +1,5 @@
-"""Baselines: same-backbone global CP/PF and PF ablations, CLIP-I, CLIP-T, DINO-I, checked by hand and in an eval run."""
+"""Baselines: same-backbone global CP/PF and PF ablations, CLIP-I, CLIP-T, DINO-I, checked by hand and in an eval
+run."""
 
 from __future__ import annotations
 
@@ -52,7 +53,9 @@ def test_clip_embeddings_are_the_checkpoints(clip_dir):
     assert got.shape == (4, 16) and embedder.forwards == 3  # the repeated photo is embedded once
     assert torch.equal(got[0], got[2])
     model = CLIPModel.from_pretrained(clip_dir).eval()
-    pixels = CLIPImageProcessor.from_pretrained(clip_dir)(images=[Image.fromarray(i) for i in images], return_tensors="pt")
+    pixels = CLIPImageProcessor.from_pretrained(clip_dir)(
+        images=[Image.fromarray(i) for i in images], return_tensors="pt"
+    )
     with torch.no_grad():
         expected = features(model.get_image_features(pixel_values=pixels["pixel_values"]))
         texts = ["a photo of a dog on the beach", "a red cartoon in the jungle"]
@@ -68,7 +71,9 @@ def test_dino_embedding_is_the_cls_token(dino_dir):
     embedder = DinoEmbedder.load(dino_dir, device=CPU, dtype=torch.float32)
     images = [load_photo("duck_toy_00"), load_photo("red_cartoon_00")]
     model = ViTModel.from_pretrained(dino_dir, add_pooling_layer=False).eval()
-    pixels = ViTImageProcessor.from_pretrained(dino_dir)(images=[Image.fromarray(i) for i in images], return_tensors="pt")
+    pixels = ViTImageProcessor.from_pretrained(dino_dir)(
+        images=[Image.fromarray(i) for i in images], return_tensors="pt"
+    )
     with torch.no_grad():
         expected = model(pixel_values=pixels["pixel_values"]).last_hidden_state[:, 0]
     assert torch.allclose(embedder.images(images), expected, atol=1e-5)
@@ -97,7 +102,12 @@ def test_same_backbone_baselines_by_hand(naflex_dir):
 
     names = ["global_cp", "global_pf", "pf_full_stripped", "pf_bg_unstripped", "pf_fg_unstripped"]
     values, reasons = same_backbone_scores(
-        encoder, names, reference_pooled=pool(ref_tokens)[None], outputs=tokens, masks=masks, prompts=prompts,
+        encoder,
+        names,
+        reference_pooled=pool(ref_tokens)[None],
+        outputs=tokens,
+        masks=masks,
+        prompts=prompts,
         stripped_prompts=stripped,
     )
     text = encoder.encode_texts(prompts)
@@ -129,8 +139,27 @@ def test_eval_reports_every_baseline_side_by_side(naflex_dir, clip_dir, dino_dir
         row["ref_mask"] = "masks/dog_00.png|masks/dog_01.png"
     manifest = write_csv(str(tmp_path / "m.csv"), rows)
     code, out, err = call(
-        "eval", manifest, "--model", naflex_dir, "--device", "cpu", "--max-patches", "64", "--out-dir", tmp_path / "out",
-        "--baselines", "global", "--clip", clip_dir, "--dino", dino_dir, "--bootstrap", "50", "--quiet", "--min-foreground", "0",
+        "eval",
+        manifest,
+        "--model",
+        naflex_dir,
+        "--device",
+        "cpu",
+        "--max-patches",
+        "64",
+        "--out-dir",
+        tmp_path / "out",
+        "--baselines",
+        "global",
+        "--clip",
+        clip_dir,
+        "--dino",
+        dino_dir,
+        "--bootstrap",
+        "50",
+        "--quiet",
+        "--min-foreground",
+        "0",
     )
     assert code == 0, err
     results = [json.loads(line) for line in open(tmp_path / "out" / "results.jsonl")]
@@ -175,6 +204,10 @@ def test_baseline_checkpoints_are_checked(clip_dir, dino_dir, tmp_path):
     from safetensors.torch import load_file, save_file
 
     weights = load_file(str(truncated / "model.safetensors"))
-    save_file({k: v for k, v in weights.items() if "encoder.layer.1." not in k}, str(truncated / "model.safetensors"), metadata={"format": "pt"})
+    save_file(
+        {k: v for k, v in weights.items() if "encoder.layer.1." not in k},
+        str(truncated / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
     with pytest.raises(MascModelError, match="lacks .* weights .* the checkpoint is incomplete"):
         DinoEmbedder.load(str(truncated), device=CPU, dtype=torch.float32)

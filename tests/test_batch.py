@@ -21,7 +21,9 @@ def test_batch_equals_one_by_one(encoder):
     masks = [box_mask(*o.shape[:2], 0.2, 0.2, 0.7, 0.8) for o in outs]
     prompts = [PROMPT, "a dog in the snow", PROMPT, "the dog with a hat", ""]
     encoder.clear_cache()
-    batch = score_images(encoder, outs, reference=ref, reference_mask=ref_mask, mask=masks, prompt=prompts, subject="dog")
+    batch = score_images(
+        encoder, outs, reference=ref, reference_mask=ref_mask, mask=masks, prompt=prompts, subject="dog"
+    )
     for i, (out, m, p) in enumerate(zip(outs, masks, prompts)):
         encoder.clear_cache()
         single = score_images(encoder, out, reference=ref, reference_mask=ref_mask, mask=m, prompt=p, subject="dog")
@@ -102,8 +104,12 @@ def test_progress_reports_every_batch(naflex_dir):
     encoder = MascEncoder.load(naflex_dir, device="cpu", batch_size=2)
     seen = []
     score_images(
-        encoder, outputs_of_several_aspect_ratios(), reference=load_photo("dog_00"), reference_mask=box_mask(64, 64),
-        pf=False, progress=lambda done, total: seen.append((done, total)),
+        encoder,
+        outputs_of_several_aspect_ratios(),
+        reference=load_photo("dog_00"),
+        reference_mask=box_mask(64, 64),
+        pf=False,
+        progress=lambda done, total: seen.append((done, total)),
     )
     assert seen == [(2, 6), (4, 6), (6, 6)]
 

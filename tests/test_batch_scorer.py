@@ -1,4 +1,5 @@
-"""BatchScorer without Ray: manifest rows in (as Ray Data hands them over), eval's columns out, the same bits as eval."""
+"""BatchScorer without Ray: manifest rows in (as Ray Data hands them over), eval's columns out, the same bits as
+eval."""
 
 from __future__ import annotations
 

@@ -16,10 +16,31 @@ pytest.importorskip("masc", reason="the benchmark compares with masc-metric, ins
 def test_bench_reports_rows_ratios_forward_counts_and_whole_process(naflex_dir, tmp_path):
     out = tmp_path / "bench.json"
     completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "best-of-n", "--checkpoint", naflex_dir, "--n", "3", "--max-patches", "64",
-         "--batch-size", "2", "--process-n", "2", "--workdir", str(tmp_path / "work"), "--json", str(out),
-         "--markdown", str(tmp_path / "bench.md")],
-        cwd=ROOT, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            "best-of-n",
+            "--checkpoint",
+            naflex_dir,
+            "--n",
+            "3",
+            "--max-patches",
+            "64",
+            "--batch-size",
+            "2",
+            "--process-n",
+            "2",
+            "--workdir",
+            str(tmp_path / "work"),
+            "--json",
+            str(out),
+            "--markdown",
+            str(tmp_path / "bench.md"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     assert completed.returncode == 0, completed.stderr
     report = json.loads(out.read_text())
@@ -41,10 +62,23 @@ def test_markdown_adds_cuda_peaks_only_when_measured():
     from benchmarks.bench import markdown
 
     machine = {"cpu": "test cpu", "logical_cpus": 2, "torch": "2.x", "torch_threads": 2, "transformers": "5.x"}
-    row = {"size": "base", "n": 8, "masc_over_ours": 2.0, "ours_over_floor": 1.05,
-           "masc": {"seconds": 20.0, "peak_rss_mib": 2048.0}, "ours": {"seconds": 10.0, "peak_rss_mib": 1024.0},
-           "floor": {"seconds": 9.5, "peak_rss_mib": None}}
-    report = {"machine": machine, "device": "cpu", "max_patches": 1024, "batch_size": 8, "rows": [row], "whole_process": []}
+    row = {
+        "size": "base",
+        "n": 8,
+        "masc_over_ours": 2.0,
+        "ours_over_floor": 1.05,
+        "masc": {"seconds": 20.0, "peak_rss_mib": 2048.0},
+        "ours": {"seconds": 10.0, "peak_rss_mib": 1024.0},
+        "floor": {"seconds": 9.5, "peak_rss_mib": None},
+    }
+    report = {
+        "machine": machine,
+        "device": "cpu",
+        "max_patches": 1024,
+        "batch_size": 8,
+        "rows": [row],
+        "whole_process": [],
+    }
     lines = markdown(report).splitlines()
     assert lines[4] == "| base | 8 | 20.00 | 10.00 | 9.50 | 2.00x | 1.050x | 2.00 / 1.00 / n/a |"
     assert lines[2].count("|") == lines[3].count("|") == lines[4].count("|") == 9 and "CUDA" not in lines[2]
@@ -58,20 +92,49 @@ def test_markdown_adds_cuda_peaks_only_when_measured():
 
 
 def test_loop_overhead_benchmark_runs_and_accounts_for_every_part(naflex_dir, tmp_path):
-    """``python -m benchmarks loop-overhead`` end to end on the tiny checkpoint (its numbers are not asserted: not a timed test)."""
+    """``python -m benchmarks loop-overhead`` end to end on the tiny checkpoint (its numbers are not asserted: not a
+    timed test)."""
     out = tmp_path / "loop.json"
     completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "loop-overhead", "--checkpoint", naflex_dir, "--candidates", "3", "--batch-sizes", "1", "2",
-         "--repeat", "1", "--resolution", "128", "--max-patches", "64", "--sampling-seconds", "1", "--workdir", str(tmp_path / "work"),
-         "--json", str(out)],
-        cwd=ROOT, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            "loop-overhead",
+            "--checkpoint",
+            naflex_dir,
+            "--candidates",
+            "3",
+            "--batch-sizes",
+            "1",
+            "2",
+            "--repeat",
+            "1",
+            "--resolution",
+            "128",
+            "--max-patches",
+            "64",
+            "--sampling-seconds",
+            "1",
+            "--workdir",
+            str(tmp_path / "work"),
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     assert completed.returncode == 0, completed.stderr
     rows = json.loads(out.read_text())
     assert [(r["batch_size"], r["rounds"]) for r in rows] == [(1, 3), (2, 2)]
     for row in rows:
         assert set(row["parts_per_round_ms"]) == {
-            "sampling (stand-in)", "decoding (stand-in)", "masking", "encoder forwards", "preprocessing (part of the overhead)",
+            "sampling (stand-in)",
+            "decoding (stand-in)",
+            "masking",
+            "encoder forwards",
+            "preprocessing (part of the overhead)",
         }
         assert row["overhead_per_round_ms"] > 0 and 0 < row["overhead_share"] < 1
         assert row["overhead_share_with_sampling"] < row["overhead_share"]

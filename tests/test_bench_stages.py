@@ -1,4 +1,5 @@
-"""The per-stage benchmark runs one scoring node call end to end (tiny checkpoint, small images) and reports every stage."""
+"""The per-stage benchmark runs one scoring node call end to end (tiny checkpoint, small images) and reports every
+stage."""
 
 from __future__ import annotations
 
@@ -13,9 +14,31 @@ from conftest import ROOT
 def test_stages_bench_times_every_stage_of_a_node_call(naflex_dir, tmp_path):
     out = tmp_path / "stages.json"
     completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "stages", "--models", "custom", "--checkpoint", naflex_dir, "--n", "2",
-         "--image-size", "96", "--max-patches", "64", "--repeats", "2", "--json", str(out), "--markdown", str(tmp_path / "stages.md")],
-        cwd=ROOT, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            "stages",
+            "--models",
+            "custom",
+            "--checkpoint",
+            naflex_dir,
+            "--n",
+            "2",
+            "--image-size",
+            "96",
+            "--max-patches",
+            "64",
+            "--repeats",
+            "2",
+            "--json",
+            str(out),
+            "--markdown",
+            str(tmp_path / "stages.md"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     assert completed.returncode == 0, completed.stderr
     report = json.loads(out.read_text())

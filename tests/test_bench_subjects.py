@@ -34,7 +34,11 @@ def test_blend_study_counts_both_rules_on_both_cases(naflex_dir, fixed_dir, tmp_
     # The README's numbers: the rule in use fires on 1 of 10 different pairs, 7 of 10 duplicates; the other on 7 of 10.
     every = [r for rows in report.values() for r in rows]
     count = lambda case, rule: sum(r[rule] for r in every if r["case"] == case)  # noqa: E731
-    assert (count("different", "own_region"), count("duplicate", "own_region"), count("different", "in_region")) == (1, 7, 7)
+    assert (count("different", "own_region"), count("duplicate", "own_region"), count("different", "in_region")) == (
+        1,
+        7,
+        7,
+    )
     assert "own-region fired" in completed.stdout
 
 

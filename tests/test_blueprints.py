@@ -24,7 +24,10 @@ from workflow_specs import check_value, node_specs, widget_slots
 BLUEPRINTS = sorted(glob.glob(os.path.join(ROOT, "subgraphs", "*.json")))
 NAMES = [os.path.splitext(os.path.basename(p))[0] for p in BLUEPRINTS]
 INPUT_NODE, OUTPUT_NODE = -10, -20
-HUB_IDS = {"MaSCLoadEncoder": "google/siglip2-so400m-patch16-naflex", "MaSCLoadAutoMaskModel": "CIDAS/clipseg-rd64-refined"}
+HUB_IDS = {
+    "MaSCLoadEncoder": "google/siglip2-so400m-patch16-naflex",
+    "MaSCLoadAutoMaskModel": "CIDAS/clipseg-rd64-refined",
+}
 
 
 def load(name: str) -> dict:
@@ -111,7 +114,9 @@ def test_links_join_matching_types_and_every_input_and_output_is_used(name, spec
     assert [(i["name"], i["type"]) for i in outer["inputs"]] == [(i["name"], i["type"]) for i in inputs]
     assert [(o["name"], o["type"]) for o in outer["outputs"]] == [(o["name"], o["type"]) for o in outputs]
     widgets = [i["name"] for i in outer["inputs"] if i.get("widget")]
-    assert widgets == [i["name"] for i in inputs if i["type"] == "STRING"] and len(outer["widgets_values"]) == len(widgets)
+    assert widgets == [i["name"] for i in inputs if i["type"] == "STRING"] and len(outer["widgets_values"]) == len(
+        widgets
+    )
 
 
 def flatten(blueprint: dict, at: str, wired: dict, specs: dict) -> dict:
@@ -166,19 +171,43 @@ LOADS = {
     "5": {"class_type": "LoadImage", "inputs": {"image": "cat_00.jpg"}},
     "6": {"class_type": "ImageBatch", "inputs": {"image1": ["3", 0], "image2": ["5", 0]}},
 }
-ENCODER = {"class_type": "MaSCLoadEncoder", "inputs": {"model": HUB_IDS["MaSCLoadEncoder"], "device": "auto", "precision": "auto", "max_patches": 1024}}
+ENCODER = {
+    "class_type": "MaSCLoadEncoder",
+    "inputs": {"model": HUB_IDS["MaSCLoadEncoder"], "device": "auto", "precision": "auto", "max_patches": 1024},
+}
 PROMPT = "a photo of a dog on the beach"
 
 
 def test_score_a_pair_gives_what_masc_score_wired_by_hand_gives(pack, comfy_dirs, specs):
     blueprint = load("MaSC score a pair")
-    placed = flatten(blueprint, "9", {"reference_image": ["1", 0], "reference_mask": ["2", 0], "image": ["3", 0],
-                                      "mask": ["4", 0], "prompt": PROMPT, "subject": "dog"}, specs)
+    placed = flatten(
+        blueprint,
+        "9",
+        {
+            "reference_image": ["1", 0],
+            "reference_mask": ["2", 0],
+            "image": ["3", 0],
+            "mask": ["4", 0],
+            "prompt": PROMPT,
+            "subject": "dog",
+        },
+        specs,
+    )
     by_hand = {
         "20": ENCODER,
-        "21": {"class_type": "MaSCScore", "inputs": {
-            "encoder": ["20", 0], "reference_image": ["1", 0], "reference_mask": ["2", 0], "image": ["3", 0], "mask": ["4", 0],
-            "prompt": PROMPT, "subject": "dog", "heatmaps": True}},
+        "21": {
+            "class_type": "MaSCScore",
+            "inputs": {
+                "encoder": ["20", 0],
+                "reference_image": ["1", 0],
+                "reference_mask": ["2", 0],
+                "image": ["3", 0],
+                "mask": ["4", 0],
+                "prompt": PROMPT,
+                "subject": "dog",
+                "heatmaps": True,
+            },
+        },
     }
     ran = _run(pack, comfy_dirs, {**LOADS, **placed, **by_hand})
     outputs = ran["outputs"]
@@ -194,22 +223,57 @@ def test_score_a_pair_gives_what_masc_score_wired_by_hand_gives(pack, comfy_dirs
 def test_best_of_n_keeps_what_auto_masks_score_and_select_best_wired_by_hand_keep(pack, comfy_dirs, specs):
     blueprint = load("MaSC best-of-N")
     latent = {"class_type": "EmptyLatentImage", "inputs": {"width": 64, "height": 64, "batch_size": 2}}
-    placed = flatten(blueprint, "9", {"images": ["6", 0], "latent": ["7", 0], "reference_image": ["1", 0],
-                                      "prompt": PROMPT, "subject": "dog"}, specs)
-    inner = {node["inputs"].get("images", [None])[0] for node in placed.values() if node["class_type"] == "MaSCAutoMask"}
+    placed = flatten(
+        blueprint,
+        "9",
+        {"images": ["6", 0], "latent": ["7", 0], "reference_image": ["1", 0], "prompt": PROMPT, "subject": "dog"},
+        specs,
+    )
+    inner = {
+        node["inputs"].get("images", [None])[0] for node in placed.values() if node["class_type"] == "MaSCAutoMask"
+    }
     assert inner == {"1", "6"}, "the segmenter masks the reference and the candidates"
-    segmenter = {"class_type": "MaSCLoadAutoMaskModel", "inputs": {"model": HUB_IDS["MaSCLoadAutoMaskModel"], "device": "auto", "precision": "auto"}}
+    segmenter = {
+        "class_type": "MaSCLoadAutoMaskModel",
+        "inputs": {"model": HUB_IDS["MaSCLoadAutoMaskModel"], "device": "auto", "precision": "auto"},
+    }
     masks = {"threshold": 0.4, "dilation": 0, "subject": "dog", "segmenter": ["30", 0]}
     by_hand = {
-        "7": latent, "20": ENCODER, "30": segmenter,
+        "7": latent,
+        "20": ENCODER,
+        "30": segmenter,
         "31": {"class_type": "MaSCAutoMask", "inputs": {**masks, "images": ["1", 0]}},
         "32": {"class_type": "MaSCAutoMask", "inputs": {**masks, "images": ["6", 0]}},
-        "33": {"class_type": "MaSCScore", "inputs": {
-            "encoder": ["20", 0], "reference_image": ["1", 0], "reference_mask": ["31", 0], "image": ["6", 0], "mask": ["32", 0],
-            "prompt": PROMPT, "subject": "dog", "heatmaps": True}},
-        "34": {"class_type": "MaSCSelectBest", "inputs": {
-            "scores": ["33", 2], "images": ["6", 0], "latent": ["7", 0], "mask": ["32", 0], "rank_by": "both", "cp_weight": 1.0,
-            "pf_weight": 1.0, "top_k": 1, "min_cp": -1.0, "min_pf": -1.0, "reject_small_masks": True, "min_foreground": 0.05}},
+        "33": {
+            "class_type": "MaSCScore",
+            "inputs": {
+                "encoder": ["20", 0],
+                "reference_image": ["1", 0],
+                "reference_mask": ["31", 0],
+                "image": ["6", 0],
+                "mask": ["32", 0],
+                "prompt": PROMPT,
+                "subject": "dog",
+                "heatmaps": True,
+            },
+        },
+        "34": {
+            "class_type": "MaSCSelectBest",
+            "inputs": {
+                "scores": ["33", 2],
+                "images": ["6", 0],
+                "latent": ["7", 0],
+                "mask": ["32", 0],
+                "rank_by": "both",
+                "cp_weight": 1.0,
+                "pf_weight": 1.0,
+                "top_k": 1,
+                "min_cp": -1.0,
+                "min_pf": -1.0,
+                "reject_small_masks": True,
+                "min_foreground": 0.05,
+            },
+        },
     }
     outputs = _run(pack, comfy_dirs, {**LOADS, **placed, **by_hand})["outputs"]
     returned = dict(zip(pack.NODE_CLASS_MAPPINGS["MaSCSelectBest"].RETURN_NAMES, outputs["34"]))
@@ -226,8 +290,12 @@ def test_best_of_n_keeps_what_auto_masks_score_and_select_best_wired_by_hand_kee
 
 def test_best_of_n_runs_without_latents(pack, comfy_dirs, specs):
     """latent is optional (a batch of images from anywhere): left open, Select Best gets none and still picks."""
-    placed = flatten(load("MaSC best-of-N"), "9", {"images": ["6", 0], "reference_image": ["1", 0], "prompt": PROMPT,
-                                                   "subject": "dog"}, specs)
+    placed = flatten(
+        load("MaSC best-of-N"),
+        "9",
+        {"images": ["6", 0], "reference_image": ["1", 0], "prompt": PROMPT, "subject": "dog"},
+        specs,
+    )
     outputs = _run(pack, comfy_dirs, {**LOADS, **placed})["outputs"]
     source = output_of(load("MaSC best-of-N"), "9", "images")
     assert outputs[source[0]][source[1]].shape[0] == 1

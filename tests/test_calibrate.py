@@ -26,10 +26,19 @@ def picked_round(rng, run_index: int, shown: int = 6, picks: int = 2):
     taste = cp[:shown] + rng.normal(0, 0.05, size=shown)
     chosen = set(np.argsort(-taste)[:picks].tolist())
     labels = [PICKED if i in chosen else PASSED_OVER for i in range(shown)] + [None, None]
-    scores = [ImageScore(index=i, cp=float(cp[i]), pf=float(pf[i]), foreground_fraction=0.3, prompt="a sks dog", encoded_prompt="a")
-              for i in range(count)]
+    scores = [
+        ImageScore(
+            index=i, cp=float(cp[i]), pf=float(pf[i]), foreground_fraction=0.3, prompt="a sks dog", encoded_prompt="a"
+        )
+        for i in range(count)
+    ]
     context = ScoreContext(node="MaSCPick", subject="sks dog", seeds=list(range(count)), labels=labels)
-    return ScoreBatch(scores=scores, references=[ReferenceInfo(0, (4, 4), 0.3, 5, False)], context=context), cp, pf, labels
+    return (
+        ScoreBatch(scores=scores, references=[ReferenceInfo(0, (4, 4), 0.3, 5, False)], context=context),
+        cp,
+        pf,
+        labels,
+    )
 
 
 def synthetic_log(tmp_path, name: str, rounds: int = 12, seed: int = 3):
@@ -82,7 +91,12 @@ def test_threshold_keeps_the_share_asked_for():
     picked = [0.1, 0.5, 0.6, 0.7, 0.8]
     assert suggested_threshold(picked, [0.2, 0.55], keep=1.0)["threshold"] == 0.1
     assert suggested_threshold(picked, [0.2, 0.55], keep=0.8) == {
-        "threshold": 0.5, "picked_kept": 4, "picked": 5, "passed_over_rejected": 1, "passed_over": 2}
+        "threshold": 0.5,
+        "picked_kept": 4,
+        "picked": 5,
+        "passed_over_rejected": 1,
+        "passed_over": 2,
+    }
     assert min_picks(0.95) == 20 and min_picks(0.9) == 10 and min_picks(1.0) == 1
 
 
@@ -107,7 +121,9 @@ def test_logs_without_picks_are_one_line(tmp_path):
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "masc_core", "calibrate", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "masc_core", "calibrate", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_command_prints_the_report_and_json(tmp_path):
@@ -120,16 +136,24 @@ def test_command_prints_the_report_and_json(tmp_path):
     assert json.loads(as_json.stdout) == calibrate(read_log(path), bootstrap=100, source="'picks.csv'")
 
 
-@pytest.mark.parametrize("content, message", [
-    (None, "does not exist"),
-    ("not a log\n", "does not start with a header MaSC Log Scores writes"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "does not exist"),
+        ("not a log\n", "does not start with a header MaSC Log Scores writes"),
+    ],
+)
 def test_command_refuses_what_is_not_a_log_in_one_line(tmp_path, content, message):
     path = tmp_path / "x.csv"
     if content is not None:
         path.write_text(content)
     done = run_cli(str(path))
-    assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr and "Traceback" not in done.stderr
+    assert (
+        done.returncode == 2
+        and done.stderr.count("\n") == 1
+        and message in done.stderr
+        and "Traceback" not in done.stderr
+    )
 
 
 def test_command_refuses_a_log_without_picks(tmp_path):

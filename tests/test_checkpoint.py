@@ -37,15 +37,23 @@ def test_sharded_safetensors_load(tmp_path, naflex_dir, naflex_encoder):
     sharded = os.path.join(tmp_path, "sharded")
     model.save_pretrained(sharded, max_shard_size="300KB", safe_serialization=True)
     for name in os.listdir(naflex_dir):
-        if not name.endswith((".safetensors", "config.json")) or name == "preprocessor_config.json" or name.startswith("tokenizer"):
+        if (
+            not name.endswith((".safetensors", "config.json"))
+            or name == "preprocessor_config.json"
+            or name.startswith("tokenizer")
+        ):
             shutil.copy(os.path.join(naflex_dir, name), sharded)
     assert len([n for n in os.listdir(sharded) if n.endswith(".safetensors")]) > 1
     encoder = MascEncoder.load(sharded, device="cpu")
     ref = load_photo("dog_00")
-    kwargs = dict(reference=ref, reference_mask=box_mask(512, 512), mask=box_mask(512, 512), prompt=PROMPT, subject="dog")
+    kwargs = dict(
+        reference=ref, reference_mask=box_mask(512, 512), mask=box_mask(512, 512), prompt=PROMPT, subject="dog"
+    )
     reference_weights = naflex_encoder.model.state_dict()
     assert all(torch.equal(tensor, reference_weights[name]) for name, tensor in encoder.model.state_dict().items())
-    assert score_images(encoder, ref, **kwargs).scores[0].pf == pytest.approx(score_images(naflex_encoder, ref, **kwargs).scores[0].pf, abs=1e-6)
+    assert score_images(encoder, ref, **kwargs).scores[0].pf == pytest.approx(
+        score_images(naflex_encoder, ref, **kwargs).scores[0].pf, abs=1e-6
+    )
 
 
 def edit_json(folder: str, name: str, change) -> None:
@@ -118,7 +126,9 @@ def test_precision_and_device(naflex_dir, naflex_encoder):
     assert bf16.device.type == ("cuda" if torch.cuda.is_available() else "cpu")
     ref = load_photo("dog_00")
     out = load_photo("dog_01")
-    kwargs = dict(reference=ref, reference_mask=box_mask(512, 512), mask=box_mask(512, 512), prompt=PROMPT, subject="dog")
+    kwargs = dict(
+        reference=ref, reference_mask=box_mask(512, 512), mask=box_mask(512, 512), prompt=PROMPT, subject="dog"
+    )
     low = score_images(bf16, out, **kwargs).scores[0]
     full = score_images(naflex_encoder, out, **kwargs).scores[0]
     assert low.cp == pytest.approx(full.cp, abs=0.02) and low.pf == pytest.approx(full.pf, abs=0.05)

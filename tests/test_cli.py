@@ -23,8 +23,23 @@ def run(capsys, *argv):
 
 
 def pair_args(folder, files, outs=("dog_01", "cat_00"), masks=True):
-    args = ["score", "--model", folder, "--device", "cpu", "--ref", files["dog_00"], "--ref-mask", files["dog_00_mask"],
-            "--out", *[files[o] for o in outs], "--prompt", PROMPT, "--subject", "dog"]
+    args = [
+        "score",
+        "--model",
+        folder,
+        "--device",
+        "cpu",
+        "--ref",
+        files["dog_00"],
+        "--ref-mask",
+        files["dog_00_mask"],
+        "--out",
+        *[files[o] for o in outs],
+        "--prompt",
+        PROMPT,
+        "--subject",
+        "dog",
+    ]
     if masks:
         args += ["--out-mask", *[files[o + "_mask"] for o in outs]]
     return args
@@ -66,7 +81,9 @@ def test_table_without_json(capsys, fixed_dir, files):
 
 
 def test_heatmaps_are_written(capsys, naflex_dir, files, tmp_path):
-    code, out, err = run(capsys, *pair_args(naflex_dir, files, ("dog_01_tall",)), "--heatmaps", str(tmp_path / "maps"), "--json")
+    code, out, err = run(
+        capsys, *pair_args(naflex_dir, files, ("dog_01_tall",)), "--heatmaps", str(tmp_path / "maps"), "--json"
+    )
     assert code == 0, err
     written = json.loads(out)["heatmaps"]
     assert len(written) == 3
@@ -81,20 +98,46 @@ def test_heatmaps_show_every_reference_view(capsys, naflex_dir, files, tmp_path)
     from masc_core.io.images import load_image_file, load_mask_file
 
     views = ("dog_00", "dog_01_wide")
-    args = ["score", "--model", naflex_dir, "--device", "cpu", "--ref", *[files[v] for v in views],
-            "--ref-mask", *[files[v + "_mask"] for v in views], "--out", files["cat_00"], "--out-mask", files["cat_00_mask"],
-            "--prompt", PROMPT, "--subject", "dog", "--heatmaps", str(tmp_path / "maps"), "--json"]
+    args = [
+        "score",
+        "--model",
+        naflex_dir,
+        "--device",
+        "cpu",
+        "--ref",
+        *[files[v] for v in views],
+        "--ref-mask",
+        *[files[v + "_mask"] for v in views],
+        "--out",
+        files["cat_00"],
+        "--out-mask",
+        files["cat_00_mask"],
+        "--prompt",
+        PROMPT,
+        "--subject",
+        "dog",
+        "--heatmaps",
+        str(tmp_path / "maps"),
+        "--json",
+    ]
     code, out, err = run(capsys, *args)
     assert code == 0, err
     written = json.loads(out)["heatmaps"]
     maps = tmp_path / "maps"
     assert written == [str(maps / f"cat_00.reference_match.view{k}.png") for k in (0, 1)] + [
-        str(maps / "cat_00.presence.png"), str(maps / "cat_00.background_attention.png")]
+        str(maps / "cat_00.presence.png"),
+        str(maps / "cat_00.background_attention.png"),
+    ]
     refs = [load_image_file(files[v]) for v in views]
     batch = score_images(
-        MascEncoder.load(naflex_dir, device="cpu"), [load_image_file(files["cat_00"])], reference=refs,
-        reference_mask=[load_mask_file(files[v + "_mask"]) for v in views], mask=load_mask_file(files["cat_00_mask"]),
-        prompt=PROMPT, subject="dog", heatmaps=True,
+        MascEncoder.load(naflex_dir, device="cpu"),
+        [load_image_file(files["cat_00"])],
+        reference=refs,
+        reference_mask=[load_mask_file(files[v + "_mask"]) for v in views],
+        mask=load_mask_file(files["cat_00_mask"]),
+        prompt=PROMPT,
+        subject="dog",
+        heatmaps=True,
     )
     expected = render_heatmaps(batch, refs, [load_image_file(files["cat_00"])], captions=False).reference
     for k in (0, 1):
@@ -124,7 +167,12 @@ def bad_inputs(tmp_path, naflex_dir):
     config = json.loads((clip / "config.json").read_text())
     config["model_type"] = "clip"
     (clip / "config.json").write_text(json.dumps(config))
-    return {"text_file": str(text_file), "no_weights": str(no_weights), "clip": str(clip), "missing": str(tmp_path / "nope")}
+    return {
+        "text_file": str(text_file),
+        "no_weights": str(no_weights),
+        "clip": str(clip),
+        "missing": str(tmp_path / "nope"),
+    }
 
 
 @pytest.mark.parametrize(
@@ -172,9 +220,27 @@ def test_missing_argument_is_one_line(capsys):
 
 def test_real_entry_point_prints_no_traceback(tmp_path, files):
     completed = subprocess.run(
-        [sys.executable, "-m", "masc_core", "score", "--model", str(tmp_path), "--ref", files["dog_00"],
-         "--ref-mask", files["dog_00_mask"], "--out", files["dog_01"], "--prompt", "p", "--subject", "dog"],
-        cwd=ROOT, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "masc_core",
+            "score",
+            "--model",
+            str(tmp_path),
+            "--ref",
+            files["dog_00"],
+            "--ref-mask",
+            files["dog_00_mask"],
+            "--out",
+            files["dog_01"],
+            "--prompt",
+            "p",
+            "--subject",
+            "dog",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     assert completed.returncode == 2
     assert completed.stderr.strip().splitlines() == [
@@ -192,8 +258,25 @@ def test_mask_of_other_size_rgba_and_gray_images_are_scored(capsys, naflex_dir, 
     small_mask = tmp_path / "small.png"
     Image.fromarray(box_mask(40, 30)).save(small_mask)
     code, out, err = run(
-        capsys, "score", "--model", naflex_dir, "--ref", files["dog_00"], "--ref-mask", str(small_mask),
-        "--out", str(rgba), str(gray), "--out-mask", str(small_mask), str(small_mask), "--prompt", "", "--subject", "cat", "--json",
+        capsys,
+        "score",
+        "--model",
+        naflex_dir,
+        "--ref",
+        files["dog_00"],
+        "--ref-mask",
+        str(small_mask),
+        "--out",
+        str(rgba),
+        str(gray),
+        "--out-mask",
+        str(small_mask),
+        str(small_mask),
+        "--prompt",
+        "",
+        "--subject",
+        "cat",
+        "--json",
     )
     assert code == 0, err
     rows = json.loads(out)["results"]

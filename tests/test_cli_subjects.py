@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from masc_core import MascEncoder, Subject, score_subjects
+from masc_core import MascEncoder, score_subjects
 from masc_core.cli import main
 
 from test_subjects import CAT, DOG, PROMPT, _half, _pair, _photo
@@ -38,12 +38,22 @@ def scene(tmp_path_factory):
     save("ref_mask", box_mask(224, 224, 0.1, 0.1, 0.9, 0.9))
     save("left", _half("left"))
     save("right", _half("right"))
-    document = {"subjects": [
-        {"names": "sks dog, dog", "references": ["dog_ref.png"], "reference_masks": "ref_mask.png",
-         "output_masks": ["left.png", "left.png"]},
-        {"names": "cat", "references": ["cat_ref.png"], "reference_masks": ["ref_mask.png"],
-         "output_masks": ["right.png", "right.png"]},
-    ]}
+    document = {
+        "subjects": [
+            {
+                "names": "sks dog, dog",
+                "references": ["dog_ref.png"],
+                "reference_masks": "ref_mask.png",
+                "output_masks": ["left.png", "left.png"],
+            },
+            {
+                "names": "cat",
+                "references": ["cat_ref.png"],
+                "reference_masks": ["ref_mask.png"],
+                "output_masks": ["right.png", "right.png"],
+            },
+        ]
+    }
     files["subjects"] = str(root / "subjects.json")
     with open(files["subjects"], "w") as handle:
         json.dump(document, handle)
@@ -51,8 +61,21 @@ def scene(tmp_path_factory):
 
 
 def _args(command, naflex_dir, scene, *extra):
-    return [command, "--model", naflex_dir, "--device", "cpu", "--subjects", scene["subjects"],
-            "--out", scene["out_dog_cat"], scene["out_dog_dog"], "--prompt", PROMPT, *extra]
+    return [
+        command,
+        "--model",
+        naflex_dir,
+        "--device",
+        "cpu",
+        "--subjects",
+        scene["subjects"],
+        "--out",
+        scene["out_dog_cat"],
+        scene["out_dog_dog"],
+        "--prompt",
+        PROMPT,
+        *extra,
+    ]
 
 
 def test_score_json_carries_every_subjects_figures_as_the_library_computes_them(capsys, naflex_dir, scene):
@@ -60,8 +83,13 @@ def test_score_json_carries_every_subjects_figures_as_the_library_computes_them(
     assert code == 0, err
     document = json.loads(out)
     encoder = MascEncoder.load(naflex_dir, device="cpu")
-    expected = score_subjects(encoder, [_pair("dog_01", "cat_01"), _pair("dog_01", "dog_02")], subjects=[DOG, CAT],
-                              output_masks=[[_half("left")] * 2, [_half("right")] * 2], prompt=PROMPT)
+    expected = score_subjects(
+        encoder,
+        [_pair("dog_01", "cat_01"), _pair("dog_01", "dog_02")],
+        subjects=[DOG, CAT],
+        output_masks=[[_half("left")] * 2, [_half("right")] * 2],
+        prompt=PROMPT,
+    )
     assert [s["subject"] for s in document["subjects"]] == ["sks dog", "cat"]
     for row, item in zip(document["results"], expected.scores):
         assert row["cp_min"] == pytest.approx(item.cp_min, abs=1e-6) and row["pf"] == pytest.approx(item.pf, abs=1e-6)
@@ -84,8 +112,17 @@ def test_score_heatmaps_writes_each_subjects_maps_and_the_attention_once(capsys,
     folder = tmp_path / "maps"
     code, out, err = run(capsys, *_args("score", naflex_dir, scene, "--heatmaps", str(folder)))
     assert code == 0, err
-    expected = sorted(f"{stem}.{part}.png" for stem in ("out_dog_cat", "out_dog_dog") for part in (
-        "sks_dog.reference_match", "sks_dog.presence", "cat.reference_match", "cat.presence", "background_attention"))
+    expected = sorted(
+        f"{stem}.{part}.png"
+        for stem in ("out_dog_cat", "out_dog_dog")
+        for part in (
+            "sks_dog.reference_match",
+            "sks_dog.presence",
+            "cat.reference_match",
+            "cat.presence",
+            "background_attention",
+        )
+    )
     assert sorted(p.name for p in folder.iterdir()) == expected
     assert sum(line.startswith("heatmap: ") for line in out.splitlines()) == len(expected)
     with Image.open(folder / "out_dog_cat.cat.presence.png") as picture:
@@ -103,14 +140,20 @@ def test_rank_reject_blends_keeps_only_the_picture_with_both_subjects(capsys, na
     assert len(json.loads(out)["selected"]) == 2  # without the option a blend is reported, not rejected
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda d: d.pop("subjects"), "has no 'subjects' list"),
-    (lambda d: d["subjects"][0].update(colour="red"), "has the unknown key 'colour'"),
-    (lambda d: d["subjects"][1].pop("output_masks"), "has no output mask while the"),
-    (lambda d: d["subjects"][1].update(output_masks=["right.png"]), "subject 1 has 1 output_masks for 2 --out images"),
-    (lambda d: d["subjects"][1].update(names="dog"), "the name 'dog' is given to subjects[0] and subjects[1]"),
-    (lambda d: d["subjects"][0].update(references=[]), "'references' must be a file name or a non-empty list"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda d: d.pop("subjects"), "has no 'subjects' list"),
+        (lambda d: d["subjects"][0].update(colour="red"), "has the unknown key 'colour'"),
+        (lambda d: d["subjects"][1].pop("output_masks"), "has no output mask while the"),
+        (
+            lambda d: d["subjects"][1].update(output_masks=["right.png"]),
+            "subject 1 has 1 output_masks for 2 --out images",
+        ),
+        (lambda d: d["subjects"][1].update(names="dog"), "the name 'dog' is given to subjects[0] and subjects[1]"),
+        (lambda d: d["subjects"][0].update(references=[]), "'references' must be a file name or a non-empty list"),
+    ],
+)
 def test_a_bad_subjects_file_is_one_line(capsys, naflex_dir, scene, tmp_path, change, message):
     with open(scene["subjects"]) as handle:
         document = json.load(handle)
@@ -130,20 +173,59 @@ def test_single_subject_flags_are_required_without_subjects_and_refused_beside_i
     assert code != 0 and "--ref, --ref-mask, --subject are required" in err and err.count("\n") == 1
     code, _, err = run(capsys, *_args("score", naflex_dir, scene, "--subject", "dog"))
     assert code != 0 and "--subjects replaces --ref" in err
-    code, _, err = run(capsys, "rank", "--model", naflex_dir, "--ref", scene["dog_ref"], "--ref-mask", scene["ref_mask"],
-                       "--out", scene["out_dog_cat"], "--prompt", PROMPT, "--subject", "dog", "--reject-blends")
+    code, _, err = run(
+        capsys,
+        "rank",
+        "--model",
+        naflex_dir,
+        "--ref",
+        scene["dog_ref"],
+        "--ref-mask",
+        scene["ref_mask"],
+        "--out",
+        scene["out_dog_cat"],
+        "--prompt",
+        PROMPT,
+        "--subject",
+        "dog",
+        "--reject-blends",
+    )
     assert code != 0 and "--reject-blends needs --subjects" in err
 
 
 def test_one_subject_in_a_file_gives_what_the_single_subject_flags_give(capsys, naflex_dir, scene, tmp_path):
     one = tmp_path / "one.json"
-    one.write_text(json.dumps({"subjects": [{"names": "sks dog, dog", "references": [scene["dog_ref"]],
-                                             "reference_masks": [scene["ref_mask"]], "output_masks": [scene["left"]] * 2}]}))
+    one.write_text(
+        json.dumps(
+            {
+                "subjects": [
+                    {
+                        "names": "sks dog, dog",
+                        "references": [scene["dog_ref"]],
+                        "reference_masks": [scene["ref_mask"]],
+                        "output_masks": [scene["left"]] * 2,
+                    }
+                ]
+            }
+        )
+    )
     outs = [scene["out_dog_cat"], scene["out_dog_dog"]]
     common = ["--model", naflex_dir, "--device", "cpu", "--out", *outs, "--prompt", PROMPT, "--json"]
     _, by_file, _ = run(capsys, "score", "--subjects", str(one), *common)
-    _, by_flags, _ = run(capsys, "score", "--ref", scene["dog_ref"], "--ref-mask", scene["ref_mask"], "--subject", "sks dog, dog",
-                         "--out-mask", scene["left"], scene["left"], *common)
+    _, by_flags, _ = run(
+        capsys,
+        "score",
+        "--ref",
+        scene["dog_ref"],
+        "--ref-mask",
+        scene["ref_mask"],
+        "--subject",
+        "sks dog, dog",
+        "--out-mask",
+        scene["left"],
+        scene["left"],
+        *common,
+    )
     for multi, single in zip(json.loads(by_file)["results"], json.loads(by_flags)["results"]):
         assert multi["cp_min"] == multi["cp_mean"] == single["cp"] and multi["pf"] == single["pf"]
         assert multi["encoded_prompt"] == single["encoded_prompt"]

@@ -12,7 +12,15 @@ import pytest
 
 from conftest import call
 from crafted import (
-    ENTRY_SHAPES, decompression_bomb, entry, itxt_chunk, png_with_chunks, saved_png, text_chunk, zlib_bomb_text, ztxt_chunk,
+    ENTRY_SHAPES,
+    decompression_bomb,
+    entry,
+    itxt_chunk,
+    png_with_chunks,
+    saved_png,
+    text_chunk,
+    zlib_bomb_text,
+    ztxt_chunk,
 )
 from masc_core.errors import MascInputError
 from masc_core.io.images import load_image_file
@@ -68,10 +76,17 @@ def test_other_text_chunks_are_skipped_unread(tmp_path):
     assert read_png(path)[0]["nodes"]["7"]["node"] == "MaSCScore"
 
 
-@pytest.mark.parametrize("case,chunk,expected", [
-    ("an inflating entry", zlib_bomb_text(), "text chunk that inflates past 32 MB"),
-    ("an oversized entry", text_chunk("masc", " " * (MAX_ENTRY_BYTES + 1)), f"text chunk of {MAX_ENTRY_BYTES + 6:,} bytes, more than the 32 MB read here"),
-])
+@pytest.mark.parametrize(
+    "case,chunk,expected",
+    [
+        ("an inflating entry", zlib_bomb_text(), "text chunk that inflates past 32 MB"),
+        (
+            "an oversized entry",
+            text_chunk("masc", " " * (MAX_ENTRY_BYTES + 1)),
+            f"text chunk of {MAX_ENTRY_BYTES + 6:,} bytes, more than the 32 MB read here",
+        ),
+    ],
+)
 def test_oversized_entries_are_refused_without_filling_the_memory(tmp_path, good, case, chunk, expected):
     bad = png_with_chunks(tmp_path / "bad.png", PIXELS, before=[chunk])
     code, out, err = read_all(bad, good)
@@ -112,7 +127,10 @@ def test_files_without_an_entry_are_not_decoded(tmp_path, monkeypatch):
 
 def test_a_folder_is_called_a_folder(tmp_path):
     code, _, err = read_all(str(tmp_path))
-    assert code == 2 and err == [f"error: '{tmp_path}' is a folder: pass PNG files saved by ComfyUI's Save Image (a shell glob such as folder/*.png)"]
+    assert code == 2 and err == [
+        f"error: '{tmp_path}' is a folder: pass PNG files saved by ComfyUI's Save Image (a shell glob such as "
+        "folder/*.png)"
+    ]
 
 
 def test_a_file_cut_short_or_damaged_is_one_line(tmp_path, good):
@@ -139,8 +157,12 @@ ESCAPES = {
 @pytest.mark.parametrize("name", list(ESCAPES))
 def test_text_from_the_file_cannot_drive_the_terminal(tmp_path, name):
     sequence = ESCAPES[name]
-    crafted = entry(node="MaSCScore" + sequence, stripped_prompt="a" + sequence, subject=sequence,
-                    encoder={"model": sequence, "digest": sequence})
+    crafted = entry(
+        node="MaSCScore" + sequence,
+        stripped_prompt="a" + sequence,
+        subject=sequence,
+        encoder={"model": sequence, "digest": sequence},
+    )
     crafted["nodes"]["7"]["images"][0]["verdict"] = "accepted" + sequence
     path = saved_png(tmp_path / "escape.png", PIXELS, crafted)
     code, out, err = call("read", "--all", path)
@@ -159,7 +181,9 @@ def test_text_from_the_file_cannot_drive_the_terminal(tmp_path, name):
 def test_image_readers_refuse_a_bomb_in_one_line(tmp_path):
     for width, height in ((40_000, 40_000), (10_000, 9_500)):  # past PIL's hard limit; past its warning limit
         bomb = decompression_bomb(tmp_path / f"bomb{width}.png", width, height)
-        with pytest.raises(MascInputError, match=rf"is {width}x{height} pixels, more than the .* downscale it|claims more than"):
+        with pytest.raises(
+            MascInputError, match=rf"is {width}x{height} pixels, more than the .* downscale it|claims more than"
+        ):
             load_image_file(bomb, "--out")
 
 
@@ -171,15 +195,30 @@ def test_score_refuses_a_bomb_and_names_the_input(tmp_path, naflex_dir):
     bomb = decompression_bomb(tmp_path / "bomb.png")
     mask = tmp_path / "mask.png"
     Image.new("L", (64, 64), 255).save(mask)
-    code, _, err = call("score", "--model", naflex_dir, "--ref", photo_path("dog_00"), "--ref-mask", mask, "--out", bomb,
-                         "--prompt", "a dog", "--subject", "dog")
+    code, _, err = call(
+        "score",
+        "--model",
+        naflex_dir,
+        "--ref",
+        photo_path("dog_00"),
+        "--ref-mask",
+        mask,
+        "--out",
+        bomb,
+        "--prompt",
+        "a dog",
+        "--subject",
+        "dog",
+    )
     assert code == 2 and len(err.strip().splitlines()) == 1 and f"'{bomb}'" in err and "internal error" not in err, err
 
 
 def test_mask_refuses_a_damaged_image_in_one_line(tmp_path, tiny_clipseg_dir):
     damaged = tmp_path / "damaged.png"
     damaged.write_bytes(b"\x89PNG\r\n\x1a\n" + os.urandom(300))
-    code, _, err = call("mask", "--model", tiny_clipseg_dir, "--subject", "dog", "--out-dir", tmp_path / "m", "--image", damaged)
+    code, _, err = call(
+        "mask", "--model", tiny_clipseg_dir, "--subject", "dog", "--out-dir", tmp_path / "m", "--image", damaged
+    )
     assert code == 2 and len(err.strip().splitlines()) == 1 and "internal error" not in err, err
 
 

@@ -67,7 +67,11 @@ def test_the_subject_node_refuses_too_many_names_before_converting_images(pack):
     node = pack.NODE_CLASS_MAPPINGS["MaSCSubject"]()
     errors = importlib.import_module(pack.__name__ + ".masc_core.errors")
     with pytest.raises(errors.MascInputError, match="names lists 2,000 names") as refused:
-        node.declare(", ".join(f"n{k}" for k in range(2000)), reference_image=torch.zeros(1, 8, 8, 3), reference_mask=torch.zeros(1, 8, 8))
+        node.declare(
+            ", ".join(f"n{k}" for k in range(2000)),
+            reference_image=torch.zeros(1, 8, 8, 3),
+            reference_mask=torch.zeros(1, 8, 8),
+        )
     assert one_line(str(refused.value))
 
 
@@ -95,15 +99,32 @@ def subjects_scene(tmp_path):
 def _score_subjects_file(scene, text: str):
     path = scene / "subjects.json"
     path.write_text(text, encoding="utf-8")
-    return call("score", "--model", str(scene / "no-model"), "--subjects", str(path), "--out", str(scene / "out.png"), "--prompt", "a dog")
+    return call(
+        "score",
+        "--model",
+        str(scene / "no-model"),
+        "--subjects",
+        str(path),
+        "--out",
+        str(scene / "out.png"),
+        "--prompt",
+        "a dog",
+    )
 
 
-@pytest.mark.parametrize("text, message", [
-    ('{"subjects": ' + "[" * 5000 + "]" * 5000 + "}", "could not be read as JSON (nested too deeply)"),
-    ('{"subjects": [{"names": "dog", "references": ["ref.png"], "reference_masks": ["mask.png"], "x": ' + "9" * 5000 + "}]}",
-     "could not be read as JSON (a number of 5,000 digits)"),
-    ('{"subjects": [{"names": "dog", "references": NaN}]}', "could not be read as JSON (NaN is not a number)"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('{"subjects": ' + "[" * 5000 + "]" * 5000 + "}", "could not be read as JSON (nested too deeply)"),
+        (
+            '{"subjects": [{"names": "dog", "references": ["ref.png"], "reference_masks": ["mask.png"], "x": '
+            + "9" * 5000
+            + "}]}",
+            "could not be read as JSON (a number of 5,000 digits)",
+        ),
+        ('{"subjects": [{"names": "dog", "references": NaN}]}', "could not be read as JSON (NaN is not a number)"),
+    ],
+)
 def test_a_crafted_subjects_file_is_the_could_not_be_read_line(subjects_scene, text, message):
     code, out, err = _score_subjects_file(subjects_scene, text)
     assert code == 2 and out == "" and err.count("\n") == 1 and message in err, err
@@ -113,7 +134,9 @@ def test_subject_counts_are_checked_before_any_image_is_read(subjects_scene, mon
     import masc_core.io.images
 
     read = []
-    monkeypatch.setattr(masc_core.io.images, "load_image_file", lambda *a, **k: read.append(a) or np.zeros((8, 8, 3), np.uint8))
+    monkeypatch.setattr(
+        masc_core.io.images, "load_image_file", lambda *a, **k: read.append(a) or np.zeros((8, 8, 3), np.uint8)
+    )
     entry = {"names": "dog", "references": ["ref.png"], "reference_masks": ["mask.png"]}
     many = [dict(entry, names=f"subject {k}") for k in range(32)]
     code, _, err = _score_subjects_file(subjects_scene, json.dumps({"subjects": many}))
@@ -125,17 +148,32 @@ def test_subject_counts_are_checked_before_any_image_is_read(subjects_scene, mon
 
 def test_control_characters_from_a_subjects_file_never_reach_the_terminal(subjects_scene):
     entry = {"names": f"dog{OSC52}", "references": [f"missing{COLOUR}.png"], "reference_masks": ["mask.png"]}
-    code, out, err = _score_subjects_file(subjects_scene, json.dumps({"subjects": [entry, dict(entry, names="cat" + COLOUR)]}))
+    code, out, err = _score_subjects_file(
+        subjects_scene, json.dumps({"subjects": [entry, dict(entry, names="cat" + COLOUR)]})
+    )
     assert code == 2 and one_line(err) and "\\x1b" in err, err
-    code, out, err = _score_subjects_file(subjects_scene, json.dumps({"subjects": [dict(entry, names="a\x1b[2Jb", unknown=1)]}))
+    code, out, err = _score_subjects_file(
+        subjects_scene, json.dumps({"subjects": [dict(entry, names="a\x1b[2Jb", unknown=1)]})
+    )
     assert code == 2 and one_line(err), err
 
 
 def test_the_subjects_table_escapes_names(naflex_dir, subjects_scene):
     document = {"subjects": [{"names": f"dog{OSC52}", "references": ["ref.png"], "reference_masks": ["mask.png"]}]}
     (subjects_scene / "s.json").write_text(json.dumps(document))
-    code, out, err = call("score", "--model", naflex_dir, "--device", "cpu", "--subjects", str(subjects_scene / "s.json"),
-                          "--out", str(subjects_scene / "out.png"), "--prompt", "a dog")
+    code, out, err = call(
+        "score",
+        "--model",
+        naflex_dir,
+        "--device",
+        "cpu",
+        "--subjects",
+        str(subjects_scene / "s.json"),
+        "--out",
+        str(subjects_scene / "out.png"),
+        "--prompt",
+        "a dog",
+    )
     assert code == 0, err
     assert "\x1b" not in out and "\x07" not in out and "dog\\x1b]52" in out
 
@@ -145,7 +183,9 @@ def test_the_subjects_table_escapes_names(naflex_dir, subjects_scene):
 
 def _log(tmp_path, rows: list, name="crafted.jsonl") -> str:
     path = tmp_path / name
-    path.write_text("".join(json.dumps(r) + "\n" if not isinstance(r, str) else r + "\n" for r in rows), encoding="utf-8")
+    path.write_text(
+        "".join(json.dumps(r) + "\n" if not isinstance(r, str) else r + "\n" for r in rows), encoding="utf-8"
+    )
     return str(path)
 
 
@@ -158,17 +198,26 @@ def _picks(rounds=6):
     rows = []
     for r in range(rounds):
         for i in range(4):
-            rows.append(_pick_row(f"r{r}", "picked" if i == 0 else "passed over", float(rng.uniform(0.3, 0.6)) + (0.2 if i == 0 else 0)))
+            rows.append(
+                _pick_row(
+                    f"r{r}",
+                    "picked" if i == 0 else "passed over",
+                    float(rng.uniform(0.3, 0.6)) + (0.2 if i == 0 else 0),
+                )
+            )
     return rows
 
 
-@pytest.mark.parametrize("bad, reason", [
-    (_pick_row(["a", "list"], "picked", 0.5), "run is not a text or whole number"),
-    (_pick_row({"a": 1}, "passed over", 0.5), "run is not a text or whole number"),
-    (_pick_row("r9", "picked", "0.9"), "cp or pf is not a number"),
-    (_pick_row("r9", "passed over", 0.4, pf=[1]), "cp or pf is not a number"),
-    (_pick_row("r9", "picked", True), "cp or pf is not a number"),
-])
+@pytest.mark.parametrize(
+    "bad, reason",
+    [
+        (_pick_row(["a", "list"], "picked", 0.5), "run is not a text or whole number"),
+        (_pick_row({"a": 1}, "passed over", 0.5), "run is not a text or whole number"),
+        (_pick_row("r9", "picked", "0.9"), "cp or pf is not a number"),
+        (_pick_row("r9", "passed over", 0.4, pf=[1]), "cp or pf is not a number"),
+        (_pick_row("r9", "picked", True), "cp or pf is not a number"),
+    ],
+)
 def test_calibrate_leaves_out_crafted_rows_and_counts_them(tmp_path, bad, reason):
     clean = calibrate(_picks(), bootstrap=50)
     path = _log(tmp_path, _picks() + [bad, bad])
@@ -190,41 +239,61 @@ def _study(rounds=8, size=6):
     for r in range(rounds):
         for _ in range(size):
             final = float(rng.uniform(0.2, 0.6))
-            rows.append(_study_row(f"s{r}", final, [{"round": 0, "step": 2, "steps": 8, "cp": final + float(rng.normal(0, 0.03)), "pf": None}]))
+            rows.append(
+                _study_row(
+                    f"s{r}",
+                    final,
+                    [{"round": 0, "step": 2, "steps": 8, "cp": final + float(rng.normal(0, 0.03)), "pf": None}],
+                )
+            )
     return rows
 
 
 PREVIEW = {"round": 0, "step": 2, "steps": 8, "cp": 0.4, "pf": None}
 
 
-@pytest.mark.parametrize("bad, reason", [
-    (_study_row(["r"], 0.4, [PREVIEW]), "run is not a text or whole number"),
-    (_study_row("x", 0.4, 5), "previews is not a list"),
-    (_study_row("x", 0.4, [1, 2]), "a preview is not an object"),
-    (_study_row("x", 0.4, [{k: v for k, v in PREVIEW.items() if k != "step"}]), "a preview's step or steps is not a whole number"),
-    (_study_row("x", 0.4, [dict(PREVIEW, steps=0)]), "a preview's step or steps is not a whole number"),
-    (_study_row("x", 0.4, [dict(PREVIEW, step="2")]), "a preview's step or steps is not a whole number"),
-    (_study_row("x", 0.4, [dict(PREVIEW, step=9)]), "a preview's step is past its steps"),
-    (_study_row("x", 0.4, [dict(PREVIEW, cp="high")]), "a preview's cp or pf is not a number"),
-    (_study_row("x", 0.4, [dict(PREVIEW, round=[0])]), "a preview's round is not a text or whole number"),
-    (_study_row("x", "0.4", [PREVIEW]), "the final cp or pf is not a number"),
-])
+@pytest.mark.parametrize(
+    "bad, reason",
+    [
+        (_study_row(["r"], 0.4, [PREVIEW]), "run is not a text or whole number"),
+        (_study_row("x", 0.4, 5), "previews is not a list"),
+        (_study_row("x", 0.4, [1, 2]), "a preview is not an object"),
+        (
+            _study_row("x", 0.4, [{k: v for k, v in PREVIEW.items() if k != "step"}]),
+            "a preview's step or steps is not a whole number",
+        ),
+        (_study_row("x", 0.4, [dict(PREVIEW, steps=0)]), "a preview's step or steps is not a whole number"),
+        (_study_row("x", 0.4, [dict(PREVIEW, step="2")]), "a preview's step or steps is not a whole number"),
+        (_study_row("x", 0.4, [dict(PREVIEW, step=9)]), "a preview's step is past its steps"),
+        (_study_row("x", 0.4, [dict(PREVIEW, cp="high")]), "a preview's cp or pf is not a number"),
+        (_study_row("x", 0.4, [dict(PREVIEW, round=[0])]), "a preview's round is not a text or whole number"),
+        (_study_row("x", "0.4", [PREVIEW]), "the final cp or pf is not a number"),
+    ],
+)
 def test_prune_report_leaves_out_crafted_rows_and_counts_them(tmp_path, bad, reason):
     clean = prune_report(_study(), keep=2, bootstrap=50)
     path = _log(tmp_path, _study() + [bad])
     code, out, err = call("prune-report", path, "--keep", "2", "--bootstrap", "50", "--json")
     assert code == 0, err
     result = json.loads(out)
-    assert result["left_out"].get(reason.split(" (")[0], 0) == 1 or any(k.startswith(reason) for k in result["left_out"]), result["left_out"]
+    assert result["left_out"].get(reason.split(" (")[0], 0) == 1 or any(
+        k.startswith(reason) for k in result["left_out"]
+    ), result["left_out"]
     assert result["steps"] == clean["steps"] and result["candidates"] == clean["candidates"]
     assert "left out 1 row MaSC does not write: " in prune_report_text(result)
 
 
-@pytest.mark.parametrize("line, message", [
-    ("[" * 5000 + "]" * 5000, "line 1 is not JSON MaSC Log Scores writes (nested too deeply)"),
-    ('{"time": "t", "run": "r", "metric_version": "m", "cp": NaN}', "line 1 is not JSON MaSC Log Scores writes (NaN is not a number)"),
-    ('{"time": "t", "run": ' + "7" * 5000 + ', "metric_version": "m"}', "(a number of 5,000 digits)"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("[" * 5000 + "]" * 5000, "line 1 is not JSON MaSC Log Scores writes (nested too deeply)"),
+        (
+            '{"time": "t", "run": "r", "metric_version": "m", "cp": NaN}',
+            "line 1 is not JSON MaSC Log Scores writes (NaN is not a number)",
+        ),
+        ('{"time": "t", "run": ' + "7" * 5000 + ', "metric_version": "m"}', "(a number of 5,000 digits)"),
+    ],
+)
 @pytest.mark.parametrize("command", ["calibrate", "prune-report"])
 def test_a_crafted_log_line_refuses_the_file_in_one_line(tmp_path, line, message, command):
     code, out, err = call(command, _log(tmp_path, [line]))
@@ -234,17 +303,32 @@ def test_a_crafted_log_line_refuses_the_file_in_one_line(tmp_path, line, message
 def test_a_csv_log_with_nan_is_refused_in_one_line(tmp_path):
     from masc_core.evaluation.score_log import LOG_COLUMNS
 
-    row = {c: "" for c in LOG_COLUMNS} | {"time": "t", "run": "r", "metric_version": "m", "cp": "nan", "label": "picked"}
+    row = {c: "" for c in LOG_COLUMNS} | {
+        "time": "t",
+        "run": "r",
+        "metric_version": "m",
+        "cp": "nan",
+        "label": "picked",
+    }
     path = tmp_path / "picks.csv"
     path.write_text(",".join(LOG_COLUMNS) + "\n" + ",".join(row[c] for c in LOG_COLUMNS) + "\n")
     code, _, err = call("calibrate", str(path))
     assert code == 2 and "cp 'nan' is not a number" in err
 
 
-@pytest.mark.parametrize("option, value", [
-    ("--seed", "-1"), ("--seed", str(2**40)), ("--seed", "x"), ("--cp-weight", "nan"), ("--pf-weight", "inf"),
-    ("--cp-weight", "-1"), ("--pf-weight", "1e9"), ("--bootstrap", "-3"),
-])
+@pytest.mark.parametrize(
+    "option, value",
+    [
+        ("--seed", "-1"),
+        ("--seed", str(2**40)),
+        ("--seed", "x"),
+        ("--cp-weight", "nan"),
+        ("--pf-weight", "inf"),
+        ("--cp-weight", "-1"),
+        ("--pf-weight", "1e9"),
+        ("--bootstrap", "-3"),
+    ],
+)
 @pytest.mark.parametrize("command", ["calibrate", "prune-report"])
 def test_bad_options_are_one_line_and_exit_2(tmp_path, capsys, option, value, command):
     from masc_core.cli import main
@@ -253,7 +337,9 @@ def test_bad_options_are_one_line_and_exit_2(tmp_path, capsys, option, value, co
     with pytest.raises(SystemExit) as exited:  # argparse refuses before any command runs
         main([command, path, f"{option}={value}"])
     captured = capsys.readouterr()
-    assert exited.value.code == 2 and captured.out == "" and captured.err.count("\n") == 1 and option in captured.err, captured.err
+    assert exited.value.code == 2 and captured.out == "" and captured.err.count("\n") == 1 and option in captured.err, (
+        captured.err
+    )
 
 
 def test_blocked_resamples_are_the_draws_of_one_call_and_never_all_held_at_once(monkeypatch):
@@ -281,7 +367,10 @@ def test_a_long_study_reports_the_same_figures_in_blocks(monkeypatch):
 
 def test_read_refuses_a_share_past_any_range_and_goes_on_to_the_next_file(tmp_path):
     pixels = np.zeros((8, 8, 3), np.uint8)
-    entry = {"format": 1, "nodes": {"3": {"node": "MaSCScore", "images": [{"index": 0, "cp": 0.5, "pf": None, "mask": 2 * 10**306}]}}}
+    entry = {
+        "format": 1,
+        "nodes": {"3": {"node": "MaSCScore", "images": [{"index": 0, "cp": 0.5, "pf": None, "mask": 2 * 10**306}]}},
+    }
     bad = png_with_chunks(tmp_path / "bad.png", pixels, before=[text_chunk("masc", json.dumps(entry))])
     entry["nodes"]["3"]["images"][0]["mask"] = 0.25
     good = png_with_chunks(tmp_path / "good.png", pixels, before=[text_chunk("masc", json.dumps(entry))])
@@ -293,17 +382,20 @@ def test_read_refuses_a_share_past_any_range_and_goes_on_to_the_next_file(tmp_pa
 # ---------------------------------------------------------------- MaSC Log Scores' filename
 
 
-@pytest.mark.parametrize("name, message", [
-    ("night\x00.jsonl", "holds a control character, NUL or backslash"),
-    ("a" * 300 + ".jsonl", "is 306 characters long: give at most 200"),
-    ("/".join(["d"] * 3000) + ".jsonl", "characters long"),
-    ("/".join(["d"] * 9) + "/x.jsonl", "is 9 folders deep: give at most 8"),
-    ("a\\..\\..\\x.jsonl", "backslash"),
-    ("a//x.jsonl", "leaves the output folder"),
-    ("./x.jsonl", "leaves the output folder"),
-    ("é" * 130 + ".jsonl", "over 255 bytes"),
-    (f"night{COLOUR}.jsonl", "control character"),
-])
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("night\x00.jsonl", "holds a control character, NUL or backslash"),
+        ("a" * 300 + ".jsonl", "is 306 characters long: give at most 200"),
+        ("/".join(["d"] * 3000) + ".jsonl", "characters long"),
+        ("/".join(["d"] * 9) + "/x.jsonl", "is 9 folders deep: give at most 8"),
+        ("a\\..\\..\\x.jsonl", "backslash"),
+        ("a//x.jsonl", "leaves the output folder"),
+        ("./x.jsonl", "leaves the output folder"),
+        ("é" * 130 + ".jsonl", "over 255 bytes"),
+        (f"night{COLOUR}.jsonl", "control character"),
+    ],
+)
 def test_a_crafted_log_filename_is_one_line_without_the_servers_path(tmp_path, name, message):
     output = tmp_path / "output"
     output.mkdir()
@@ -317,7 +409,9 @@ def test_a_crafted_log_filename_is_one_line_without_the_servers_path(tmp_path, n
 def test_the_log_node_refuses_a_crafted_filename_without_the_servers_path(pack, comfy_dirs):
     scores = importlib.import_module(pack.__name__ + ".masc_core.metric.scores")
     errors = importlib.import_module(pack.__name__ + ".masc_core.errors")
-    batch = scores.ScoreBatch(scores=[scores.ImageScore(index=0, cp=0.5)], references=[], context=scores.ScoreContext(node="MaSCScore"))
+    batch = scores.ScoreBatch(
+        scores=[scores.ImageScore(index=0, cp=0.5)], references=[], context=scores.ScoreContext(node="MaSCScore")
+    )
     node = pack.NODE_CLASS_MAPPINGS["MaSCLogScores"]()
     before = sorted(os.listdir(comfy_dirs["output"]))
     for name in ["x\x00.jsonl", "n" * 300 + ".jsonl", "/".join(["deep"] * 500) + ".jsonl"]:

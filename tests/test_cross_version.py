@@ -20,21 +20,47 @@ ALT_PYTHON = os.environ.get("MASC_ALT_PYTHON")
 
 
 def transformers_major(python: str) -> int:
-    out = subprocess.run([python, "-c", "import transformers; print(transformers.__version__)"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [python, "-c", "import transformers; print(transformers.__version__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return int(out.stdout.strip().split(".")[0])
 
 
-@pytest.mark.skipif(not ALT_PYTHON, reason="set MASC_ALT_PYTHON to an interpreter with the other transformers major version (.ci/run does)")
+@pytest.mark.skipif(
+    not ALT_PYTHON,
+    reason="set MASC_ALT_PYTHON to an interpreter with the other transformers major version (.ci/run does)",
+)
 @pytest.mark.parametrize("which", ["naflex", "fixed", "fixed_bicubic"])
 def test_scores_do_not_depend_on_the_installed_transformers(which, naflex_dir, fixed_dir, fixed_bicubic_dir, files):
     assert transformers_major(ALT_PYTHON) != transformers_major(sys.executable)
     folder = {"naflex": naflex_dir, "fixed": fixed_dir, "fixed_bicubic": fixed_bicubic_dir}[which]
     outs = ["dog_01", "dog_02", "cat_00", "dog_01_wide", "dog_01_tall", "dog_01_odd"]
     args = [
-        "-m", "masc_core", "score", "--model", folder, "--device", "cpu", "--json",
-        "--ref", files["dog_00"], files["teapot_00"], "--ref-mask", files["dog_00_mask"], files["teapot_00_mask"],
-        "--out", *[files[o] for o in outs], "--out-mask", *[files[o + "_mask"] for o in outs],
-        "--prompt", PROMPT, "--subject", "dog",
+        "-m",
+        "masc_core",
+        "score",
+        "--model",
+        folder,
+        "--device",
+        "cpu",
+        "--json",
+        "--ref",
+        files["dog_00"],
+        files["teapot_00"],
+        "--ref-mask",
+        files["dog_00_mask"],
+        files["teapot_00_mask"],
+        "--out",
+        *[files[o] for o in outs],
+        "--out-mask",
+        *[files[o + "_mask"] for o in outs],
+        "--prompt",
+        PROMPT,
+        "--subject",
+        "dog",
     ]
     results = {}
     for python in (sys.executable, ALT_PYTHON):

@@ -51,7 +51,11 @@ def test_one_class_has_no_auc():
     assert discrimination.roc_auc([0.1, 0.5], [False, False]) is None
     result = discrimination.compare({"cp": [0.2, 0.4, 0.9]}, [True, True, True], bootstrap=50)
     assert result["cp"]["auc"] is None and result["cp"]["ci95"] is None
-    assert result["cp"]["same_subject"]["n"] == 3 and result["cp"]["cross_subject"] == {"n": 0, "mean": None, "std": None}
+    assert result["cp"]["same_subject"]["n"] == 3 and result["cp"]["cross_subject"] == {
+        "n": 0,
+        "mean": None,
+        "std": None,
+    }
 
 
 def test_undefined_scores_are_refused_not_counted():
@@ -98,7 +102,10 @@ def test_bootstrap_is_seeded_paired_and_stable_across_processes():
     # Paired: a metric's interval does not depend on which other metrics are compared.
     alone = discrimination.compare({"cp": scores}, labels, bootstrap=500, seed=3, label="identity")
     assert alone["cp"] == first["cp"]
-    assert discrimination.compare({"cp": scores}, labels, bootstrap=500, seed=4, label="identity")["cp"]["ci95"] != first["cp"]["ci95"]
+    assert (
+        discrimination.compare({"cp": scores}, labels, bootstrap=500, seed=4, label="identity")["cp"]["ci95"]
+        != first["cp"]["ci95"]
+    )
     code = (
         "import json, numpy as np; from masc_core.evaluation import discrimination;"
         f"s = np.array({scores.tolist()!r}); y = np.array({labels.tolist()!r});"
@@ -116,20 +123,38 @@ def test_tied_pairs_and_class_moments():
     assert result["auc"] == pytest.approx(roc_auc_score(labels, scores), abs=1e-12)
     assert result["same_subject"]["mean"] == pytest.approx(np.mean(scores[labels]), abs=1e-15)
     assert result["same_subject"]["std"] == pytest.approx(np.std(scores[labels], ddof=1), abs=1e-15)
-    assert result["cross_subject"] == {"n": 2, "mean": pytest.approx(0.3), "std": pytest.approx(np.std([0.5, 0.1], ddof=1))}
+    assert result["cross_subject"] == {
+        "n": 2,
+        "mean": pytest.approx(0.3),
+        "std": pytest.approx(np.std([0.5, 0.1], ddof=1)),
+    }
 
 
 # ---------------------------------------------------------------- the summary's identity block
 
 
-def record(row: int, same: bool | None, cp: float | None, global_cp: float | None = None, *, method="m", filtered=False):
+def record(
+    row: int, same: bool | None, cp: float | None, global_cp: float | None = None, *, method="m", filtered=False
+):
     metrics = {"cp": cp, "pf": 0.1}
     if global_cp is not None:
         metrics["global_cp"] = global_cp
     return EvalRecord(
-        row=row, id=None, method=method, seed=0, subject="dog", prompt="", encoded_prompt="", subject_found=False,
-        ref=["a.png"], ref_mask=["a_mask.png"], out=f"{row}.png", out_mask=None, metrics=metrics,
-        filtered=filtered, same_subject=same,
+        row=row,
+        id=None,
+        method=method,
+        seed=0,
+        subject="dog",
+        prompt="",
+        encoded_prompt="",
+        subject_found=False,
+        ref=["a.png"],
+        ref_mask=["a_mask.png"],
+        out=f"{row}.png",
+        out_mask=None,
+        metrics=metrics,
+        filtered=filtered,
+        same_subject=same,
     )
 
 
@@ -138,7 +163,9 @@ def test_identity_block_counts_what_it_leaves_out():
     rows = []
     for i in range(60):
         same = i % 2 == 0
-        rows.append(record(i, same, float(rng.normal(0.6 if same else 0.3, 0.1)), float(rng.normal(0.5 if same else 0.4, 0.1))))
+        rows.append(
+            record(i, same, float(rng.normal(0.6 if same else 0.3, 0.1)), float(rng.normal(0.5 if same else 0.4, 0.1)))
+        )
     rows[3] = record(3, False, None, 0.2)  # CP undefined (e.g. an empty reference mask)
     rows[4] = record(4, True, 0.9, 0.8, filtered=True)  # dropped by the mask filter
     summary = summarize(rows, SummaryOptions(bootstrap=200))
@@ -174,7 +201,10 @@ def test_single_class_groups_are_said():
     assert "only same-subject pairs (4)" in summary["identity"]["note"]
     assert "only same-subject pairs (4): the AUC needs both" in summary_tables(summary)
     text = summary_tables(summarize(rows, SummaryOptions(bootstrap=50)))
-    assert "method 'only_same': only same-subject pairs (4)" in text and "AUC of cp per method: only_same n/a, mixed" in text
+    assert (
+        "method 'only_same': only same-subject pairs (4)" in text
+        and "AUC of cp per method: only_same n/a, mixed" in text
+    )
 
 
 def test_unlabelled_rows_have_no_identity_block():

@@ -1,4 +1,5 @@
-"""The documentation's shape: README a short front door, every link and anchor resolving, the layout true to the tree."""
+"""The documentation's shape: README a short front door, every link and anchor resolving, the layout true to the
+tree."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ README_BUDGET = 250
 def markdown_files() -> list[str]:
     found = ["README.md", "CONTRIBUTING.md"]
     for folder in ("docs", os.path.join("web", "docs")):
-        found += sorted(os.path.join(folder, name) for name in os.listdir(os.path.join(ROOT, folder)) if name.endswith(".md"))
+        found += sorted(
+            os.path.join(folder, name) for name in os.listdir(os.path.join(ROOT, folder)) if name.endswith(".md")
+        )
     return found
 
 
@@ -64,7 +67,10 @@ def test_every_relative_link_and_anchor_resolves(document):
 def test_every_moved_section_is_one_click_from_the_readme():
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
         readme = handle.read()
-    for document in ["CONTRIBUTING.md", *(f"docs/{name}" for name in sorted(os.listdir(os.path.join(ROOT, "docs"))) if name.endswith(".md"))]:
+    for document in [
+        "CONTRIBUTING.md",
+        *(f"docs/{name}" for name in sorted(os.listdir(os.path.join(ROOT, "docs"))) if name.endswith(".md")),
+    ]:
         assert f"({document})" in readme or f"({document}#" in readme, f"README does not link {document}"
 
 
@@ -103,5 +109,9 @@ def test_the_layout_names_every_package_and_every_module_of_the_pack_and_the_lib
             if "__init__.py" in files:
                 expected.add(os.path.relpath(folder, ROOT).replace(os.sep, "/"))
     for top in ("masc_core", "nodes"):
-        expected |= {f"{top}/{name}" for name in os.listdir(os.path.join(ROOT, top)) if name.endswith(".py") and name != "__init__.py"}
+        expected |= {
+            f"{top}/{name}"
+            for name in os.listdir(os.path.join(ROOT, top))
+            if name.endswith(".py") and name != "__init__.py"
+        }
     assert sorted(expected - named) == [], "CONTRIBUTING.md's layout does not name these"

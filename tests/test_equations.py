@@ -41,7 +41,12 @@ def hf_features(folder, image: np.ndarray, naflex: bool):
 
 def grid_mask(mask: np.ndarray, grid) -> np.ndarray:
     tensor = torch.from_numpy(mask.astype(np.float32) / (255.0 if mask.max() > 1 else 1.0))[None, None]
-    return torch.nn.functional.interpolate(tensor, size=grid, mode="bilinear", align_corners=False)[0, 0].clamp(0, 1).flatten().numpy()
+    return (
+        torch.nn.functional.interpolate(tensor, size=grid, mode="bilinear", align_corners=False)[0, 0]
+        .clamp(0, 1)
+        .flatten()
+        .numpy()
+    )
 
 
 def reference_cp(ref_tokens, out_tokens, keep):
@@ -74,9 +79,16 @@ def reference_pool(head, tokens: np.ndarray, visible: np.ndarray) -> np.ndarray:
         weights = np.exp(logits - logits.max())
         weights /= weights.sum()
         mixed.append(weights @ v[:, s])
-    attended = attention.out_proj.weight.detach().double().numpy() @ np.concatenate(mixed) + attention.out_proj.bias.detach().double().numpy()
+    attended = (
+        attention.out_proj.weight.detach().double().numpy() @ np.concatenate(mixed)
+        + attention.out_proj.bias.detach().double().numpy()
+    )
     normed = torch.nn.functional.layer_norm(
-        torch.from_numpy(attended)[None], (dim,), head.layernorm.weight.double(), head.layernorm.bias.double(), head.layernorm.eps
+        torch.from_numpy(attended)[None],
+        (dim,),
+        head.layernorm.weight.double(),
+        head.layernorm.bias.double(),
+        head.layernorm.eps,
     )
     mlp = head.mlp.double()
     with torch.no_grad():
@@ -110,7 +122,9 @@ def test_cp_and_pf_equal_straightforward_computation(naflex, naflex_dir, fixed_d
         text_embedding = model.text_model(input_ids=ids).pooler_output[0].detach().double().numpy()
     expected_pf = float(pooled @ text_embedding / (np.linalg.norm(pooled) * np.linalg.norm(text_embedding)))
 
-    batch = score_images(encoder, out, reference=ref, reference_mask=ref_mask, mask=out_mask, prompt=PROMPT, subject="dog")
+    batch = score_images(
+        encoder, out, reference=ref, reference_mask=ref_mask, mask=out_mask, prompt=PROMPT, subject="dog"
+    )
     score = batch.scores[0]
     assert score.grid == out_grid
     assert batch.references[0].concept_patches == int(keep.sum())
@@ -127,9 +141,13 @@ def test_cp_searches_the_whole_output_and_only_averages_the_reference_foreground
     out = load_photo("dog_01")
     ref_mask = box_mask(512, 512)
     a = score_images(naflex_encoder, out, reference=ref, reference_mask=ref_mask, cp=True, pf=False).scores[0].cp
-    b = score_images(
-        naflex_encoder, out, reference=ref, reference_mask=ref_mask, mask=np.zeros((512, 512)), cp=True, pf=False
-    ).scores[0].cp
+    b = (
+        score_images(
+            naflex_encoder, out, reference=ref, reference_mask=ref_mask, mask=np.zeros((512, 512)), cp=True, pf=False
+        )
+        .scores[0]
+        .cp
+    )
     assert a == b
     # The identical image scores the maximum: each reference patch finds itself.
     same = score_images(naflex_encoder, ref, reference=ref, reference_mask=ref_mask, pf=False).scores[0].cp
@@ -159,7 +177,9 @@ def test_probe_attention_equals_torch_multihead_attention():
     hidden[0, :4] = True
     hidden[1, 7:] = True
     with torch.no_grad():
-        expected, expected_weights = reference(probe, tokens, tokens, key_padding_mask=hidden, need_weights=True, average_attn_weights=True)
+        expected, expected_weights = reference(
+            probe, tokens, tokens, key_padding_mask=hidden, need_weights=True, average_attn_weights=True
+        )
         got, weights = ours(probe, tokens, hidden, need_weights=True)
     assert torch.allclose(got, expected, atol=1e-6)
     assert torch.allclose(weights, expected_weights, atol=1e-6)

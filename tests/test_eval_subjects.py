@@ -29,10 +29,12 @@ CPU = torch.device("cpu")
 PATCHES = ["--device", "cpu", "--max-patches", "256"]
 """Enough patches for the random-weight encoder's pixel-level identity signal to separate a dog from a cat."""
 SIDE = 224
-COMBINATIONS = {"combinations": [
-    {"subjects": ["dog", "cat"], "prompts": ["a {0} and a {1} on the beach", "a {0} next to a {1} in the snow"]},
-    {"subjects": ["dog", "cat", "teapot"], "prompts": ["a {0}, a {1} and a {2} on a table"]},
-]}
+COMBINATIONS = {
+    "combinations": [
+        {"subjects": ["dog", "cat"], "prompts": ["a {0} and a {1} on the beach", "a {0} next to a {1} in the snow"]},
+        {"subjects": ["dog", "cat", "teapot"], "prompts": ["a {0}, a {1} and a {2} on a table"]},
+    ]
+}
 
 
 def _photo(name: str) -> Image.Image:
@@ -77,8 +79,16 @@ def box_masks(root, dataset: str) -> None:
             for name in os.listdir(folder):
                 for k, subject in enumerate(subjects):
                     mask = np.zeros((SIDE, SIDE * len(subjects)), np.uint8)
-                    mask[:, k * SIDE:(k + 1) * SIDE] = box_mask(SIDE, SIDE, 0.1, 0.1, 0.9, 0.9)
-                    path = root / "work" / "masks" / "outputs" / method / combination / f"{os.path.splitext(name)[0]}.{subject}.png"
+                    mask[:, k * SIDE : (k + 1) * SIDE] = box_mask(SIDE, SIDE, 0.1, 0.1, 0.9, 0.9)
+                    path = (
+                        root
+                        / "work"
+                        / "masks"
+                        / "outputs"
+                        / method
+                        / combination
+                        / f"{os.path.splitext(name)[0]}.{subject}.png"
+                    )
                     os.makedirs(path.parent, exist_ok=True)
                     Image.fromarray(mask).save(path)
 
@@ -99,12 +109,27 @@ def multi(tmp_path_factory):
 
 def test_auto_masks_make_one_mask_per_subject_of_each_image(multi, tiny_clipseg_dir, tmp_path):
     manifest = tmp_path / "auto.jsonl"
-    code, out, err = call("manifest", "dreambench-multi", multi["dataset"], multi["combinations"], multi["root"] / "outputs",
-                          "-o", manifest, "--auto-masks", tiny_clipseg_dir, "--device", "cpu")
+    code, out, err = call(
+        "manifest",
+        "dreambench-multi",
+        multi["dataset"],
+        multi["combinations"],
+        multi["root"] / "outputs",
+        "-o",
+        manifest,
+        "--auto-masks",
+        tiny_clipseg_dir,
+        "--device",
+        "cpu",
+    )
     assert code == 0, err
     row = read_manifest(manifest).rows[-1]
     masks = [row.out_mask_path] + [s.out_mask_path for s in row.extra_subjects]
-    assert [os.path.basename(m) for m in masks] == ["0_1.dog.png", "0_1.cat.png", "0_1.teapot.png"]  # twice/dog+cat+teapot/0_1
+    assert [os.path.basename(m) for m in masks] == [
+        "0_1.dog.png",
+        "0_1.cat.png",
+        "0_1.teapot.png",
+    ]  # twice/dog+cat+teapot/0_1
     # 6 reference views, and per method 4 pair images x 2 subjects + 2 triple images x 3 subjects
     assert all(os.path.isfile(m) for m in masks) and "34 made with CLIPSeg, 0 reused" in out
 
@@ -115,12 +140,19 @@ def test_the_builder_writes_one_row_per_image_with_every_subject(multi):
         rows = list(csv.DictReader(handle))
     header = list(rows[0])
     assert header[:6] == ["ref", "ref_mask", "out", "out_mask", "prompt", "subject"]
-    assert {"subject_2", "ref_2", "ref_mask_2", "out_mask_2", "subject_3", "ref_3", "ref_mask_3", "out_mask_3"} <= set(header)
+    assert {"subject_2", "ref_2", "ref_mask_2", "out_mask_2", "subject_3", "ref_3", "ref_mask_3", "out_mask_3"} <= set(
+        header
+    )
     pair = next(r for r in rows if r["id"] == "dog+cat-1" and r["method"] == "good" and r["seed"] == "0")
-    assert pair["prompt"] == "a dog next to a cat in the snow" and pair["subject"] == "dog" and pair["subject_2"] == "cat"
+    assert (
+        pair["prompt"] == "a dog next to a cat in the snow" and pair["subject"] == "dog" and pair["subject_2"] == "cat"
+    )
     cat_views = [os.path.join(multi["dataset"], "cat", f"0{v}.jpg") for v in (0, 1)]
     assert pair["subject_3"] == "" and pair["ref_2"] == "|".join(cat_views)  # outside the manifest's folder: absolute
-    assert pair["out_mask_2"] == "masks/outputs/good/dog+cat/1_0.cat.png" and pair["out_mask"] == "masks/outputs/good/dog+cat/1_0.dog.png"
+    assert (
+        pair["out_mask_2"] == "masks/outputs/good/dog+cat/1_0.cat.png"
+        and pair["out_mask"] == "masks/outputs/good/dog+cat/1_0.dog.png"
+    )
     triple = read_manifest(multi["manifest"]).rows[-1]
     assert [s.subject for s in triple.extra_subjects] == ["cat", "teapot"] and triple.id == "dog+cat+teapot-0"
     assert all(os.path.isfile(s.out_mask_path) for s in triple.extra_subjects)
@@ -132,16 +164,44 @@ def scored(multi, naflex_dir, tmp_path_factory):
     clip_dir = build_clip(str(folder / "tiny-clip"))
     dino_dir = build_dino(str(folder / "tiny-dino"))
     out_dir = folder / "results"
-    code, out, err = call("eval", multi["manifest"], "--model", naflex_dir, *PATCHES, "--out-dir", out_dir, "--clip", clip_dir,
-                          "--dino", dino_dir, "--bootstrap", "20", "--quiet", "--min-foreground", "0", "--chunk-size", "3")
+    code, out, err = call(
+        "eval",
+        multi["manifest"],
+        "--model",
+        naflex_dir,
+        *PATCHES,
+        "--out-dir",
+        out_dir,
+        "--clip",
+        clip_dir,
+        "--dino",
+        dino_dir,
+        "--bootstrap",
+        "20",
+        "--quiet",
+        "--min-foreground",
+        "0",
+        "--chunk-size",
+        "3",
+    )
     assert code == 0, err
-    return {"dir": out_dir, "rows": records(out_dir), "out": out, "clip": clip_dir, "dino": dino_dir, "model": naflex_dir}
+    return {
+        "dir": out_dir,
+        "rows": records(out_dir),
+        "out": out,
+        "clip": clip_dir,
+        "dino": dino_dir,
+        "model": naflex_dir,
+    }
 
 
 def _subjects_of(row: dict, manifest_row) -> list[Subject]:
     refs = [(manifest_row.subject, manifest_row.ref_paths, manifest_row.ref_mask_paths)]
     refs += [(s.subject, s.ref_paths, s.ref_mask_paths) for s in manifest_row.extra_subjects]
-    return [Subject(names, [load_image_file(p) for p in views], [load_mask_file(p) for p in masks]) for names, views, masks in refs]
+    return [
+        Subject(names, [load_image_file(p) for p in views], [load_mask_file(p) for p in masks])
+        for names, views, masks in refs
+    ]
 
 
 def test_eval_scores_each_row_as_score_subjects_does(multi, scored):
@@ -150,9 +210,16 @@ def test_eval_scores_each_row_as_score_subjects_does(multi, scored):
     for row in (scored["rows"][0], scored["rows"][7], scored["rows"][-1]):
         source = manifest.rows[row["row"]]
         masks = [[load_mask_file(p)] for p in [source.out_mask_path] + [s.out_mask_path for s in source.extra_subjects]]
-        direct = score_subjects(encoder, [load_image_file(source.out_path)], subjects=_subjects_of(row, source),
-                                output_masks=masks, prompt=source.prompt).scores[0]
-        assert row["cp"] == pytest.approx(direct.cp_min, abs=1e-6) and row["cp_mean"] == pytest.approx(direct.cp_mean, abs=1e-6)
+        direct = score_subjects(
+            encoder,
+            [load_image_file(source.out_path)],
+            subjects=_subjects_of(row, source),
+            output_masks=masks,
+            prompt=source.prompt,
+        ).scores[0]
+        assert row["cp"] == pytest.approx(direct.cp_min, abs=1e-6) and row["cp_mean"] == pytest.approx(
+            direct.cp_mean, abs=1e-6
+        )
         assert row["pf"] == pytest.approx(direct.pf, abs=1e-6) and row["encoded_prompt"] == direct.encoded_prompt
         assert [s["cp"] for s in row["subjects"]] == pytest.approx([s.cp for s in direct.subjects], abs=1e-6)
         assert row["blend"] == float(direct.blend) and row["blends"] == direct.blends
@@ -177,7 +244,9 @@ def test_the_cards_clip_i_and_dino_average_over_every_reference_image_of_every_s
         assert row["clip_i"] == pytest.approx(np.mean([cosine(g_clip, clip.images([v])[0]) for v in views]), abs=1e-5)
         assert row["dino_i"] == pytest.approx(np.mean([cosine(g_dino, dino.images([v])[0]) for v in views]), abs=1e-5)
         assert row["clip_t"] == pytest.approx(cosine(g_clip, clip.texts([source.prompt])[0]), abs=1e-5)
-        assert len(paths) == (5 if source.extra_subjects[-1].subject == "cat" else 6)  # 3 dog + 2 cat (+ 1 teapot) views
+        assert len(paths) == (
+            5 if source.extra_subjects[-1].subject == "cat" else 6
+        )  # 3 dog + 2 cat (+ 1 teapot) views
 
 
 def test_the_summary_gives_cp_min_cp_mean_blend_rate_pf_and_baselines_per_method_over_seeds(scored):
@@ -215,9 +284,18 @@ def test_a_drawn_twice_subject_is_a_blend_and_lowers_cp_min_more_than_cp_mean(sc
 
 
 def _one_row_manifest(folder, **cells) -> str:
-    row = {"ref": f"{DATA}/dog_00.jpg", "ref_mask": "m.png", "out": f"{DATA}/dog_01.jpg", "out_mask": "m.png",
-           "prompt": "a dog and a cat", "subject": "dog", "subject_2": "cat", "ref_2": f"{DATA}/cat_00.jpg",
-           "ref_mask_2": "m.png", "out_mask_2": "m.png"}
+    row = {
+        "ref": f"{DATA}/dog_00.jpg",
+        "ref_mask": "m.png",
+        "out": f"{DATA}/dog_01.jpg",
+        "out_mask": "m.png",
+        "prompt": "a dog and a cat",
+        "subject": "dog",
+        "subject_2": "cat",
+        "ref_2": f"{DATA}/cat_00.jpg",
+        "ref_mask_2": "m.png",
+        "out_mask_2": "m.png",
+    }
     row.update(cells)
     Image.fromarray(np.full((8, 8), 255, np.uint8)).save(os.path.join(folder, "m.png"))
     path = os.path.join(folder, "m.jsonl")
@@ -226,34 +304,51 @@ def _one_row_manifest(folder, **cells) -> str:
     return path
 
 
-@pytest.mark.parametrize("cells, message", [
-    (dict(subject_2=""), "line 1, column 'subject_2': is empty: give subject 2's name"),
-    (dict(subject_3="teapot"), "gives subject 3 but not subject ... |"),
-    (dict(subject_2="cat, dog"), "column 'subject_2': the name 'dog' is also subject 1's"),
-    (dict(out_mask_2=""), "column 'out_mask_2': is empty while another subject of the row has its output mask"),
-    (dict(ref_mask_2="m.png|m.png"), "column 'ref_mask_2': 2 masks for 1 reference views"),
-    (dict(ref_2="nowhere.jpg"), "1 file does not exist: line 1, column 'ref_2': file 'nowhere.jpg'"),
-    (dict(subject=""), "column 'subject': is empty: with several subjects each needs its name"),
-    (dict(subject_9="x", ref_9="m.png", ref_mask_9="m.png"), "at most 8 subjects per image"),
-])
+@pytest.mark.parametrize(
+    "cells, message",
+    [
+        (dict(subject_2=""), "line 1, column 'subject_2': is empty: give subject 2's name"),
+        (dict(subject_3="teapot"), "gives subject 3 but not subject ... |"),
+        (dict(subject_2="cat, dog"), "column 'subject_2': the name 'dog' is also subject 1's"),
+        (dict(out_mask_2=""), "column 'out_mask_2': is empty while another subject of the row has its output mask"),
+        (dict(ref_mask_2="m.png|m.png"), "column 'ref_mask_2': 2 masks for 1 reference views"),
+        (dict(ref_2="nowhere.jpg"), "1 file does not exist: line 1, column 'ref_2': file 'nowhere.jpg'"),
+        (dict(subject=""), "column 'subject': is empty: with several subjects each needs its name"),
+        (dict(subject_9="x", ref_9="m.png", ref_mask_9="m.png"), "at most 8 subjects per image"),
+    ],
+)
 def test_bad_several_subject_rows_are_one_line_naming_line_and_column(tmp_path, cells, message):
     from masc_core.errors import MascInputError
 
     if message.endswith("|"):
         message = "gives subject 3 but not subject 2: number the subjects 2, 3, ... without gaps"
-        cells = dict(cells, subject_2=None, ref_2=None, ref_mask_2=None, out_mask_2=None, ref_3=f"{DATA}/teapot_00.jpg", ref_mask_3="m.png")
+        cells = dict(
+            cells,
+            subject_2=None,
+            ref_2=None,
+            ref_mask_2=None,
+            out_mask_2=None,
+            ref_3=f"{DATA}/teapot_00.jpg",
+            ref_mask_3="m.png",
+        )
     with pytest.raises(MascInputError) as raised:
         read_manifest(_one_row_manifest(str(tmp_path), **cells))
     assert message in str(raised.value) and "\n" not in str(raised.value)
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda c: c["combinations"][0].update(subjects=["dog", "dog2"]), None),
-    (lambda c: c["combinations"][0].update(subjects=["dog", "cat"], prompts=["a {0} on the beach"]), "never names subject 1 ('cat')"),
-    (lambda c: c["combinations"][0].update(subjects=["dog", "unicorn"]), "'unicorn' has no reference images"),
-    (lambda c: c["combinations"][0].update(subjects=["dog"]), "'subjects' must list 2 to 8"),
-    (lambda c: c["combinations"].append(dict(c["combinations"][0])), "'dog+cat' is listed twice"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda c: c["combinations"][0].update(subjects=["dog", "dog2"]), None),
+        (
+            lambda c: c["combinations"][0].update(subjects=["dog", "cat"], prompts=["a {0} on the beach"]),
+            "never names subject 1 ('cat')",
+        ),
+        (lambda c: c["combinations"][0].update(subjects=["dog", "unicorn"]), "'unicorn' has no reference images"),
+        (lambda c: c["combinations"][0].update(subjects=["dog"]), "'subjects' must list 2 to 8"),
+        (lambda c: c["combinations"].append(dict(c["combinations"][0])), "'dog+cat' is listed twice"),
+    ],
+)
 def test_bad_combinations_are_one_line(multi, tmp_path, change, message):
     from masc_core.errors import MascInputError
 
@@ -261,7 +356,9 @@ def test_bad_combinations_are_one_line(multi, tmp_path, change, message):
     change(data)
     path = tmp_path / "c.json"
     path.write_text(json.dumps(data))
-    if message is None:  # dog2 is not in the mini dataset: the unknown-subject check comes first; same-class needs two folders
+    if (
+        message is None
+    ):  # dog2 is not in the mini dataset: the unknown-subject check comes first; same-class needs two folders
         dataset = tmp_path / "dataset"
         dreambench_dataset(str(dataset))
         os.makedirs(dataset / "dog2")
@@ -278,29 +375,53 @@ def test_a_single_subject_row_beside_several_subject_rows_is_scored_as_always(mu
     """A mixed manifest: the single-subject row's record equals the one a single-subject manifest gives."""
     manifest = read_manifest(multi["manifest"])
     source = manifest.rows[0]
-    single = {"ref": "|".join(source.ref_paths), "ref_mask": "|".join(source.ref_mask_paths), "out": source.out_path,
-              "out_mask": source.out_mask_path, "prompt": source.prompt, "subject": source.subject}
-    pair = dict(single, subject_2=source.extra_subjects[0].subject, ref_2="|".join(source.extra_subjects[0].ref_paths),
-                ref_mask_2="|".join(source.extra_subjects[0].ref_mask_paths), out_mask_2=source.extra_subjects[0].out_mask_path)
+    single = {
+        "ref": "|".join(source.ref_paths),
+        "ref_mask": "|".join(source.ref_mask_paths),
+        "out": source.out_path,
+        "out_mask": source.out_mask_path,
+        "prompt": source.prompt,
+        "subject": source.subject,
+    }
+    pair = dict(
+        single,
+        subject_2=source.extra_subjects[0].subject,
+        ref_2="|".join(source.extra_subjects[0].ref_paths),
+        ref_mask_2="|".join(source.extra_subjects[0].ref_mask_paths),
+        out_mask_2=source.extra_subjects[0].out_mask_path,
+    )
     results = {}
     for name, rows in (("alone", [single]), ("mixed", [single, pair])):
         path = tmp_path / f"{name}.jsonl"
         path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-        code, _, err = call("eval", path, "--model", naflex_dir, *PATCHES, "--out-dir", tmp_path / name, "--quiet", "--bootstrap", "0")
+        code, _, err = call(
+            "eval", path, "--model", naflex_dir, *PATCHES, "--out-dir", tmp_path / name, "--quiet", "--bootstrap", "0"
+        )
         assert code == 0, err
         results[name] = records(tmp_path / name)
     alone, mixed = results["alone"][0], results["mixed"][0]
     assert "subjects" not in alone and "cp_mean" not in alone  # single-subject rows keep their fields
-    assert {k: v for k, v in mixed.items() if k != "fingerprint"} == {k: v for k, v in alone.items() if k != "fingerprint"}
+    assert {k: v for k, v in mixed.items() if k != "fingerprint"} == {
+        k: v for k, v in alone.items() if k != "fingerprint"
+    }
     assert results["mixed"][1]["cp"] == pytest.approx(scored["rows"][0]["cp"], abs=1e-6)
 
 
-
-@pytest.mark.parametrize("image, message", [
-    ("good/cat+dog/0_0.png", "1 combination folders are not in the combinations file: 'cat+dog': name each folder as its subjects joined with '+'"),
-    ("good/dog+cat/2_0.png", "images have a prompt index past their combination's prompts: 'good/dog+cat/2_0.png'"),
-    ("good/dog+cat/first.png", "images do not follow the layout: 'good/dog+cat/first.png': expected <method>/<subject>+<subject>"),
-])
+@pytest.mark.parametrize(
+    "image, message",
+    [
+        (
+            "good/cat+dog/0_0.png",
+            "1 combination folders are not in the combinations file: 'cat+dog': name each folder as its subjects "
+            "joined with '+'",
+        ),
+        ("good/dog+cat/2_0.png", "images have a prompt index past their combination's prompts: 'good/dog+cat/2_0.png'"),
+        (
+            "good/dog+cat/first.png",
+            "images do not follow the layout: 'good/dog+cat/first.png': expected <method>/<subject>+<subject>",
+        ),
+    ],
+)
 def test_generated_images_outside_the_layout_are_one_line(multi, tmp_path, image, message):
     from masc_core.errors import MascInputError
 

@@ -58,8 +58,18 @@ def big_run(workspace, naflex_dir):
     """The README's end-to-end run: 300 rows, the same-backbone baselines, human ratings."""
     out_dir = workspace / "big-out"
     code, out, err = call(
-        "eval", workspace / "big.csv", "--model", naflex_dir, *FAST, "--out-dir", out_dir,
-        "--baselines", "global", "pf-ablations", "--bootstrap", "200",
+        "eval",
+        workspace / "big.csv",
+        "--model",
+        naflex_dir,
+        *FAST,
+        "--out-dir",
+        out_dir,
+        "--baselines",
+        "global",
+        "pf-ablations",
+        "--bootstrap",
+        "200",
     )
     assert code == 0, err
     return str(out_dir), out, err
@@ -83,8 +93,22 @@ def test_end_to_end_files_and_reports(big_run):
     csv_lines = lines(os.path.join(out_dir, "results.csv"))
     assert len(csv_lines) == 301
     header = csv_lines[0].split(",")
-    for name in ("cp", "pf", "global_cp", "global_pf", "pf_full_stripped", "pf_bg_unstripped", "pf_fg_unstripped",
-                 "out_foreground", "small_out_mask", "filtered", "human_cp", "human_cp.r1", "human_cp.r2", "human_pf.r1"):
+    for name in (
+        "cp",
+        "pf",
+        "global_cp",
+        "global_pf",
+        "pf_full_stripped",
+        "pf_bg_unstripped",
+        "pf_fg_unstripped",
+        "out_foreground",
+        "small_out_mask",
+        "filtered",
+        "human_cp",
+        "human_cp.r1",
+        "human_cp.r2",
+        "human_pf.r1",
+    ):
         assert name in header, name
     import csv as csv_module
 
@@ -116,7 +140,9 @@ def test_end_to_end_files_and_reports(big_run):
     chunks = [members[i : i + 32] for members in groups.values() for i in range(0, len(members), 32)]
     assert timing["forwards"] == {
         "siglip_images": len(groups) + sum(len({r["out"] for r in chunk} - set(chunk[0]["ref"])) for chunk in chunks),
-        "siglip_texts": sum(len({r["encoded_prompt"] for r in chunk} | {r["prompt"] for r in chunk}) for chunk in chunks),
+        "siglip_texts": sum(
+            len({r["encoded_prompt"] for r in chunk} | {r["prompt"] for r in chunk}) for chunk in chunks
+        ),
     }
     assert timing["forwards"]["siglip_images"] < 300 / 2
 
@@ -124,15 +150,22 @@ def test_end_to_end_files_and_reports(big_run):
 def test_scores_equal_direct_scoring(big_run, naflex_dir):
     rows = records(big_run[0])
     encoder = MascEncoder.load(naflex_dir, device="cpu", max_num_patches=64)
-    picked = [next(r for r in rows if r["out_mask"] == "masks/tiny.png"), next(r for r in rows if r["out_mask"] is None)]
+    picked = [
+        next(r for r in rows if r["out_mask"] == "masks/tiny.png"),
+        next(r for r in rows if r["out_mask"] is None),
+    ]
     picked += [rows[0], rows[-1]]
     folder = os.path.dirname(big_run[0])
     for row in picked:
         mask = load_mask_file(os.path.join(folder, row["out_mask"])) if row["out_mask"] else None
         expected = score_images(
-            encoder, load_image_file(row["out"]), reference=[load_image_file(p) for p in row["ref"]],
-            reference_mask=[load_mask_file(os.path.join(folder, p)) for p in row["ref_mask"]], mask=mask,
-            prompt=row["prompt"], subject=row["subject"],
+            encoder,
+            load_image_file(row["out"]),
+            reference=[load_image_file(p) for p in row["ref"]],
+            reference_mask=[load_mask_file(os.path.join(folder, p)) for p in row["ref_mask"]],
+            mask=mask,
+            prompt=row["prompt"],
+            subject=row["subject"],
         ).scores[0]
         assert row["cp"] == pytest.approx(expected.cp, abs=1e-5)
         if expected.pf is None:
@@ -175,33 +208,50 @@ def test_agreement_matches_the_libraries(big_run):
     block = strict_json(open(os.path.join(out_dir, "summary.json")).read())["agreement"]["cp"]
     names = ["cp", "global_cp"]
     assert list(block["metrics"]) == names and block["headline"] == "cp"
-    units = [r for r in rows if r["human_cp"] is not None and not r["filtered"] and all(r[m] is not None for m in names)]
+    units = [
+        r for r in rows if r["human_cp"] is not None and not r["filtered"] and all(r[m] is not None for m in names)
+    ]
     assert block["n"] == len(units) and block["excluded"]["filtered"] == sum(1 for r in rows if r["filtered"])
     human = np.array([r["human_cp"] for r in units])
     for name in names:
         metric = np.array([r[name] for r in units])
         mapping = fit_mapping(metric, (0.0, 4.0))
-        assert block["mapping"][name] == {"kind": "minmax", "scale": [0.0, 4.0], "metric_min": metric.min(), "metric_max": metric.max()}
+        assert block["mapping"][name] == {
+            "kind": "minmax",
+            "scale": [0.0, 4.0],
+            "metric_min": metric.min(),
+            "metric_max": metric.max(),
+        }
         result = block["metrics"][name]
-        assert result["krippendorff_alpha"] == pytest.approx(interval_alpha(np.stack([human, mapping.apply(metric)])), abs=1e-12)
+        assert result["krippendorff_alpha"] == pytest.approx(
+            interval_alpha(np.stack([human, mapping.apply(metric)])), abs=1e-12
+        )
         assert result["spearman"] == pytest.approx(stats.spearmanr(metric, human).statistic, abs=1e-12)
         # Per method, the package itself on the same numbers (small enough for it).
         method = "dreambooth"
         mine = [i for i, r in enumerate(units) if r["method"] == method]
-        expected = krippendorff.alpha(np.stack([human[mine], mapping.apply(metric[mine])]), level_of_measurement="interval")
+        expected = krippendorff.alpha(
+            np.stack([human[mine], mapping.apply(metric[mine])]), level_of_measurement="interval"
+        )
         assert block["by_method"][method]["metrics"][name]["krippendorff_alpha"] == pytest.approx(expected, abs=1e-10)
         # Per rater: r2 rated only some rows.
         rated = [i for i, r in enumerate(units) if "r2" in r["ratings"]["cp"]]
         r2 = np.array([units[i]["ratings"]["cp"]["r2"] for i in rated])
         assert block["by_rater"]["r2"]["n"] == len(rated) < len(units)
-        assert block["by_rater"]["r2"]["metrics"][name]["spearman"] == pytest.approx(stats.spearmanr(metric[rated], r2).statistic, abs=1e-12)
+        assert block["by_rater"]["r2"]["metrics"][name]["spearman"] == pytest.approx(
+            stats.spearmanr(metric[rated], r2).statistic, abs=1e-12
+        )
     assert block["krippendorff_alpha"] == block["metrics"]["cp"]["krippendorff_alpha"]
     assert block["ci95"] == block["metrics"]["cp"]["ci95"]
     table = np.array([[r["ratings"]["cp"].get(k, np.nan) for r in units] for k in ("r1", "r2")])
-    assert block["inter_rater"]["krippendorff_alpha"] == pytest.approx(krippendorff.alpha(table, level_of_measurement="interval"), abs=1e-12)
+    assert block["inter_rater"]["krippendorff_alpha"] == pytest.approx(
+        krippendorff.alpha(table, level_of_measurement="interval"), abs=1e-12
+    )
     pf = strict_json(open(os.path.join(out_dir, "summary.json")).read())["agreement"]["pf"]
     assert list(pf["metrics"]) == ["pf", "global_pf", "pf_full_stripped", "pf_bg_unstripped", "pf_fg_unstripped"]
-    assert pf["excluded"]["undefined_metric"] == sum(1 for r in rows if r["human_pf"] is not None and not r["filtered"] and r["pf"] is None)
+    assert pf["excluded"]["undefined_metric"] == sum(
+        1 for r in rows if r["human_pf"] is not None and not r["filtered"] and r["pf"] is None
+    )
     assert "by_rater" in pf and "inter_rater" not in pf  # one PF rater
 
 
@@ -246,7 +296,11 @@ def test_resume_after_a_crash_inside_a_utf8_character(small_run, workspace, nafl
 
 def test_interrupted_run_resumes_to_the_same_files(small_run, workspace, naflex_dir, tmp_path):
     options = EvalOptions(
-        model=naflex_dir, device="cpu", max_patches=64, chunk_size=4, baselines=("global",),
+        model=naflex_dir,
+        device="cpu",
+        max_patches=64,
+        chunk_size=4,
+        baselines=("global",),
         summary=SummaryOptions(bootstrap=100),
     )
     out_dir = str(tmp_path / "interrupted")
@@ -302,7 +356,19 @@ def test_changed_rows_are_rescored_and_labels_refresh_for_free(small_run, worksp
 def test_manifest_without_ratings_has_no_agreement(workspace, naflex_dir, tmp_path):
     given = [{k: v for k, v in r.items() if not k.startswith("human_")} for r in small_rows()[:6]]
     manifest = write_csv(str(workspace / "unrated.csv"), given)
-    code, out, err = call("eval", manifest, "--model", naflex_dir, *FAST, "--chunk-size", "4", "--quiet", "--out-dir", tmp_path / "out", "--json")
+    code, out, err = call(
+        "eval",
+        manifest,
+        "--model",
+        naflex_dir,
+        *FAST,
+        "--chunk-size",
+        "4",
+        "--quiet",
+        "--out-dir",
+        tmp_path / "out",
+        "--json",
+    )
     assert code == 0, err
     summary = strict_json(out)
     assert "agreement" not in summary and summary["rows"] == 6 and summary["metrics"] == ["cp", "pf"]
@@ -332,7 +398,15 @@ def test_three_shards_merge_to_exactly_one_run(small_run, workspace, naflex_dir,
     seen = set()
     for index in range(3):
         code, out, err = call(
-            "eval", workspace / "small.csv", "--model", naflex_dir, *SMALL, "--out-dir", out_dir, "--shard", f"{index}/3"
+            "eval",
+            workspace / "small.csv",
+            "--model",
+            naflex_dir,
+            *SMALL,
+            "--out-dir",
+            out_dir,
+            "--shard",
+            f"{index}/3",
         )
         assert code == 0 and out == "", err
         shard = out_dir / f"shard-{index}-of-3"
@@ -345,7 +419,9 @@ def test_three_shards_merge_to_exactly_one_run(small_run, workspace, naflex_dir,
     assert code == 0, err
     assert "agreement with human CP ratings" in out
     assert err.startswith("merged 3 shards, 36 rows; the shards together scored 36 rows in ")
-    shard_peaks = [json.load(open(out_dir / f"shard-{i}-of-3" / "timing.json"))["memory"]["peak_rss_mib"] for i in range(3)]
+    shard_peaks = [
+        json.load(open(out_dir / f"shard-{i}-of-3" / "timing.json"))["memory"]["peak_rss_mib"] for i in range(3)
+    ]
     assert json.load(open(out_dir / "timing.json"))["memory"]["peak_rss_mib"] == max(shard_peaks)
     assert "GiB resident (the largest shard)" in err
     for name in OUTPUT_FILES:
@@ -355,7 +431,17 @@ def test_three_shards_merge_to_exactly_one_run(small_run, workspace, naflex_dir,
 def test_merge_refuses_incomplete_or_mixed_shards(workspace, naflex_dir, tmp_path):
     out_dir = tmp_path / "partial"
     for index in (0, 1):
-        code, _, err = call("eval", workspace / "small.csv", "--model", naflex_dir, *SMALL, "--out-dir", out_dir, "--shard", f"{index}/3")
+        code, _, err = call(
+            "eval",
+            workspace / "small.csv",
+            "--model",
+            naflex_dir,
+            *SMALL,
+            "--out-dir",
+            out_dir,
+            "--shard",
+            f"{index}/3",
+        )
         assert code == 0, err
     code, out, err = call("merge", out_dir)
     assert code == 2 and out == "" and err == "error: cannot merge: shard 2/3 is missing\n"
@@ -426,17 +512,36 @@ def test_bad_input_exits_2_with_one_line(case, expected, workspace, naflex_dir, 
 
 def test_rank_orders_with_the_ranking_module(files, naflex_dir):
     outs = ["dog_01", "cat_00", "dog_02", "teapot_00"]
-    argv = ["rank", "--model", naflex_dir, *FAST, "--ref", files["dog_00"], "--ref-mask", files["dog_00_mask"],
-            "--out", *[files[o] for o in outs], "--out-mask", *[files[o + "_mask"] for o in outs],
-            "--prompt", PROMPT, "--subject", "dog"]
+    argv = [
+        "rank",
+        "--model",
+        naflex_dir,
+        *FAST,
+        "--ref",
+        files["dog_00"],
+        "--ref-mask",
+        files["dog_00_mask"],
+        "--out",
+        *[files[o] for o in outs],
+        "--out-mask",
+        *[files[o + "_mask"] for o in outs],
+        "--prompt",
+        PROMPT,
+        "--subject",
+        "dog",
+    ]
     code, out, err = call(*argv, "--by", "cp", "--top", "2", "--json")
     assert code == 0, err
     document = strict_json(out)
     encoder = MascEncoder.load(naflex_dir, device="cpu", max_num_patches=64)
     batch = score_images(
-        encoder, [load_image_file(files[o]) for o in outs], reference=load_image_file(files["dog_00"]),
-        reference_mask=load_mask_file(files["dog_00_mask"]), mask=[load_mask_file(files[o + "_mask"]) for o in outs],
-        prompt=PROMPT, subject="dog",
+        encoder,
+        [load_image_file(files[o]) for o in outs],
+        reference=load_image_file(files["dog_00"]),
+        reference_mask=load_mask_file(files["dog_00_mask"]),
+        mask=[load_mask_file(files[o + "_mask"]) for o in outs],
+        prompt=PROMPT,
+        subject="dog",
     )
     expected = rank(batch.scores, by="cp", top_k=2)
     assert [e["index"] for e in document["ranking"]] == expected.order

@@ -32,18 +32,24 @@ def module(name: str):
     return import_module(f"{PACK.__name__}.{name}")
 
 
-@pytest.mark.parametrize("folder_name, max_patches", [
-    ("siglip2-so400m-patch16-naflex", 304),  # README's name
-    ("google/siglip2-so400m-patch16-naflex", 320),  # the Hub's owner/name
-    ("google--siglip2-so400m-patch16-naflex", 336),  # where a download puts it
-])
-def test_a_hub_id_uses_the_folder_already_in_models_and_never_the_network(folder_name, max_patches, naflex_dir, tmp_path,
-                                                                          monkeypatch, comfy_dirs):
+@pytest.mark.parametrize(
+    "folder_name, max_patches",
+    [
+        ("siglip2-so400m-patch16-naflex", 304),  # README's name
+        ("google/siglip2-so400m-patch16-naflex", 320),  # the Hub's owner/name
+        ("google--siglip2-so400m-patch16-naflex", 336),  # where a download puts it
+    ],
+)
+def test_a_hub_id_uses_the_folder_already_in_models_and_never_the_network(
+    folder_name, max_patches, naflex_dir, tmp_path, monkeypatch, comfy_dirs
+):
     models = tmp_path / "models"
     shutil.copytree(naflex_dir, models / "masc" / folder_name)
     monkeypatch.setenv("MASC_MODELS_DIR", str(models))
     checkpoints = module("masc_core.models.checkpoints")
-    monkeypatch.setattr(checkpoints, "download", lambda *a, **k: pytest.fail("the network was asked for a model on disk"))
+    monkeypatch.setattr(
+        checkpoints, "download", lambda *a, **k: pytest.fail("the network was asked for a model on disk")
+    )
     encoder = NODES["MaSCLoadEncoder"]().load(model=HUB_ID, device="cpu", precision="fp32", max_patches=max_patches)[0]
     assert os.path.samefile(encoder.core.info.folder, models / "masc" / folder_name)
 
@@ -138,6 +144,9 @@ def test_every_node_of_a_shipped_workflow_runs_or_feeds_an_output(path):
             if node_id not in running and targets & running:
                 running.add(node_id)
                 grown = True
-    idle = sorted(f"{node['type']} #{node_id}" for node_id, node in nodes.items()
-                  if node_id not in running and node["type"] not in FRONT_END_ONLY)
+    idle = sorted(
+        f"{node['type']} #{node_id}"
+        for node_id, node in nodes.items()
+        if node_id not in running and node["type"] not in FRONT_END_ONLY
+    )
     assert not idle, idle

@@ -16,7 +16,16 @@ def test_heatmap_grids_explain_the_scores(encoder):
     ref = load_photo("dog_00")
     outs = [load_photo("dog_01")[:300], load_photo("cat_00")]
     masks = [box_mask(300, 512), np.ones((512, 512))]
-    batch = score_images(encoder, outs, reference=ref, reference_mask=box_mask(512, 512), mask=masks, prompt=PROMPT, subject="dog", heatmaps=True)
+    batch = score_images(
+        encoder,
+        outs,
+        reference=ref,
+        reference_mask=box_mask(512, 512),
+        mask=masks,
+        prompt=PROMPT,
+        subject="dog",
+        heatmaps=True,
+    )
     maps = batch.heatmaps
     keep = maps.reference_keep[0]
     assert keep.shape == batch.references[0].grid and keep.sum() == batch.references[0].concept_patches
@@ -35,7 +44,13 @@ def test_heatmap_grids_explain_the_scores(encoder):
 
 def test_heatmaps_do_not_change_scores(naflex_encoder):
     ref = load_photo("dog_00")
-    kwargs = dict(reference=ref, reference_mask=box_mask(512, 512), mask=box_mask(512, 512, 0.1, 0.1, 0.5, 0.5), prompt=PROMPT, subject="dog")
+    kwargs = dict(
+        reference=ref,
+        reference_mask=box_mask(512, 512),
+        mask=box_mask(512, 512, 0.1, 0.1, 0.5, 0.5),
+        prompt=PROMPT,
+        subject="dog",
+    )
     plain = score_images(naflex_encoder, load_photo("dog_02"), **kwargs).scores[0]
     detailed = score_images(naflex_encoder, load_photo("dog_02"), heatmaps=True, **kwargs).scores[0]
     assert plain.cp == detailed.cp
@@ -87,10 +102,18 @@ def photo_batch(naflex_encoder):
     """
     references = [crop("dog_00", "square"), crop("dog_02", "tall")]
     outputs = [crop("dog_01", "wide"), crop("cat_00", "odd"), crop("teapot_00", "tall"), crop("backpack_00", "square")]
-    masks = [box_mask(*o.shape[:2], 0.2, 0.3, 0.9, 0.7) for o in outputs[:3]] + [np.ones(outputs[3].shape[:2], np.uint8)]
+    masks = [box_mask(*o.shape[:2], 0.2, 0.3, 0.9, 0.7) for o in outputs[:3]] + [
+        np.ones(outputs[3].shape[:2], np.uint8)
+    ]
     batch = score_images(
-        naflex_encoder, outputs, reference=references, reference_mask=[box_mask(*r.shape[:2]) for r in references],
-        mask=masks, prompt=PROMPT, subject="dog", heatmaps=True,
+        naflex_encoder,
+        outputs,
+        reference=references,
+        reference_mask=[box_mask(*r.shape[:2]) for r in references],
+        mask=masks,
+        prompt=PROMPT,
+        subject="dog",
+        heatmaps=True,
     )
     assert batch.scores[3].pf is None and batch.heatmaps.background_attention[3] is None
     assert len({o.shape for o in outputs}) == 4 and not batch.heatmaps.reference_keep[0].all()
@@ -126,7 +149,10 @@ def test_torch_rendering_handles_extreme_grids_like_the_numpy_renderer():
     cases = [
         (render.reference_overlay(image, grid, ~muted), numpy_heatmaps.reference_overlay(image, grid, ~muted)),
         (render.presence_overlay(image, grid), numpy_heatmaps.presence_overlay(image, grid)),
-        (render.presence_overlay(image, np.full((1, 1), 0.7, np.float32)), numpy_heatmaps.presence_overlay(image, np.full((1, 1), 0.7, np.float32))),
+        (
+            render.presence_overlay(image, np.full((1, 1), 0.7, np.float32)),
+            numpy_heatmaps.presence_overlay(image, np.full((1, 1), 0.7, np.float32)),
+        ),
         (render.attention_overlay(image, attention, muted), numpy_heatmaps.attention_overlay(image, attention, muted)),
         (render.attention_overlay(image, None, None), numpy_heatmaps.attention_overlay(image, None, None)),
     ]
@@ -143,7 +169,9 @@ def test_colour_table_is_viridis_at_evenly_spaced_values():
     exact = numpy_heatmaps.colorize(np.linspace(0.0, 1.0, render.COLOUR_STEPS, dtype=np.float32), 0.0, 1.0)
     assert int(np.abs(table.astype(int) - exact.astype(int)).max()) <= 1
     values = np.random.default_rng(1).uniform(-0.2, 1.2, 5000).astype(np.float32)
-    steps = np.abs(render.colorize(values, 0.0, 1.0).astype(int) - numpy_heatmaps.colorize(values, 0.0, 1.0).astype(int))
+    steps = np.abs(
+        render.colorize(values, 0.0, 1.0).astype(int) - numpy_heatmaps.colorize(values, 0.0, 1.0).astype(int)
+    )
     assert int(steps.max()) <= 1
 
 
@@ -168,7 +196,10 @@ def test_rendering_on_a_device_gives_the_cpu_pictures(photo_batch, device):
     batch, references, outputs = photo_batch
     on_device = render.render_heatmaps(batch, references, outputs, device=device)
     on_cpu = render.render_heatmaps(batch, references, outputs)
-    for new, old in zip((on_device.reference, on_device.presence, on_device.attention), (on_cpu.reference, on_cpu.presence, on_cpu.attention)):
+    for new, old in zip(
+        (on_device.reference, on_device.presence, on_device.attention),
+        (on_cpu.reference, on_cpu.presence, on_cpu.attention),
+    ):
         assert_within_one_level(new, old)
 
 
@@ -180,7 +211,10 @@ def test_maps_not_asked_for_are_not_rendered(photo_batch):
     assert all(np.array_equal(a, b) for a, b in zip(only_attention.attention, full.attention))
 
 
-@pytest.mark.parametrize("grid,size", [((32, 32), (1024, 1024)), ((7, 13), (300, 517)), ((24, 41), (384, 656)), ((5, 3), (4, 2)), ((1, 1), (9, 9))])
+@pytest.mark.parametrize(
+    "grid,size",
+    [((32, 32), (1024, 1024)), ((7, 13), (300, 517)), ((24, 41), (384, 656)), ((5, 3), (4, 2)), ((1, 1), (9, 9))],
+)
 def test_muting_covers_exactly_the_nearest_upsampled_cells(grid, size):
     rng = np.random.default_rng(sum(grid))
     box = np.ones(grid, bool)

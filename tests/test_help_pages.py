@@ -38,7 +38,9 @@ def test_every_node_has_a_help_page_naming_each_input_and_output(node_id):
 
 
 def test_no_page_for_a_node_that_does_not_exist():
-    assert sorted(name[:-3] for name in os.listdir(DOCS) if name.endswith(".md")) == sorted(NODES)  # images/ holds their pictures
+    assert sorted(name[:-3] for name in os.listdir(DOCS) if name.endswith(".md")) == sorted(
+        NODES
+    )  # images/ holds their pictures
 
 
 @pytest.mark.parametrize("node_id", sorted(NODES))

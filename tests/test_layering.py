@@ -21,21 +21,54 @@ import pytest
 from conftest import ROOT
 
 PURE = {
-    "masc_core.errors", "masc_core.limits", "masc_core.progress", "masc_core.resources", "masc_core.version", "masc_core.safe_text",
-    "masc_core.io.files", "masc_core.io.images", "masc_core.io.png_text",
-    *(f"masc_core.metric.{name}" for name in ("equations", "masks", "stripping", "scores", "subjects", "heatmaps", "captions",
-                                               "report", "saved_scores")),
-    "masc_core.selection.ranking", "masc_core.selection.acceptance",
+    "masc_core.errors",
+    "masc_core.limits",
+    "masc_core.progress",
+    "masc_core.resources",
+    "masc_core.version",
+    "masc_core.safe_text",
+    "masc_core.io.files",
+    "masc_core.io.images",
+    "masc_core.io.png_text",
+    *(
+        f"masc_core.metric.{name}"
+        for name in (
+            "equations",
+            "masks",
+            "stripping",
+            "scores",
+            "subjects",
+            "heatmaps",
+            "captions",
+            "report",
+            "saved_scores",
+        )
+    ),
+    "masc_core.selection.ranking",
+    "masc_core.selection.acceptance",
 }
 LAYERS = [
     ("pure", lambda m: m in PURE),
     ("models", lambda m: m.startswith("masc_core.models")),
-    ("scoring", lambda m: m in ("masc_core.scoring.batch", "masc_core.scoring.subject_scoring", "masc_core.scoring.mask_bands")),
+    (
+        "scoring",
+        lambda m: m in ("masc_core.scoring.batch", "masc_core.scoring.subject_scoring", "masc_core.scoring.mask_bands"),
+    ),
     ("evaluation", lambda m: m.startswith("masc_core.evaluation")),
     ("cli", lambda m: m.startswith("masc_core.cli") or m == "masc_core.__main__"),
 ]
-COMFYUI_MODULES = {"comfy", "comfy_api", "comfy_execution", "comfy_extras", "folder_paths", "server", "execution",
-                   "latent_preview", "node_helpers", "nodes"}
+COMFYUI_MODULES = {
+    "comfy",
+    "comfy_api",
+    "comfy_execution",
+    "comfy_extras",
+    "folder_paths",
+    "server",
+    "execution",
+    "latent_preview",
+    "node_helpers",
+    "nodes",
+}
 MODEL_LIBRARIES = {"transformers", "safetensors", "tokenizers", "huggingface_hub"}
 
 
@@ -101,7 +134,8 @@ def _layer(module: str) -> int | None:
 def test_masc_core_never_imports_the_pack_or_comfyui():
     bad = [
         f"{m}:{line} imports {name}"
-        for m, imports in GRAPH.items() if m.startswith("masc_core")
+        for m, imports in GRAPH.items()
+        if m.startswith("masc_core")
         for name, line, relative in imports
         if name.split(".")[0] in COMFYUI_MODULES or (relative and name.split(".")[0] == "nodes")
     ]
@@ -111,7 +145,8 @@ def test_masc_core_never_imports_the_pack_or_comfyui():
 def test_pure_modules_import_no_model_code():
     bad = [
         f"{m}:{line} imports {name}"
-        for m, imports in GRAPH.items() if m in PURE
+        for m, imports in GRAPH.items()
+        if m in PURE
         for name, line, _ in imports
         if name.split(".")[0] in MODEL_LIBRARIES or (name.startswith("masc_core") and _internal(name) not in PURE)
     ]
@@ -132,14 +167,18 @@ def test_layers_only_import_downwards():
     assert not bad, bad
 
 
-@pytest.mark.parametrize("package,allowed", [
-    ("masc_core.cli", {"masc_core.__main__"}),
-    ("masc_core.testing", set()),
-])
+@pytest.mark.parametrize(
+    "package,allowed",
+    [
+        ("masc_core.cli", {"masc_core.__main__"}),
+        ("masc_core.testing", set()),
+    ],
+)
 def test_nothing_imports_the_cli_or_the_test_builders(package, allowed):
     bad = [
         f"{m}:{line} imports {name}"
-        for m, imports in GRAPH.items() if not m.startswith(package) and m not in allowed
+        for m, imports in GRAPH.items()
+        if not m.startswith(package) and m not in allowed
         for name, line, _ in imports
         if (_internal(name) or "").startswith(package)
     ]
@@ -155,7 +194,11 @@ def test_the_pack_imports_itself_relatively_and_only_host_talks_to_comfyui():
             top = name.split(".")[0]
             if not relative and top in ("masc_core", "nodes"):
                 bad.append(f"{module}:{line} imports {name} absolutely (ComfyUI's own 'nodes' would win)")
-            elif not relative and top in COMFYUI_MODULES and not (module == "nodes.host" or module.startswith("nodes.host.")):
+            elif (
+                not relative
+                and top in COMFYUI_MODULES
+                and not (module == "nodes.host" or module.startswith("nodes.host."))
+            ):
                 bad.append(f"{module}:{line} imports ComfyUI's {name}: go through nodes/host/")
     assert not bad, bad
 
@@ -194,8 +237,8 @@ def test_no_import_cycles():
 def test_the_rules_see_the_code():
     """The checks above would be empty if the reader found nothing: it finds the known edges."""
     assert len(MODULES) > 40
-    assert ("masc_core.models.encoder" in {_internal(n) for n, _, _ in GRAPH["masc_core.scoring.batch"]})
-    assert ("masc_core.scoring.batch" in {_internal(n) for n, _, _ in GRAPH["nodes.scoring_nodes"]})
+    assert "masc_core.models.encoder" in {_internal(n) for n, _, _ in GRAPH["masc_core.scoring.batch"]}
+    assert "masc_core.scoring.batch" in {_internal(n) for n, _, _ in GRAPH["nodes.scoring_nodes"]}
     assert _layer("masc_core.evaluation.metrics.clip") == 3 and _layer("masc_core.metric.report") == 0
 
 
@@ -218,7 +261,8 @@ def test_modules_and_functions_stay_readable():
 
 
 def test_the_library_root_holds_few_modules_beside_its_packages():
-    """masc_core is grouped by what it does (io/, metric/, models/, scoring/, selection/, evaluation/, cli/, testing/): its root
+    """masc_core is grouped by what it does (io/, metric/, models/, scoring/, selection/, evaluation/, cli/, testing/):
+    its root
     keeps only what every layer shares, not a drawer of flat modules."""
     root = os.path.join(ROOT, "masc_core")
     modules = sorted(n for n in os.listdir(root) if n.endswith(".py") and n not in ("__init__.py", "__main__.py"))

@@ -18,14 +18,32 @@ from masc_core.evaluation.records import EvalRecord, read_records, record_line, 
 from masc_core.evaluation.score_log import LOG_COLUMNS, append_rows, log_rows, log_text
 from masc_core.metric.scores import ImageScore, ReferenceInfo, ScoreBatch, ScoreContext
 
-FORMULAS = ["=HYPERLINK(\"http://x\",\"y\")", "+1+2", "-2+3", "@SUM(A1)", "\tx", "\rx", "'quoted", "=cmd|' /C calc'!A0"]
+FORMULAS = ['=HYPERLINK("http://x","y")', "+1+2", "-2+3", "@SUM(A1)", "\tx", "\rx", "'quoted", "=cmd|' /C calc'!A0"]
 
 
-def batch(prompt: str = "a sks dog in the snow", subject: str = "sks dog", count: int = 2, cp: float = -0.25) -> ScoreBatch:
-    scores = [ImageScore(index=i, cp=cp + 0.01 * i, pf=-0.5, cp_per_reference=[cp], prompt=prompt, encoded_prompt=prompt,
-                         subject_found=True, foreground_fraction=0.3) for i in range(count)]
-    context = ScoreContext(node="MaSCScore", subject=subject, encoder={"model": "tiny", "digest": "abc"}, seeds=list(range(count)),
-                           verdicts=["accepted"] * count)
+def batch(
+    prompt: str = "a sks dog in the snow", subject: str = "sks dog", count: int = 2, cp: float = -0.25
+) -> ScoreBatch:
+    scores = [
+        ImageScore(
+            index=i,
+            cp=cp + 0.01 * i,
+            pf=-0.5,
+            cp_per_reference=[cp],
+            prompt=prompt,
+            encoded_prompt=prompt,
+            subject_found=True,
+            foreground_fraction=0.3,
+        )
+        for i in range(count)
+    ]
+    context = ScoreContext(
+        node="MaSCScore",
+        subject=subject,
+        encoder={"model": "tiny", "digest": "abc"},
+        seeds=list(range(count)),
+        verdicts=["accepted"] * count,
+    )
     return ScoreBatch(scores=scores, references=[ReferenceInfo(0, (4, 4), 0.3, 5, False)], context=context)
 
 
@@ -57,17 +75,36 @@ def test_csv_text_cells_never_start_a_formula_and_numbers_stay_numbers(tmp_path,
 
 def test_plain_text_is_written_as_it_is(tmp_path):
     path = str(tmp_path / "night.csv")
-    append_rows(path, log_rows(batch(prompt="a dog, \"quoted\"\nover two lines"), time="t", run="r"))
-    assert read_csv(path)[0]["prompt"] == "a dog, \"quoted\"\nover two lines"
+    append_rows(path, log_rows(batch(prompt='a dog, "quoted"\nover two lines'), time="t", run="r"))
+    assert read_csv(path)[0]["prompt"] == 'a dog, "quoted"\nover two lines'
 
 
 def test_evals_results_csv_is_spreadsheet_safe_too(tmp_path):
     from masc_core.evaluation.records import csv_text
 
-    record = EvalRecord(row=0, id="=1+1", method="@x", seed=None, subject="-dog", prompt="=2", encoded_prompt="+3", subject_found=True,
-                        ref=["r.png"], ref_mask=["m.png"], out="o.png", out_mask=None, metrics={"cp": -0.5, "pf": None})
+    record = EvalRecord(
+        row=0,
+        id="=1+1",
+        method="@x",
+        seed=None,
+        subject="-dog",
+        prompt="=2",
+        encoded_prompt="+3",
+        subject_found=True,
+        ref=["r.png"],
+        ref_mask=["m.png"],
+        out="o.png",
+        out_mask=None,
+        metrics={"cp": -0.5, "pf": None},
+    )
     row = next(csv.DictReader(io.StringIO(csv_text([record], ["cp", "pf"]))))
-    assert (row["id"], row["method"], row["subject"], row["prompt"], row["encoded_prompt"]) == ("'=1+1", "'@x", "'-dog", "'=2", "'+3")
+    assert (row["id"], row["method"], row["subject"], row["prompt"], row["encoded_prompt"]) == (
+        "'=1+1",
+        "'@x",
+        "'-dog",
+        "'=2",
+        "'+3",
+    )
     assert row["cp"] == "-0.5"
 
 
@@ -76,7 +113,9 @@ def test_evals_results_csv_is_spreadsheet_safe_too(tmp_path):
 
 def _writer(path: str, name: str, appends: int) -> None:
     for index in range(appends):
-        append_rows(path, log_rows(batch(prompt=f"{name} line one\nline two", count=3), time="t", run=f"{name}-{index}"))
+        append_rows(
+            path, log_rows(batch(prompt=f"{name} line one\nline two", count=3), time="t", run=f"{name}-{index}")
+        )
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
@@ -118,7 +157,7 @@ def test_a_crash_at_any_byte_of_the_last_append_loses_only_that_append(tmp_path,
     path = str(tmp_path / ("night" + suffix))
     append_rows(path, log_rows(batch(prompt="first\nrun", count=2), time="t", run="first"))
     kept = os.path.getsize(path)
-    append_rows(path, log_rows(batch(prompt="second\n\"quoted\"\nrun", count=2), time="t", run="second"))
+    append_rows(path, log_rows(batch(prompt='second\n"quoted"\nrun', count=2), time="t", run="second"))
     data = open(path, "rb").read()
     whole = len(data)
     for cut, _ in cuts(data, kept):
@@ -168,17 +207,22 @@ def test_a_csv_torn_inside_a_multiline_prompt_does_not_swallow_later_rows(tmp_pa
 # ---------------------------------------------------------------- files that are not ours
 
 
-@pytest.mark.parametrize("name,content", [
-    ("notes.csv", b"shopping list\nmilk\neggs (no newline at the end)"),
-    ("notes.jsonl", b'{"event": "x"}\n{"event": "y", "cut'),
-    ("notes2.jsonl", b"not json at all\nsecond line"),
-    ("binary.csv", bytes(range(256))),
-    ("other.csv", b"time,run\n1,2\n3,4"),
-])
+@pytest.mark.parametrize(
+    "name,content",
+    [
+        ("notes.csv", b"shopping list\nmilk\neggs (no newline at the end)"),
+        ("notes.jsonl", b'{"event": "x"}\n{"event": "y", "cut'),
+        ("notes2.jsonl", b"not json at all\nsecond line"),
+        ("binary.csv", bytes(range(256))),
+        ("other.csv", b"time,run\n1,2\n3,4"),
+    ],
+)
 def test_a_file_that_is_not_a_log_is_refused_and_left_byte_for_byte(tmp_path, name, content):
     path = tmp_path / name
     path.write_bytes(content)
-    with pytest.raises(MascInputError, match=f"filename '{name}' is not a MaSC score log.*the file was left as it was") as refused:
+    with pytest.raises(
+        MascInputError, match=f"filename '{name}' is not a MaSC score log.*the file was left as it was"
+    ) as refused:
         append_rows(str(path), log_rows(batch(), time="t", run="r"))
     assert "\n" not in str(refused.value)
     assert path.read_bytes() == content
@@ -188,8 +232,21 @@ def test_a_file_that_is_not_a_log_is_refused_and_left_byte_for_byte(tmp_path, na
 
 
 def _record(row: int, prompt: str) -> EvalRecord:
-    return EvalRecord(row=row, id=None, method="m", seed=None, subject="dog", prompt=prompt, encoded_prompt=prompt, subject_found=True,
-                      ref=["r.png"], ref_mask=["m.png"], out="o.png", out_mask=None, metrics={"cp": 0.5, "pf": 0.1})
+    return EvalRecord(
+        row=row,
+        id=None,
+        method="m",
+        seed=None,
+        subject="dog",
+        prompt=prompt,
+        encoded_prompt=prompt,
+        subject_found=True,
+        ref=["r.png"],
+        ref_mask=["m.png"],
+        out="o.png",
+        out_mask=None,
+        metrics={"cp": 0.5, "pf": 0.1},
+    )
 
 
 def test_results_are_read_back_over_a_line_torn_inside_a_utf8_character(tmp_path):

@@ -1,4 +1,5 @@
-"""Manifests: CSV and JSONL read alike, paths resolved against the manifest's folder, one-line errors naming line and column."""
+"""Manifests: CSV and JSONL read alike, paths resolved against the manifest's folder, one-line errors naming line and
+column."""
 
 from __future__ import annotations
 
@@ -29,7 +30,22 @@ def test_csv_and_jsonl_read_to_the_same_rows(folder):
     from_jsonl = read_manifest(write_jsonl(str(folder / "m.jsonl"), given))
     assert len(from_csv.rows) == len(given)
     for a, b in zip(from_csv.rows, from_jsonl.rows):
-        fields = ("index", "ref", "ref_mask", "out", "out_mask", "prompt", "subject", "method", "seed", "id", "ratings", "ref_paths", "out_path", "out_mask_path")
+        fields = (
+            "index",
+            "ref",
+            "ref_mask",
+            "out",
+            "out_mask",
+            "prompt",
+            "subject",
+            "method",
+            "seed",
+            "id",
+            "ratings",
+            "ref_paths",
+            "out_path",
+            "out_mask_path",
+        )
         assert {f: getattr(a, f) for f in fields} == {f: getattr(b, f) for f in fields}
     assert from_csv.raters == from_jsonl.raters == {"cp": ["r1", "r2"], "pf": ["r1"]}
 
@@ -45,7 +61,12 @@ def test_relative_paths_resolve_against_the_manifest_folder(folder, monkeypatch)
 
 def test_labels_ratings_several_views_and_empty_cells(folder):
     given = rows(2)
-    given[0].update(ref=f"{DATA}/dog_00.jpg|{DATA}/dog_01.jpg", ref_mask="masks/dog_00.png|masks/dog_01.png", out_mask="", seed="seed-7")
+    given[0].update(
+        ref=f"{DATA}/dog_00.jpg|{DATA}/dog_01.jpg",
+        ref_mask="masks/dog_00.png|masks/dog_01.png",
+        out_mask="",
+        seed="seed-7",
+    )
     given[0].update({"human_cp.r1": 4, "human_cp.r2": 1, "human_pf.r1": ""})
     given[1].update({"human_cp.r1": 3, "human_cp.r2": "", "human_pf.r1": 2, "method": ""})
     manifest = read_manifest(write_csv(str(folder / "m.csv"), given))
@@ -148,8 +169,13 @@ def test_missing_files_are_listed_together(folder):
     given[4]["out"] = "generated/d.png"
     given[5]["out"] = "generated/a.png"  # the same missing file again: counted once
     message = error(folder, given)
-    assert message.startswith(f"manifest '{folder / 'm.csv'}': 4 files do not exist: line 2, column 'out': file 'generated/a.png'")
-    assert "line 4, column 'out_mask': file 'masks/b.png'" in message and "line 5, column 'out': file 'generated/c.png'" in message
+    assert message.startswith(
+        f"manifest '{folder / 'm.csv'}': 4 files do not exist: line 2, column 'out': file 'generated/a.png'"
+    )
+    assert (
+        "line 4, column 'out_mask': file 'masks/b.png'" in message
+        and "line 5, column 'out': file 'generated/c.png'" in message
+    )
     assert "; and 1 more: fix the paths" in message and "generated/d.png" not in message
 
 
@@ -176,7 +202,8 @@ def test_mixing_labelled_and_unlabelled_rows_is_one_line(folder, name):
     message = error(folder, given, name)
     line = 5 if name.endswith(".csv") else 4  # the fourth row: CSV has a header line
     assert message.endswith(
-        f"labels 3 of 5 rows with same_subject, but not line {line} (and 1 more): give every row 1 or 0, or leave the column out"
+        f"labels 3 of 5 rows with same_subject, but not line {line} (and 1 more): give every row 1 or 0, or leave the "
+        "column out"
     )
 
 
@@ -184,4 +211,7 @@ def test_bad_same_subject_label(folder):
     given = rows(2)
     given[0]["same_subject"] = "maybe"
     given[1]["same_subject"] = 1
-    assert "line 2, column 'same_subject': expected 1 (same subject as the reference) or 0 (another subject), got 'maybe'" in error(folder, given)
+    assert (
+        "line 2, column 'same_subject': expected 1 (same subject as the reference) or 0 (another subject), got 'maybe'"
+        in error(folder, given)
+    )

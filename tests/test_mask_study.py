@@ -17,7 +17,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import shutil
 
 import krippendorff
 import numpy as np
@@ -63,11 +62,31 @@ def plus(tmp_path_factory, tiny_clipseg_dir, tiny_sam3_dir, naflex_dir):
     root = tmp_path_factory.mktemp("study-plus")
     layout = dreambench_plus(str(root))
     manifest = root / "manifest.csv"
-    code, out, err = call("manifest", "dreambench-plus", layout["data"], layout["samples"], "--ratings", layout["ratings"],
-                          "-o", manifest, "--auto-masks", tiny_clipseg_dir, "--device", "cpu")
+    code, out, err = call(
+        "manifest",
+        "dreambench-plus",
+        layout["data"],
+        layout["samples"],
+        "--ratings",
+        layout["ratings"],
+        "-o",
+        manifest,
+        "--auto-masks",
+        tiny_clipseg_dir,
+        "--device",
+        "cpu",
+    )
     assert code == 0, err
-    code, out, err = call("eval", manifest, "--model", naflex_dir, *FAST, "--out-dir", root / "study",
-                          *study_args(tiny_sam3_dir, tiny_clipseg_dir))
+    code, out, err = call(
+        "eval",
+        manifest,
+        "--model",
+        naflex_dir,
+        *FAST,
+        "--out-dir",
+        root / "study",
+        *study_args(tiny_sam3_dir, tiny_clipseg_dir),
+    )
     assert code == 0, err
     plain = call("eval", manifest, "--model", naflex_dir, *FAST, "--out-dir", root / "plain")
     assert plain[0] == 0, plain[2]
@@ -81,10 +100,20 @@ def pairs(tmp_path_factory, tiny_clipseg_dir, tiny_sam3_dir, naflex_dir):
         pytest.skip(f"the shared photos are not at {SHARED_PHOTOS} (set MASC_SHARED_PHOTOS)")
     root = tmp_path_factory.mktemp("study-pairs")
     manifest = root / "pairs.csv"
-    code, out, err = call("manifest", "pairs", SHARED_PHOTOS, "-o", manifest, "--auto-masks", tiny_clipseg_dir, "--device", "cpu")
+    code, out, err = call(
+        "manifest", "pairs", SHARED_PHOTOS, "-o", manifest, "--auto-masks", tiny_clipseg_dir, "--device", "cpu"
+    )
     assert code == 0, err
-    code, out, err = call("eval", manifest, "--model", naflex_dir, *FAST, "--out-dir", root / "study",
-                          *study_args(tiny_sam3_dir, tiny_clipseg_dir))
+    code, out, err = call(
+        "eval",
+        manifest,
+        "--model",
+        naflex_dir,
+        *FAST,
+        "--out-dir",
+        root / "study",
+        *study_args(tiny_sam3_dir, tiny_clipseg_dir),
+    )
     assert code == 0, err
     return {"root": root, "manifest": manifest, "study": root / "study", "out": out}
 
@@ -114,7 +143,9 @@ def test_alpha_and_rho_per_source_equal_the_agreement_code_on_the_intersection(p
             assert entry["spearman"] == pytest.approx(rho, abs=1e-9), (aspect, source)
             assert entry["mean"] == pytest.approx(np.mean([r[column(source, aspect)] for r in keys]), abs=1e-12)
             first = first or entry
-            assert entry["delta"]["krippendorff_alpha"] == pytest.approx(entry["krippendorff_alpha"] - first["krippendorff_alpha"])
+            assert entry["delta"]["krippendorff_alpha"] == pytest.approx(
+                entry["krippendorff_alpha"] - first["krippendorff_alpha"]
+            )
     assert "mask sources (deltas from sam3" in plus["out"] and "CP: " in plus["out"] and "PF: " in plus["out"]
     assert os.path.isfile(plus["study"] / "plot_mask_sources.png")
 
@@ -134,7 +165,9 @@ def test_identity_auc_per_source_equals_scikit_learn_on_the_intersection(pairs):
 # ---------------------------------------------------------------- the intersection
 
 
-def test_a_source_that_fails_on_a_key_drops_it_for_every_source(plus, naflex_dir, tiny_sam3_dir, tiny_clipseg_dir, tmp_path):
+def test_a_source_that_fails_on_a_key_drops_it_for_every_source(
+    plus, naflex_dir, tiny_sam3_dir, tiny_clipseg_dir, tmp_path
+):
     """Blank one row's own output mask: the manifest source fails there, and the key leaves every source's figures."""
     with open(plus["manifest"], newline="", encoding="utf-8") as handle:
         table = list(csv.DictReader(handle))
@@ -149,8 +182,9 @@ def test_a_source_that_fails_on_a_key_drops_it_for_every_source(plus, naflex_dir
         writer.writeheader()
         writer.writerows(table)
     out_dir = tmp_path / "edited"
-    code, out, err = call("eval", edited, "--model", naflex_dir, *FAST, "--out-dir", out_dir,
-                          *study_args(tiny_sam3_dir, tiny_clipseg_dir))
+    code, out, err = call(
+        "eval", edited, "--model", naflex_dir, *FAST, "--out-dir", out_dir, *study_args(tiny_sam3_dir, tiny_clipseg_dir)
+    )
     assert code == 0, err
     rows = read_results(out_dir)
     before = json.load(open(plus["study"] / "summary.json"))["mask_sources"]["aspects"]
@@ -171,15 +205,31 @@ def test_a_source_that_fails_on_a_key_drops_it_for_every_source(plus, naflex_dir
         assert keys_after == keys_before - {victim}
 
 
-def test_a_higher_filter_shrinks_the_intersection_to_the_keys_every_source_keeps(plus, naflex_dir, tiny_sam3_dir, tiny_clipseg_dir, tmp_path):
+def test_a_higher_filter_shrinks_the_intersection_to_the_keys_every_source_keeps(
+    plus, naflex_dir, tiny_sam3_dir, tiny_clipseg_dir, tmp_path
+):
     def smallest_share(row):
-        return min(row["out_foreground"], *row["ref_foreground"], *(row[f"{k}_fg_{s}"] for k in ("out", "ref") for s in ("sam3", "clipseg")))
+        return min(
+            row["out_foreground"],
+            *row["ref_foreground"],
+            *(row[f"{k}_fg_{s}"] for k in ("out", "ref") for s in ("sam3", "clipseg")),
+        )
 
     # The median of each key's smallest mask share over the sources: about half the keys fail under some source.
     minimum = round(float(np.median([smallest_share(r) for r in read_results(plus["study"])])), 3)
     out_dir = tmp_path / "strict"
-    code, out, err = call("eval", plus["manifest"], "--model", naflex_dir, *FAST, "--out-dir", out_dir, "--min-foreground",
-                          str(minimum), *study_args(tiny_sam3_dir, tiny_clipseg_dir))
+    code, out, err = call(
+        "eval",
+        plus["manifest"],
+        "--model",
+        naflex_dir,
+        *FAST,
+        "--out-dir",
+        out_dir,
+        "--min-foreground",
+        str(minimum),
+        *study_args(tiny_sam3_dir, tiny_clipseg_dir),
+    )
     assert code == 0, err
     rows = read_results(out_dir)
     block = json.load(open(out_dir / "summary.json"))["mask_sources"]
@@ -203,26 +253,61 @@ def test_siglip_runs_once_per_image_and_masc_columns_are_a_plain_evals(plus):
             assert here[key] == there[key], key
 
 
-def test_a_source_with_the_manifests_masks_gives_the_manifests_scores(tiny_clipseg_dir, tiny_sam3_dir, naflex_dir, tmp_path):
+def test_a_source_with_the_manifests_masks_gives_the_manifests_scores(
+    tiny_clipseg_dir, tiny_sam3_dir, naflex_dir, tmp_path
+):
     """Masks written by `mask` with the same CLIPSeg and prompt: the clipseg source reproduces cp and pf exactly."""
     from conftest import photo_path
 
     photos = {"dog_00": "dog", "dog_01": "dog", "dog_02": "dog", "cat_00": "cat", "cat_01": "cat"}
     for photo, subject in photos.items():
-        code, out, err = call("mask", "--model", tiny_clipseg_dir, "--device", "cpu", "--image", photo_path(photo),
-                              "--subject", subject, "--out-dir", tmp_path / "masks")
+        code, out, err = call(
+            "mask",
+            "--model",
+            tiny_clipseg_dir,
+            "--device",
+            "cpu",
+            "--image",
+            photo_path(photo),
+            "--subject",
+            subject,
+            "--out-dir",
+            tmp_path / "masks",
+        )
         assert code == 0, err
     manifest = tmp_path / "m.csv"
-    rows = [("dog_00", "dog_01", "a dog on the beach"), ("dog_00", "dog_02", "a dog in the snow"),
-            ("cat_00", "cat_01", "a cat on a red rug")]
+    rows = [
+        ("dog_00", "dog_01", "a dog on the beach"),
+        ("dog_00", "dog_02", "a dog in the snow"),
+        ("cat_00", "cat_01", "a cat on a red rug"),
+    ]
     with open(manifest, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(["ref", "ref_mask", "out", "out_mask", "prompt", "subject"])
         for ref, out_photo, prompt in rows:
-            writer.writerow([photo_path(ref), f"masks/{ref}_mask.png", photo_path(out_photo), f"masks/{out_photo}_mask.png",
-                             prompt, photos[ref]])
-    code, out, err = call("eval", manifest, "--model", naflex_dir, *FAST, "--out-dir", tmp_path / "r",
-                          "--mask-sources", "clipseg,manifest", "--clipseg", tiny_clipseg_dir)
+            writer.writerow(
+                [
+                    photo_path(ref),
+                    f"masks/{ref}_mask.png",
+                    photo_path(out_photo),
+                    f"masks/{out_photo}_mask.png",
+                    prompt,
+                    photos[ref],
+                ]
+            )
+    code, out, err = call(
+        "eval",
+        manifest,
+        "--model",
+        naflex_dir,
+        *FAST,
+        "--out-dir",
+        tmp_path / "r",
+        "--mask-sources",
+        "clipseg,manifest",
+        "--clipseg",
+        tiny_clipseg_dir,
+    )
     assert code == 0, err
     for row in read_results(tmp_path / "r"):
         assert row["cp_clipseg"] == row["cp"] and row["pf_clipseg"] == row["pf"]
@@ -253,11 +338,14 @@ def test_resume_and_shards_give_the_single_runs_study(plus, naflex_dir, tiny_sam
 # ---------------------------------------------------------------- options
 
 
-@pytest.mark.parametrize("given,message", [
-    ("clipseg", "--mask-sources compares sources: give two or more"),
-    ("clipseg,foo", "--mask-sources: 'foo' is not a mask source: use clipseg, sam3, manifest"),
-    ("sam3,sam3", "--mask-sources names a source twice"),
-])
+@pytest.mark.parametrize(
+    "given,message",
+    [
+        ("clipseg", "--mask-sources compares sources: give two or more"),
+        ("clipseg,foo", "--mask-sources: 'foo' is not a mask source: use clipseg, sam3, manifest"),
+        ("sam3,sam3", "--mask-sources names a source twice"),
+    ],
+)
 def test_bad_sources_are_one_line(given, message):
     with pytest.raises(Exception) as error:
         parse_sources(given)
@@ -266,7 +354,18 @@ def test_bad_sources_are_one_line(given, message):
 
 
 def test_a_source_folder_that_is_not_one_is_refused_before_scoring(plus, naflex_dir, tiny_clipseg_dir, tmp_path):
-    code, out, err = call("eval", plus["manifest"], "--model", naflex_dir, *FAST, "--out-dir", tmp_path / "x",
-                          "--mask-sources", "sam3,manifest", "--sam3", tiny_clipseg_dir)
+    code, out, err = call(
+        "eval",
+        plus["manifest"],
+        "--model",
+        naflex_dir,
+        *FAST,
+        "--out-dir",
+        tmp_path / "x",
+        "--mask-sources",
+        "sam3,manifest",
+        "--sam3",
+        tiny_clipseg_dir,
+    )
     assert code == 2 and err.count("\n") == 1 and "holds a 'clipseg' model, not SAM3" in err, err
     assert not (tmp_path / "x").exists()

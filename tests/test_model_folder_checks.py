@@ -63,37 +63,94 @@ def header_claims(folder, length: int) -> None:
 
 CRAFTED = {
     # family, what is changed, the words the refusal must hold
-    "sam3 queries 10^7": ("sam3", lambda f: edit_json(f, "config.json", lambda c: c["detr_decoder_config"].update(num_queries=10**7)),
-                          "config.json asks detr_decoder_config.num_queries = 10000000, but model.safetensors holds detr_decoder.query_embed.weight of shape [16, 32]"),
-    "sam3 3000 ViT layers": ("sam3", lambda f: edit_json(f, "config.json", lambda c: c["vision_config"]["backbone_config"].update(num_hidden_layers=3000)),
-                             "config.json asks vision_config.backbone_config.num_hidden_layers = 3000, but model.safetensors holds 2 of vision_encoder.backbone.layers.N"),
-    "sam3 vocabulary": ("sam3", lambda f: edit_json(f, "config.json", lambda c: c["text_config"].update(vocab_size=10**9)),
-                        "config.json asks text_config.vocab_size = 1000000000"),
-    "sam3 processor 1008 px": ("sam3", lambda f: sam3_processor_config(f, 1008),
-                               "processor_config.json asks 1008x1008 inputs, but the backbone takes 224x224"),
-    "sam3 processor 7000 px": ("sam3", lambda f: sam3_processor_config(f, 7000),
-                               "processor_config.json asks 7000x7000 inputs, but the backbone takes 224x224"),
-    "sam3 backbone 7000 px": ("sam3", lambda f: edit_json(f, "config.json", lambda c: c["vision_config"]["backbone_config"].update(image_size=7000)),
-                              f"asks an input size of 7000 px (vision_config.backbone_config.image_size): this loader takes 1 to {MAX_INPUT_SIDE} px"),
-    "sam3 queries not a number": ("sam3", lambda f: edit_json(f, "config.json", lambda c: c["detr_decoder_config"].update(num_queries="many")),
-                                  "config.json cannot be read as a Sam3Config (Validation error for field 'num_queries'"),
-    "clipseg 3000 layers": ("clipseg", lambda f: edit_json(f, "config.json", lambda c: c["vision_config"].update(num_hidden_layers=3000)),
-                            "config.json asks vision_config.num_hidden_layers = 3000, but model.safetensors holds 4 of clip.vision_model.encoder.layers.N"),
-    "clipseg vocabulary": ("clipseg", lambda f: edit_json(f, "config.json", lambda c: c["text_config"].update(vocab_size=10**9)),
-                           "config.json asks text_config.vocab_size = 1000000000, but model.safetensors holds clip.text_model.embeddings.token_embedding.weight"),
-    "clipseg processor 7000 px": ("clipseg", lambda f: edit_json(f, "preprocessor_config.json", lambda c: c.update(size={"height": 7008, "width": 7008})),
-                                  f"preprocessor_config.json asks an input size of 7008 px (size): this loader takes 1 to {MAX_INPUT_SIDE} px"),
-    "siglip 3000 layers": ("siglip", lambda f: edit_json(f, "config.json", lambda c: c["vision_config"].update(num_hidden_layers=3000)),
-                           "config.json asks vision_config.num_hidden_layers = 3000, but model.safetensors holds 2 of vision_model.encoder.layers.N"),
-    "siglip vocabulary": ("siglip", lambda f: edit_json(f, "config.json", lambda c: c["text_config"].update(vocab_size=10**9)),
-                          "config.json asks text_config.vocab_size = 1000000000"),
-    "siglip position grid": ("siglip", lambda f: edit_json(f, "config.json", lambda c: c["vision_config"].update(num_patches=10**8)),
-                             "config.json asks vision_config.num_patches = 100000000"),
-    "siglip heads": ("siglip", lambda f: edit_json(f, "config.json", lambda c: c["vision_config"].update(num_attention_heads=7)),
-                     "config.json's vision_config.num_attention_heads (7) does not divide its width (64)"),
-    "siglip fixed processor": ("siglip_fixed", lambda f: edit_json(f, "preprocessor_config.json", lambda c: c.update(size={"height": 384, "width": 384})),
-                               "preprocessor_config.json asks 384x384 inputs, but the vision tower takes 224x224"),
-    "header of 2^60 bytes": ("siglip", lambda f: header_claims(f, 2**60), "'model.safetensors' could not be read (no safetensors header, or cut short)"),
+    "sam3 queries 10^7": (
+        "sam3",
+        lambda f: edit_json(f, "config.json", lambda c: c["detr_decoder_config"].update(num_queries=10**7)),
+        "config.json asks detr_decoder_config.num_queries = 10000000, but model.safetensors holds "
+        "detr_decoder.query_embed.weight of shape [16, 32]",
+    ),
+    "sam3 3000 ViT layers": (
+        "sam3",
+        lambda f: edit_json(
+            f, "config.json", lambda c: c["vision_config"]["backbone_config"].update(num_hidden_layers=3000)
+        ),
+        "config.json asks vision_config.backbone_config.num_hidden_layers = 3000, but model.safetensors holds 2 of "
+        "vision_encoder.backbone.layers.N",
+    ),
+    "sam3 vocabulary": (
+        "sam3",
+        lambda f: edit_json(f, "config.json", lambda c: c["text_config"].update(vocab_size=10**9)),
+        "config.json asks text_config.vocab_size = 1000000000",
+    ),
+    "sam3 processor 1008 px": (
+        "sam3",
+        lambda f: sam3_processor_config(f, 1008),
+        "processor_config.json asks 1008x1008 inputs, but the backbone takes 224x224",
+    ),
+    "sam3 processor 7000 px": (
+        "sam3",
+        lambda f: sam3_processor_config(f, 7000),
+        "processor_config.json asks 7000x7000 inputs, but the backbone takes 224x224",
+    ),
+    "sam3 backbone 7000 px": (
+        "sam3",
+        lambda f: edit_json(f, "config.json", lambda c: c["vision_config"]["backbone_config"].update(image_size=7000)),
+        "asks an input size of 7000 px (vision_config.backbone_config.image_size): this loader takes 1 to "
+        f"{MAX_INPUT_SIDE} px",
+    ),
+    "sam3 queries not a number": (
+        "sam3",
+        lambda f: edit_json(f, "config.json", lambda c: c["detr_decoder_config"].update(num_queries="many")),
+        "config.json cannot be read as a Sam3Config (Validation error for field 'num_queries'",
+    ),
+    "clipseg 3000 layers": (
+        "clipseg",
+        lambda f: edit_json(f, "config.json", lambda c: c["vision_config"].update(num_hidden_layers=3000)),
+        "config.json asks vision_config.num_hidden_layers = 3000, but model.safetensors holds 4 of "
+        "clip.vision_model.encoder.layers.N",
+    ),
+    "clipseg vocabulary": (
+        "clipseg",
+        lambda f: edit_json(f, "config.json", lambda c: c["text_config"].update(vocab_size=10**9)),
+        "config.json asks text_config.vocab_size = 1000000000, but model.safetensors holds "
+        "clip.text_model.embeddings.token_embedding.weight",
+    ),
+    "clipseg processor 7000 px": (
+        "clipseg",
+        lambda f: edit_json(f, "preprocessor_config.json", lambda c: c.update(size={"height": 7008, "width": 7008})),
+        f"preprocessor_config.json asks an input size of 7008 px (size): this loader takes 1 to {MAX_INPUT_SIDE} px",
+    ),
+    "siglip 3000 layers": (
+        "siglip",
+        lambda f: edit_json(f, "config.json", lambda c: c["vision_config"].update(num_hidden_layers=3000)),
+        "config.json asks vision_config.num_hidden_layers = 3000, but model.safetensors holds 2 of "
+        "vision_model.encoder.layers.N",
+    ),
+    "siglip vocabulary": (
+        "siglip",
+        lambda f: edit_json(f, "config.json", lambda c: c["text_config"].update(vocab_size=10**9)),
+        "config.json asks text_config.vocab_size = 1000000000",
+    ),
+    "siglip position grid": (
+        "siglip",
+        lambda f: edit_json(f, "config.json", lambda c: c["vision_config"].update(num_patches=10**8)),
+        "config.json asks vision_config.num_patches = 100000000",
+    ),
+    "siglip heads": (
+        "siglip",
+        lambda f: edit_json(f, "config.json", lambda c: c["vision_config"].update(num_attention_heads=7)),
+        "config.json's vision_config.num_attention_heads (7) does not divide its width (64)",
+    ),
+    "siglip fixed processor": (
+        "siglip_fixed",
+        lambda f: edit_json(f, "preprocessor_config.json", lambda c: c.update(size={"height": 384, "width": 384})),
+        "preprocessor_config.json asks 384x384 inputs, but the vision tower takes 224x224",
+    ),
+    "header of 2^60 bytes": (
+        "siglip",
+        lambda f: header_claims(f, 2**60),
+        "'model.safetensors' could not be read (no safetensors header, or cut short)",
+    ),
 }
 
 
@@ -123,7 +180,9 @@ def sources(naflex_dir, fixed_dir, tiny_clipseg_dir, tiny_sam3_dir) -> dict:
 
 
 @pytest.mark.parametrize("case", list(CRAFTED))
-def test_a_config_that_does_not_fit_its_weights_is_one_line_before_anything_is_built(case, tmp_path, sources, never_built):
+def test_a_config_that_does_not_fit_its_weights_is_one_line_before_anything_is_built(
+    case, tmp_path, sources, never_built
+):
     if CRAFTED[case][0] == "sam3":
         pytest.importorskip("transformers.models.sam3", reason="SAM3 needs transformers 5")
     family, folder = crafted_copy(case, tmp_path, sources)
@@ -145,9 +204,20 @@ def test_the_weights_of_a_video_checkpoint_are_checked_under_its_detector(tiny_s
     pytest.importorskip("transformers.models.sam3", reason="SAM3 needs transformers 5")
     folder = tmp_path / "video"
     shutil.copytree(tiny_sam3_dir, folder)
-    edit_json(folder, "config.json", lambda c: c.clear() or c.update(
-        model_type="sam3_video", detector_config=dict(json.load(open(os.path.join(tiny_sam3_dir, "config.json"))),
-                                                      detr_decoder_config={"num_queries": 10**7, "hidden_size": 32, "num_layers": 1})))
+    edit_json(
+        folder,
+        "config.json",
+        lambda c: (
+            c.clear()
+            or c.update(
+                model_type="sam3_video",
+                detector_config=dict(
+                    json.load(open(os.path.join(tiny_sam3_dir, "config.json"))),
+                    detr_decoder_config={"num_queries": 10**7, "hidden_size": 32, "num_layers": 1},
+                ),
+            )
+        ),
+    )
     with pytest.raises(MascModelError, match="detr_decoder_config.num_queries = 10000000"):
         Sam3Segmenter.load(str(folder), device="cpu")
 
@@ -162,16 +232,28 @@ def test_the_command_line_refuses_a_processor_that_does_not_fit_in_one_line(comm
     sam3_processor_config(str(folder), 1008)
     photo = os.path.join(os.path.dirname(__file__), "data", "dreambench", "dog_00.jpg")
     if command == "mask":
-        code, out, err = call("mask", "--model", folder, "--device", "cpu", "--image", photo, "--subject", "dog",
-                              "--out-dir", tmp_path / "out")
+        code, out, err = call(
+            "mask",
+            "--model",
+            folder,
+            "--device",
+            "cpu",
+            "--image",
+            photo,
+            "--subject",
+            "dog",
+            "--out-dir",
+            tmp_path / "out",
+        )
     else:
         photos = tmp_path / "photos"
         for subject in ("dog", "cat"):  # pairs need two subjects of two photos each
             (photos / subject).mkdir(parents=True)
             for view in ("00", "01"):
                 shutil.copy(photo.replace("dog_00", f"{subject}_00"), photos / subject / f"{view}.jpg")
-        code, out, err = call("manifest", "pairs", photos, "-o", tmp_path / "m.jsonl", "--auto-masks", folder,
-                              "--device", "cpu")
+        code, out, err = call(
+            "manifest", "pairs", photos, "-o", tmp_path / "m.jsonl", "--auto-masks", folder, "--device", "cpu"
+        )
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "internal error" not in lines[0], err
     assert "processor_config.json asks 1008x1008 inputs, but the backbone takes 224x224" in lines[0]
@@ -200,13 +282,18 @@ def in_models(comfy_dirs):
         shutil.rmtree(target, ignore_errors=True)
 
 
-@pytest.mark.parametrize("case, node_id, kind", [
-    ("sam3 queries 10^7", "MaSCLoadSAM3Model", "sam3"),
-    ("sam3 processor 7000 px", "MaSCLoadSAM3Model", "sam3"),
-    ("clipseg vocabulary", "MaSCLoadAutoMaskModel", "clipseg"),
-    ("siglip 3000 layers", "MaSCLoadEncoder", "masc"),
-])
-def test_a_loader_node_names_the_folder_as_models_kind_name(case, node_id, kind, tmp_path, sources, in_models, never_built):
+@pytest.mark.parametrize(
+    "case, node_id, kind",
+    [
+        ("sam3 queries 10^7", "MaSCLoadSAM3Model", "sam3"),
+        ("sam3 processor 7000 px", "MaSCLoadSAM3Model", "sam3"),
+        ("clipseg vocabulary", "MaSCLoadAutoMaskModel", "clipseg"),
+        ("siglip 3000 layers", "MaSCLoadEncoder", "masc"),
+    ],
+)
+def test_a_loader_node_names_the_folder_as_models_kind_name(
+    case, node_id, kind, tmp_path, sources, in_models, never_built
+):
     if kind == "sam3":
         pytest.importorskip("transformers.models.sam3", reason="SAM3 needs transformers 5")
     _, crafted = crafted_copy(case, tmp_path, sources)
@@ -215,7 +302,10 @@ def test_a_loader_node_names_the_folder_as_models_kind_name(case, node_id, kind,
     with pytest.raises(errors().MascModelError) as refused:
         getattr(node(), node.FUNCTION)(**{**valid_inputs(node), "model": "crafted-one", "device": "cpu"})
     message = str(refused.value)
-    assert message.startswith(f"{'SAM3 model folder' if kind == 'sam3' else 'CLIPSeg model folder' if kind == 'clipseg' else 'model folder'} 'models/{kind}/crafted-one'"), message
+    assert message.startswith(
+        f"{'SAM3 model folder' if kind == 'sam3' else 'CLIPSeg model folder' if kind == 'clipseg' else 'model folder'} "
+        f"'models/{kind}/crafted-one'"
+    ), message
     assert CRAFTED[case][2] in message and not SERVER_PATH.search(message) and str(tmp_path) not in message
 
 
@@ -229,11 +319,16 @@ def test_a_clipseg_folder_in_models_sam3_is_refused_without_the_servers_path(tin
     assert not SERVER_PATH.search(message)
 
 
-@pytest.mark.parametrize("node_id, hub_id, kind", [
-    ("MaSCLoadEncoder", "google/siglip2-so400m-patch16-naflex", "masc"),
-    ("MaSCLoadSAM3Model", "facebook/sam3", "sam3"),
-])
-def test_an_offline_hub_id_says_which_models_folder_without_the_servers_path(node_id, hub_id, kind, comfy_dirs, monkeypatch):
+@pytest.mark.parametrize(
+    "node_id, hub_id, kind",
+    [
+        ("MaSCLoadEncoder", "google/siglip2-so400m-patch16-naflex", "masc"),
+        ("MaSCLoadSAM3Model", "facebook/sam3", "sam3"),
+    ],
+)
+def test_an_offline_hub_id_says_which_models_folder_without_the_servers_path(
+    node_id, hub_id, kind, comfy_dirs, monkeypatch
+):
     """The real download function, offline: its line said 'put it in /.../models/sam3'."""
     if kind == "sam3":
         pytest.importorskip("transformers.models.sam3", reason="SAM3 needs transformers 5")
@@ -259,13 +354,18 @@ def test_an_offline_hub_id_says_which_models_folder_without_the_servers_path(nod
 def test_server_folders_are_named_as_a_workflow_sees_them(comfy_dirs):
     models = import_module(PACK.__name__ + ".nodes.host.models")
     root = comfy_dirs["models"]
-    assert models.without_server_paths(f"SAM3 model folder '{root}/sam3/x': bad") == "SAM3 model folder 'models/sam3/x': bad"
+    assert (
+        models.without_server_paths(f"SAM3 model folder '{root}/sam3/x': bad")
+        == "SAM3 model folder 'models/sam3/x': bad"
+    )
     assert models.without_server_paths(f"put it in {root}/masc and choose it") == "put it in models/masc and choose it"
     assert models.without_server_paths(f"wrote {comfy_dirs['output']}/a/b.png") == "wrote output/a/b.png"
     # Any other absolute path keeps its last part only; text that merely holds slashes is left alone.
     assert models.without_server_paths("file '/home/someone/secret/x.json' is bad") == "file '.../x.json' is bad"
     assert models.without_server_paths("C:\\Users\\me\\x.png broke") == ".../x.png broke"
-    gate = import_module(PACK.__name__ + ".masc_core.models.sam3").SAM3_GATE  # holds https://huggingface.co/facebook/sam3
+    gate = import_module(
+        PACK.__name__ + ".masc_core.models.sam3"
+    ).SAM3_GATE  # holds https://huggingface.co/facebook/sam3
     for text in ("cp_weight*CP + pf_weight/PF", "between 0 and 1 / 2", "fp16/bf16", "models/sam3/<name>", gate):
         assert models.without_server_paths(text) == text
 
@@ -287,15 +387,21 @@ def test_every_socket_type_a_node_takes_is_checked_where_it_arrives():
     assert not unchecked, unchecked
 
 
-@pytest.mark.parametrize("node_id, name, kind, required", list(socket_inputs()), ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    "node_id, name, kind, required", list(socket_inputs()), ids=lambda v: v if isinstance(v, str) else ""
+)
 @pytest.mark.parametrize("value", ["abc", 7])
-def test_a_plain_value_over_a_link_into_any_socket_is_one_line_naming_it(node_id, name, kind, required, value, comfy_dirs):
+def test_a_plain_value_over_a_link_into_any_socket_is_one_line_naming_it(
+    node_id, name, kind, required, value, comfy_dirs
+):
     node = NODES[node_id]
     values = {**valid_inputs(node), name: value}
     with pytest.raises(errors().MascInputError) as refused:
         getattr(node(), node.FUNCTION)(**values)
     message = str(refused.value)
-    assert message.startswith(f"{name} is not ") and f"({value!r} arrived): connect " in message and "\n" not in message, message
+    assert (
+        message.startswith(f"{name} is not ") and f"({value!r} arrived): connect " in message and "\n" not in message
+    ), message
 
 
 def test_a_value_of_the_right_type_passes_the_socket_check():
@@ -311,11 +417,14 @@ class Cancelled(Exception):
     """Stands for ComfyUI's InterruptProcessingException."""
 
 
-@pytest.mark.parametrize("node_id, options", [
-    ("MaSCLoadSAM3Model", {"model": "tiny-sam3", "score_threshold": 0.37}),
-    ("MaSCLoadAutoMaskModel", {"model": "CIDAS/clipseg-rd64-refined"}),
-    ("MaSCLoadEncoder", {"model": "google/siglip2-so400m-patch16-naflex", "max_patches": 272}),
-])
+@pytest.mark.parametrize(
+    "node_id, options",
+    [
+        ("MaSCLoadSAM3Model", {"model": "tiny-sam3", "score_threshold": 0.37}),
+        ("MaSCLoadAutoMaskModel", {"model": "CIDAS/clipseg-rd64-refined"}),
+        ("MaSCLoadEncoder", {"model": "google/siglip2-so400m-patch16-naflex", "max_patches": 272}),
+    ],
+)
 def test_cancel_during_a_load_ends_it_at_the_next_stage_as_an_interruption(node_id, options, comfy_dirs, monkeypatch):
     """Cancel pressed 2 s into a 32 s load once took the whole load and ended as an error: now the load stops after
     the stage running when Cancel was pressed (here: after the folder check, before any weight is built)."""
@@ -323,8 +432,12 @@ def test_cancel_during_a_load_ends_it_at_the_next_stage_as_an_interruption(node_
         pytest.importorskip("transformers.models.sam3", reason="SAM3 needs transformers 5")
     execution = import_module(PACK.__name__ + ".nodes.host.execution")
     built = []
-    monkeypatch.setattr(checkpoints, "load_pretrained", lambda *a, **k: built.append(a) or pytest.fail("built after Cancel"))
-    monkeypatch.setattr(siglip_checkpoint, "load_model", lambda *a, **k: built.append(a) or pytest.fail("built after Cancel"))
+    monkeypatch.setattr(
+        checkpoints, "load_pretrained", lambda *a, **k: built.append(a) or pytest.fail("built after Cancel")
+    )
+    monkeypatch.setattr(
+        siglip_checkpoint, "load_model", lambda *a, **k: built.append(a) or pytest.fail("built after Cancel")
+    )
 
     def pressed():
         raise Cancelled()

@@ -64,7 +64,9 @@ def test_every_node_checks_its_inputs(pack):
     assert all(getattr(node_class, "INPUTS_CHECKED", False) for node_class in pack.NODE_CLASS_MAPPINGS.values())
 
 
-@pytest.mark.parametrize("node_id,name,kind,options", list(bounded_numbers()), ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    "node_id,name,kind,options", list(bounded_numbers()), ids=lambda v: v if isinstance(v, str) else ""
+)
 def test_a_number_over_a_link_is_held_to_the_widgets_range(pack, comfy_dirs, node_id, name, kind, options):
     high = options["max"]
     over = high + 1 if kind == "INT" else high + 0.5
@@ -73,18 +75,26 @@ def test_a_number_over_a_link_is_held_to_the_widgets_range(pack, comfy_dirs, nod
     assert "outside the range this input takes" in message
     if "min" in options:
         under = options["min"] - 1
-        assert refusal(pack, node_id, **{name: under}).startswith(f"{name} is {under:g}" if kind == "FLOAT" else f"{name} is {under},")
+        assert refusal(pack, node_id, **{name: under}).startswith(
+            f"{name} is {under:g}" if kind == "FLOAT" else f"{name} is {under},"
+        )
 
 
-@pytest.mark.parametrize("value,expected", [
-    (10**6, "max_patches is 1000000, outside the range this input takes: set it between 16 and 4096"),
-    (512.0, "max_patches is 512.0, not a whole number"),
-    (True, "max_patches is True, not a whole number"),
-    ("1024", "max_patches is '1024', not a whole number"),
-])
+@pytest.mark.parametrize(
+    "value,expected",
+    [
+        (10**6, "max_patches is 1000000, outside the range this input takes: set it between 16 and 4096"),
+        (512.0, "max_patches is 512.0, not a whole number"),
+        (True, "max_patches is True, not a whole number"),
+        ("1024", "max_patches is '1024', not a whole number"),
+    ],
+)
 def test_the_patch_budget_that_ran_for_ten_minutes_is_refused_at_once(pack, comfy_dirs, value, expected):
-    assert refusal(pack, "MaSCLoadEncoder", max_patches=value) == expected + ": connect an INT or type a number" \
-        if "whole" in expected else refusal(pack, "MaSCLoadEncoder", max_patches=value) == expected
+    assert (
+        refusal(pack, "MaSCLoadEncoder", max_patches=value) == expected + ": connect an INT or type a number"
+        if "whole" in expected
+        else refusal(pack, "MaSCLoadEncoder", max_patches=value) == expected
+    )
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
@@ -149,7 +159,8 @@ def test_the_host_resolver_itself_refuses_what_the_list_does_not_show(pack, comf
     assert len(set(messages)) == 1, messages  # no file-system probe: an existing path reads like a missing one
     assert messages[0] == (
         "model 'NAME' is not a checkpoint folder in models/masc: choose one the list shows, or put the checkpoint's "
-        "folder (with config.json) in models/masc and refresh; only google/siglip2-so400m-patch16-naflex is downloaded by name"
+        "folder (with config.json) in models/masc and refresh; only google/siglip2-so400m-patch16-naflex is downloaded "
+        "by name"
     )
 
 
@@ -165,14 +176,19 @@ def test_only_the_packs_own_hub_ids_download(pack, comfy_dirs, monkeypatch):
     monkeypatch.setattr(checkpoints, "download", download)
     monkeypatch.setattr(host.models, "list_checkpoints", lambda kind: [])  # as on a server without the checkpoints
     monkeypatch.setattr(host.models, "local_hub_folder", lambda kind, repo_id: None)
-    for node_id, known in (("MaSCLoadEncoder", "google/siglip2-so400m-patch16-naflex"), ("MaSCLoadAutoMaskModel", "CIDAS/clipseg-rd64-refined")):
+    for node_id, known in (
+        ("MaSCLoadEncoder", "google/siglip2-so400m-patch16-naflex"),
+        ("MaSCLoadAutoMaskModel", "CIDAS/clipseg-rd64-refined"),
+    ):
         loader = host.checkpoint_folder
         with pytest.raises(errors(pack).MascInputError):
             loader(node_id == "MaSCLoadEncoder" and "masc" or "clipseg", "someone/huge-model", known)
         for message in _model_refusals(pack, node_id, ["someone/huge-model"]):
             assert "not one of its choices" in message
         with pytest.raises(errors(pack).MascModelError, match="offline in this test"):
-            getattr(NODES[node_id](), NODES[node_id].FUNCTION)(**{**valid_inputs(NODES[node_id]), "model": known, "device": "cpu"})
+            getattr(NODES[node_id](), NODES[node_id].FUNCTION)(
+                **{**valid_inputs(NODES[node_id]), "model": known, "device": "cpu"}
+            )
     kinds = [os.path.basename(os.path.dirname(local)) for _, local in asked]
     assert [repo for repo, _ in asked] == ["google/siglip2-so400m-patch16-naflex", "CIDAS/clipseg-rd64-refined"]
     assert kinds == ["masc", "clipseg"]  # into models/<kind>/owner--name, nowhere else
@@ -186,7 +202,9 @@ def test_the_gated_sam3_id_downloads_into_models_sam3_and_says_how_to_get_access
 
     def download(repo_id, **where):
         asked.append((repo_id, where.get("local_dir")))
-        raise errors(pack).MascModelError(f"could not get '{repo_id}' from the Hugging Face Hub (401 gated): check the id")
+        raise errors(pack).MascModelError(
+            f"could not get '{repo_id}' from the Hugging Face Hub (401 gated): check the id"
+        )
 
     monkeypatch.setattr(checkpoints, "download", download)
     monkeypatch.setattr(host.models, "list_checkpoints", lambda kind: [])
@@ -199,10 +217,14 @@ def test_the_gated_sam3_id_downloads_into_models_sam3_and_says_how_to_get_access
     assert [(repo, os.path.basename(os.path.dirname(local))) for repo, local in asked] == [("facebook/sam3", "sam3")]
     with pytest.raises(errors(pack).MascInputError, match="not one of its choices"):  # only the one Hub id downloads
         loader().load(model="someone/other-sam3", device="cpu", precision="fp32", score_threshold=0.5)
-    with pytest.raises(errors(pack).MascInputError, match="put the checkpoint's folder \\(with config.json\\) in models/sam3"):
+    with pytest.raises(
+        errors(pack).MascInputError, match="put the checkpoint's folder \\(with config.json\\) in models/sam3"
+    ):
         host.checkpoint_folder("sam3", "someone/other-sam3", "facebook/sam3")
 
 
 def test_a_listed_folder_still_loads(pack, comfy_dirs):
-    encoder = NODES["MaSCLoadEncoder"]().load(model="google/siglip2-so400m-patch16-naflex", device="cpu", precision="fp32", max_patches=256)[0]
+    encoder = NODES["MaSCLoadEncoder"]().load(
+        model="google/siglip2-so400m-patch16-naflex", device="cpu", precision="fp32", max_patches=256
+    )[0]
     assert os.path.samefile(encoder.core.info.folder, comfy_dirs["checkpoint"])

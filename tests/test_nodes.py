@@ -119,8 +119,11 @@ def test_node_scores_equal_masc_core_on_the_same_pixels(pack, comfy_dirs):
     direct = score_images(
         MascEncoder.load(comfy_dirs["checkpoint"], device="cpu"),
         [load_photo("dog_01"), load_photo("cat_00")],
-        reference=load_photo("dog_00"), reference_mask=box_mask(512, 512), mask=box_mask(512, 512, 0.1, 0.2, 0.9, 0.6),
-        prompt=prompt, subject="dog",
+        reference=load_photo("dog_00"),
+        reference_mask=box_mask(512, 512),
+        mask=box_mask(512, 512, 0.1, 0.2, 0.9, 0.6),
+        prompt=prompt,
+        subject="dog",
     )
     assert [s.cp for s in scores.scores] == pytest.approx(direct.cp, abs=1e-6)
     assert [s.pf for s in scores.scores] == pytest.approx(direct.pf, abs=1e-6)
@@ -132,7 +135,9 @@ def test_node_scores_equal_masc_core_on_the_same_pixels(pack, comfy_dirs):
     assert node["ui"]["text"] == [report]
     # The separate CP and PF nodes agree with MaSC Score, and a batch of one gives that image's value.
     single_cp = nodes["MaSCConceptPreservation"]().score(encoder, ref, ref_mask, out[:1], heatmaps=False)["result"][0]
-    single_pf = nodes["MaSCPromptFollowing"]().score(encoder, out[:1], out_mask, prompt, "dog", heatmaps=False)["result"][0]
+    single_pf = nodes["MaSCPromptFollowing"]().score(encoder, out[:1], out_mask, prompt, "dog", heatmaps=False)[
+        "result"
+    ][0]
     assert single_cp == pytest.approx(direct.cp[0], abs=1e-6) and single_pf == pytest.approx(direct.pf[0], abs=1e-6)
 
 
@@ -157,7 +162,9 @@ def test_batch_counts_that_do_not_fit_name_the_input(pack, comfy_dirs):
     encoder = load_encoder(pack)
     images = torch.cat([float_image("dog_01")] * 3)
     with pytest.raises(MascInputError, match="mask has 2 masks for 3 images"):
-        pack.NODE_CLASS_MAPPINGS["MaSCPromptFollowing"]().score(encoder, images, torch.ones(2, 64, 64), "p", "dog", heatmaps=False)
+        pack.NODE_CLASS_MAPPINGS["MaSCPromptFollowing"]().score(
+            encoder, images, torch.ones(2, 64, 64), "p", "dog", heatmaps=False
+        )
 
 
 def test_missing_output_mask_is_stated_in_the_report(pack, comfy_dirs):
@@ -173,19 +180,32 @@ def scored_batch(pack, count=4):
     encoder = load_encoder(pack)
     photos = ["dog_01", "cat_00", "dog_02", "teapot_00"][:count]
     images = torch.cat([float_image(p) for p in photos])
-    masks = torch.from_numpy(np.stack([box_mask(512, 512, 0.1, 0.1, 0.1 + 0.2 * (i + 1), 0.5, np.float32) for i in range(count)]))
+    masks = torch.from_numpy(
+        np.stack([box_mask(512, 512, 0.1, 0.1, 0.1 + 0.2 * (i + 1), 0.5, np.float32) for i in range(count)])
+    )
     node = pack.NODE_CLASS_MAPPINGS["MaSCScore"]().score(
-        encoder, float_image("dog_00"), torch.from_numpy(box_mask(512, 512, dtype=np.float32)), images, "a dog in the snow", "dog",
-        heatmaps=False, mask=masks,
+        encoder,
+        float_image("dog_00"),
+        torch.from_numpy(box_mask(512, 512, dtype=np.float32)),
+        images,
+        "a dog in the snow",
+        "dog",
+        heatmaps=False,
+        mask=masks,
     )
     return node["result"][2], images, masks
 
 
 def test_select_best_carries_latents_and_masks_in_rank_order(pack, comfy_dirs):
     scores, images, masks = scored_batch(pack)
-    latent = {"samples": torch.arange(4, dtype=torch.float32).view(4, 1, 1, 1).expand(4, 4, 8, 8).clone(), "batch_index": [10, 11, 12, 13]}
+    latent = {
+        "samples": torch.arange(4, dtype=torch.float32).view(4, 1, 1, 1).expand(4, 4, 8, 8).clone(),
+        "batch_index": [10, 11, 12, 13],
+    }
     node = pack.NODE_CLASS_MAPPINGS["MaSCSelectBest"]()
-    result = node.select(scores, images, "cp", 1.0, 1.0, 2, -1.0, -1.0, False, 0.05, latent=latent, mask=masks)["result"]
+    result = node.select(scores, images, "cp", 1.0, 1.0, 2, -1.0, -1.0, False, 0.05, latent=latent, mask=masks)[
+        "result"
+    ]
     chosen_images, chosen_latent, chosen_mask, best, indices, ranking = result
     order = sorted(range(4), key=lambda i: -scores.scores[i].cp)[:2]
     assert best == order[0] and indices == f"{order[0]}, {order[1]}"
@@ -201,7 +221,9 @@ def test_select_best_and_gate_block_downstream_when_nothing_passes(pack, comfy_d
 
     blocker = import_module(pack.__name__ + ".nodes.host").ExecutionBlocker
     scores, images, _ = scored_batch(pack)
-    select = pack.NODE_CLASS_MAPPINGS["MaSCSelectBest"]().select(scores, images, "cp", 1.0, 1.0, 1, 0.9999, -1.0, False, 0.05)
+    select = pack.NODE_CLASS_MAPPINGS["MaSCSelectBest"]().select(
+        scores, images, "cp", 1.0, 1.0, 1, 0.9999, -1.0, False, 0.05
+    )
     images_out, latent_out, mask_out, best, indices, ranking = select["result"]
     assert all(isinstance(v, blocker) and v.message is None for v in (images_out, latent_out, mask_out))
     assert best == -1 and "no image passed" in ranking
@@ -215,7 +237,9 @@ def test_gate_passes_what_clears_the_thresholds(pack, comfy_dirs):
     cps = [s.cp for s in scores.scores]
     threshold = sorted(cps)[1] + 1e-9  # the two best pass
     fractions = [s.foreground_fraction for s in scores.scores]
-    gate = pack.NODE_CLASS_MAPPINGS["MaSCGate"]().gate(scores, images, threshold, -1.0, True, 0.09, mask=masks)["result"]
+    gate = pack.NODE_CLASS_MAPPINGS["MaSCGate"]().gate(scores, images, threshold, -1.0, True, 0.09, mask=masks)[
+        "result"
+    ]
     expected = [i for i in range(4) if cps[i] >= threshold and fractions[i] >= 0.09]
     assert gate[3] == len(expected) and torch.equal(gate[0], images[expected])
     assert torch.equal(gate[2], masks[expected])
@@ -247,8 +271,14 @@ def test_auto_mask_node_masks_a_batch_and_feeds_scoring(pack, comfy_dirs):
     grown = node.mask(segmenter, images, "dog", 0.5, 6)["result"][0]
     assert looser.sum() >= masks.sum() and grown.sum() >= masks.sum()
     score = pack.NODE_CLASS_MAPPINGS["MaSCScore"]().score(
-        load_encoder(pack), float_image("dog_00"), torch.from_numpy(box_mask(512, 512, dtype=np.float32)), images,
-        "a dog", "dog", heatmaps=False, mask=grown,
+        load_encoder(pack),
+        float_image("dog_00"),
+        torch.from_numpy(box_mask(512, 512, dtype=np.float32)),
+        images,
+        "a dog",
+        "dog",
+        heatmaps=False,
+        mask=grown,
     )["result"][2]
     assert [s.foreground_fraction for s in score.scores] == pytest.approx([float(m.mean()) for m in grown], abs=1e-6)
 
@@ -260,6 +290,7 @@ def test_strip_subject_node(pack):
 
 # --- ComfyUI's --fp16-intermediates (float16 IMAGE/MASK/LATENT tensors) ------------------------------------
 
+
 @pytest.mark.parametrize("path", WORKFLOWS, ids=[os.path.basename(p) for p in WORKFLOWS])
 def test_api_workflows_score_the_same_with_float16_intermediates(pack, comfy_dirs, path):
     """Load Image's float16 pixels round back to the file's bytes: every report and value is unchanged."""
@@ -267,8 +298,15 @@ def test_api_workflows_score_the_same_with_float16_intermediates(pack, comfy_dir
 
     with open(path) as handle:
         graph = json.load(handle)
-    if {node["class_type"] for node in graph.values()} & {"KSampler", "MaSCSampleUntil", "MaSCSampleUntilCustom", "SamplerCustomAdvanced"}:
-        pytest.skip("float16 latents change the generated pixels themselves (every node's float16 path is checked below)")
+    if {node["class_type"] for node in graph.values()} & {
+        "KSampler",
+        "MaSCSampleUntil",
+        "MaSCSampleUntilCustom",
+        "SamplerCustomAdvanced",
+    }:
+        pytest.skip(
+            "float16 latents change the generated pixels themselves (every node's float16 path is checked below)"
+        )
     blocker = import_module(pack.__name__ + ".nodes.host").ExecutionBlocker
     full = run_graph(graph, pack.NODE_CLASS_MAPPINGS, comfy_dirs["input"], blocker)
     half = run_graph(graph, pack.NODE_CLASS_MAPPINGS, comfy_dirs["input"], blocker, intermediate_dtype=torch.float16)
@@ -286,27 +324,59 @@ def test_every_node_accepts_float16_images_masks_and_latents(pack, comfy_dirs):
     encoder = load_encoder(pack)
     ref, out = float_image("dog_00"), torch.cat([float_image("dog_01"), float_image("cat_00")])
     ref_mask = torch.from_numpy(box_mask(512, 512, dtype=np.float32))[None]
-    out_mask = torch.from_numpy(np.stack([box_mask(512, 512, 0.1, 0.2, 0.9, 0.6 + 0.1 * i, np.float32) for i in range(2)]))
+    out_mask = torch.from_numpy(
+        np.stack([box_mask(512, 512, 0.1, 0.2, 0.9, 0.6 + 0.1 * i, np.float32) for i in range(2)])
+    )
 
     def both(call):
         """The node's result with float32 tensors and with float16 ones."""
         return call(lambda t: t), call(lambda t: t.half())
 
     for name, call in {
-        "MaSCConceptPreservation": lambda c: nodes[name]().score(encoder, c(ref), c(ref_mask), c(out), heatmaps=True, mask=c(out_mask)),
-        "MaSCPromptFollowing": lambda c: nodes[name]().score(encoder, c(out), c(out_mask), "a dog on the beach", "dog", heatmaps=True),
-        "MaSCScore": lambda c: nodes[name]().score(encoder, c(ref), c(ref_mask), c(out), "a dog", "dog", heatmaps=True, mask=c(out_mask)),
+        "MaSCConceptPreservation": lambda c: nodes[name]().score(
+            encoder, c(ref), c(ref_mask), c(out), heatmaps=True, mask=c(out_mask)
+        ),
+        "MaSCPromptFollowing": lambda c: nodes[name]().score(
+            encoder, c(out), c(out_mask), "a dog on the beach", "dog", heatmaps=True
+        ),
+        "MaSCScore": lambda c: nodes[name]().score(
+            encoder, c(ref), c(ref_mask), c(out), "a dog", "dog", heatmaps=True, mask=c(out_mask)
+        ),
     }.items():
         full, half = both(call)
         assert [s.to_dict() for s in score_batch(half).scores] == [s.to_dict() for s in score_batch(full).scores], name
         assert half["ui"]["text"] == full["ui"]["text"], name
-    scores = nodes["MaSCScore"]().score(encoder, ref, ref_mask, out, "a dog", "dog", heatmaps=False, mask=out_mask)["result"][2]
+    scores = nodes["MaSCScore"]().score(encoder, ref, ref_mask, out, "a dog", "dog", heatmaps=False, mask=out_mask)[
+        "result"
+    ][2]
     latent = {"samples": torch.randn(2, 4, 8, 8), "batch_index": [5, 6]}
     select = nodes["MaSCSelectBest"]().select
-    for run in (lambda c: select(scores, c(out), "cp", 1.0, 1.0, 2, -1.0, -1.0, False, 0.05,
-                                 latent={**latent, "samples": c(latent["samples"])}, mask=c(out_mask)),
-                lambda c: nodes["MaSCGate"]().gate(scores, c(out), -1.0, -1.0, False, 0.05,
-                                                   latent={**latent, "samples": c(latent["samples"])}, mask=c(out_mask))):
+    for run in (
+        lambda c: select(
+            scores,
+            c(out),
+            "cp",
+            1.0,
+            1.0,
+            2,
+            -1.0,
+            -1.0,
+            False,
+            0.05,
+            latent={**latent, "samples": c(latent["samples"])},
+            mask=c(out_mask),
+        ),
+        lambda c: nodes["MaSCGate"]().gate(
+            scores,
+            c(out),
+            -1.0,
+            -1.0,
+            False,
+            0.05,
+            latent={**latent, "samples": c(latent["samples"])},
+            mask=c(out_mask),
+        ),
+    ):
         full, half = both(run)
         assert half["ui"]["text"] == full["ui"]["text"]
         assert torch.equal(half["result"][0].float(), full["result"][0].half().float())  # images carried as given
@@ -322,12 +392,16 @@ def test_thumbnails_on_the_node_are_the_image_outputs_at_preview_size(pack, comf
     host = pack.nodes.host
     monkeypatch.setenv(host.PREVIEW_DIR_ENV, str(tmp_path / "previews"))
     encoder = load_encoder(pack)
-    wide = torch.from_numpy(np.asarray(Image.fromarray(load_photo("dog_01")).resize((1100, 600)), dtype=np.float32) / 255.0)[None]
+    wide = torch.from_numpy(
+        np.asarray(Image.fromarray(load_photo("dog_01")).resize((1100, 600)), dtype=np.float32) / 255.0
+    )[None]
     outputs = torch.cat([wide, torch.flip(wide, dims=[2])])
     ref_mask = torch.from_numpy(box_mask(512, 512, dtype=np.float32))[None]
     out_mask = torch.from_numpy(box_mask(600, 1100, dtype=np.float32))[None]
     node = pack.NODE_CLASS_MAPPINGS["MaSCScore"]()
-    scored = node.score(encoder, float_image("dog_00"), ref_mask, outputs, "a dog on the beach", "dog", heatmaps=True, mask=out_mask)
+    scored = node.score(
+        encoder, float_image("dog_00"), ref_mask, outputs, "a dog on the beach", "dog", heatmaps=True, mask=out_mask
+    )
     image_heatmap = scored["result"][5]
     assert image_heatmap.shape == (2, 600, 1100, 3)
     shown = scored["ui"]["images"]
@@ -338,13 +412,17 @@ def test_thumbnails_on_the_node_are_the_image_outputs_at_preview_size(pack, comf
         pixels = np.rint(rendered.numpy() * 255.0).astype(np.uint8)
         assert np.array_equal(thumbnail, np.asarray(host.preview_thumbnail(pixels)))
     # Heatmaps off: the outputs themselves, captioned, at the same size; the file names do not collide.
-    plain = node.score(encoder, float_image("dog_00"), ref_mask, outputs, "a dog on the beach", "dog", heatmaps=False, mask=out_mask)
+    plain = node.score(
+        encoder, float_image("dog_00"), ref_mask, outputs, "a dog on the beach", "dog", heatmaps=False, mask=out_mask
+    )
     names = [entry["filename"] for entry in plain["ui"]["images"]]
     assert len(names) == 2 and not set(names) & {entry["filename"] for entry in shown}
     thumbnail = np.asarray(Image.open(tmp_path / "previews" / names[0]).convert("RGB"))
     assert thumbnail.shape == (279, 512, 3)
     source = np.asarray(host.preview_thumbnail(np.rint(outputs[0].numpy() * 255.0).astype(np.uint8)))
-    assert np.array_equal(thumbnail[60:], source[60:]) and not np.array_equal(thumbnail[:20], source[:20])  # caption band on top
+    assert np.array_equal(thumbnail[60:], source[60:]) and not np.array_equal(
+        thumbnail[:20], source[:20]
+    )  # caption band on top
 
 
 def test_previews_are_written_only_where_asked_outside_comfyui(pack, monkeypatch):
@@ -377,7 +455,9 @@ def test_sam3_loader_feeds_auto_mask_with_the_same_masks_as_the_library(pack, co
     images = torch.cat([float_image("dog_01"), float_image("cat_00")])
     masks, preview, report = pack.NODE_CLASS_MAPPINGS["MaSCAutoMask"]().mask(segmenter, images, "dog", 0.5, 0)["result"]
     direct = Sam3Segmenter.load(os.path.join(comfy_dirs["models"], "sam3", "tiny-sam3"), device="cpu")
-    assert torch.equal(masks, torch.stack(direct.masks([load_photo("dog_01"), load_photo("cat_00")], "dog", threshold=0.5)))
+    assert torch.equal(
+        masks, torch.stack(direct.masks([load_photo("dog_01"), load_photo("cat_00")], "dog", threshold=0.5))
+    )
     assert 0 < float(masks.mean()) < 1 and preview.shape == (2, 512, 512, 3)
     assert report.splitlines()[0].startswith(f"#0: mask covers {100 * float(masks[0].mean()):.1f}%")
     with pytest.raises(pack_errors(pack).MascInputError, match="score_threshold is 1.5"):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import sys
 
@@ -27,10 +26,7 @@ TOLERANCE = 1e-4
 
 @pytest.fixture(scope="module")
 def oracles(naflex_dir, fixed_dir, fixed_bicubic_dir):
-    return {
-        folder: masc.MaSC(model_id=folder, device="cpu")
-        for folder in (naflex_dir, fixed_dir, fixed_bicubic_dir)
-    }
+    return {folder: masc.MaSC(model_id=folder, device="cpu") for folder in (naflex_dir, fixed_dir, fixed_bicubic_dir)}
 
 
 def oracle_score(oracle, ref_path, ref_mask_path, out_path, out_mask_path, prompt, subject):
@@ -43,7 +39,10 @@ def oracle_score(oracle, ref_path, ref_mask_path, out_path, out_mask_path, promp
 def cli_json(*args: str) -> dict:
     completed = subprocess.run(
         [sys.executable, "-m", "masc_core", "score", *args, "--json", "--device", "cpu"],
-        cwd=ROOT, capture_output=True, text=True, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert completed.returncode == 0, completed.stderr
     return json.loads(completed.stdout)
@@ -61,11 +60,20 @@ def test_cli_matches_oracle_on_real_photos(which, oracles, naflex_dir, fixed_dir
     folder = {"naflex": naflex_dir, "fixed": fixed_dir, "fixed_bicubic": fixed_bicubic_dir}[which]
     outputs = ["dog_01", "dog_02", "cat_00", "teapot_00", "dog_01_wide", "dog_01_tall", "dog_01_odd"]
     document = cli_json(
-        "--model", folder,
-        "--ref", files["dog_00"], "--ref-mask", files["dog_00_mask"],
-        "--out", *[files[o] for o in outputs],
-        "--out-mask", *[files[o + "_mask"] for o in outputs],
-        "--prompt", PROMPT, "--subject", "dog",
+        "--model",
+        folder,
+        "--ref",
+        files["dog_00"],
+        "--ref-mask",
+        files["dog_00_mask"],
+        "--out",
+        *[files[o] for o in outputs],
+        "--out-mask",
+        *[files[o + "_mask"] for o in outputs],
+        "--prompt",
+        PROMPT,
+        "--subject",
+        "dog",
     )
     assert [r["image"] for r in document["results"]] == [files[o] for o in outputs]
     for name, row in zip(outputs, document["results"]):
@@ -83,10 +91,20 @@ def test_degenerate_masks_are_null_where_oracle_is_nan(oracles, naflex_dir, file
     Image.fromarray(np.zeros((512, 512), np.uint8)).save(empty)
     Image.fromarray(np.full((512, 512), 255, np.uint8)).save(full)
     document = cli_json(
-        "--model", naflex_dir,
-        "--ref", files["dog_00"], "--ref-mask", str(empty),
-        "--out", files["dog_01"], "--out-mask", str(full),
-        "--prompt", PROMPT, "--subject", "dog",
+        "--model",
+        naflex_dir,
+        "--ref",
+        files["dog_00"],
+        "--ref-mask",
+        str(empty),
+        "--out",
+        files["dog_01"],
+        "--out-mask",
+        str(full),
+        "--prompt",
+        PROMPT,
+        "--subject",
+        "dog",
     )
     row = document["results"][0]
     expected = oracle_score(oracles[naflex_dir], files["dog_00"], str(empty), files["dog_01"], str(full), PROMPT, "dog")
@@ -111,13 +129,25 @@ def test_image_modes_match_oracle(mode, oracles, naflex_dir, files, tmp_path):
     mask = tmp_path / "teapot_mask_small.png"
     Image.fromarray(box_mask(100, 80)).save(mask)  # another size than the image: resized
     document = cli_json(
-        "--model", naflex_dir,
-        "--ref", str(path), "--ref-mask", str(mask),
-        "--out", files["teapot_00"], "--out-mask", str(mask),
-        "--prompt", "the teapot in the snow", "--subject", "teapot",
+        "--model",
+        naflex_dir,
+        "--ref",
+        str(path),
+        "--ref-mask",
+        str(mask),
+        "--out",
+        files["teapot_00"],
+        "--out-mask",
+        str(mask),
+        "--prompt",
+        "the teapot in the snow",
+        "--subject",
+        "teapot",
     )
     row = document["results"][0]
-    expected = oracle_score(oracles[naflex_dir], str(path), str(mask), files["teapot_00"], str(mask), "the teapot in the snow", "teapot")
+    expected = oracle_score(
+        oracles[naflex_dir], str(path), str(mask), files["teapot_00"], str(mask), "the teapot in the snow", "teapot"
+    )
     assert_close(row["cp"], expected.cp)
     assert_close(row["pf"], expected.pf)
 
@@ -125,22 +155,40 @@ def test_image_modes_match_oracle(mode, oracles, naflex_dir, files, tmp_path):
 @pytest.mark.parametrize(
     "prompt,subject",
     [
-        ("", "dog"),                                  # empty prompt
-        ("a cat sleeping on a sofa", "dog"),          # subject absent
-        ("The DOG and the dog's toy", "dog"),         # case, several occurrences
+        ("", "dog"),  # empty prompt
+        ("a cat sleeping on a sofa", "dog"),  # subject absent
+        ("The DOG and the dog's toy", "dog"),  # case, several occurrences
         ("a sks dog playing in the snow", "sks dog"),  # multi-word name
-        ("a photo   with   spaces of a dog", "dog"),   # whitespace collapsed
+        ("a photo   with   spaces of a dog", "dog"),  # whitespace collapsed
     ],
 )
 def test_prompts_match_oracle(prompt, subject, oracles, naflex_dir, files):
     document = cli_json(
-        "--model", naflex_dir,
-        "--ref", files["dog_00"], "--ref-mask", files["dog_00_mask"],
-        "--out", files["dog_02"], "--out-mask", files["dog_02_mask"],
-        "--prompt", prompt, "--subject", subject,
+        "--model",
+        naflex_dir,
+        "--ref",
+        files["dog_00"],
+        "--ref-mask",
+        files["dog_00_mask"],
+        "--out",
+        files["dog_02"],
+        "--out-mask",
+        files["dog_02_mask"],
+        "--prompt",
+        prompt,
+        "--subject",
+        subject,
     )
     row = document["results"][0]
-    expected = oracle_score(oracles[naflex_dir], files["dog_00"], files["dog_00_mask"], files["dog_02"], files["dog_02_mask"], prompt, subject)
+    expected = oracle_score(
+        oracles[naflex_dir],
+        files["dog_00"],
+        files["dog_00_mask"],
+        files["dog_02"],
+        files["dog_02_mask"],
+        prompt,
+        subject,
+    )
     assert row["encoded_prompt"] == expected.extras["prompt_text"]
     assert_close(row["pf"], expected.pf)
     assert_close(row["cp"], expected.cp)

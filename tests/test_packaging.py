@@ -27,7 +27,13 @@ from comfy_harness import ROOT, import_pack
 
 # What comfy_config (ComfyUI's reader of this file) accepts.
 REGISTRY_OS_PREFIXES = ("Microsoft", "POSIX", "MacOS", "OS Independent")
-REGISTRY_ACCELERATORS = {"GPU :: NVIDIA CUDA", "GPU :: AMD ROCm", "GPU :: Intel Arc", "NPU :: Huawei Ascend", "GPU :: Apple Metal"}
+REGISTRY_ACCELERATORS = {
+    "GPU :: NVIDIA CUDA",
+    "GPU :: AMD ROCm",
+    "GPU :: Intel Arc",
+    "NPU :: Huawei Ascend",
+    "GPU :: Apple Metal",
+}
 FORBIDDEN_CALLS = {"eval", "exec", "compile", "__import__"}
 FORBIDDEN_MODULES = {"subprocess", "pip", "ensurepip", "runpy", "pty", "multiprocessing"}
 FORBIDDEN_OS_CALLS = re.compile(r"^(system|popen|exec\w*|spawn\w*|fork\w*|posix_spawn\w*)$")
@@ -43,7 +49,11 @@ def pyproject() -> dict:
 def shipped_files() -> list[str]:
     """The Registry archive's files: git's tracked and new files, minus the patterns of .comfyignore."""
     listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True,
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split("\0")
     with open(os.path.join(ROOT, ".comfyignore"), encoding="utf-8") as handle:
         patterns = [line.strip() for line in handle if line.strip() and not line.startswith("#")]
@@ -58,8 +68,12 @@ def test_project_metadata_for_the_registry(pyproject):
     project = pyproject["project"]
     assert project["name"] and re.fullmatch(r"\d+\.\d+\.\d+", project["version"]) and project["description"]
     assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", project["urls"]["Repository"])
-    systems = [c.removeprefix("Operating System :: ") for c in project["classifiers"] if c.startswith("Operating System :: ")]
-    accelerators = [c.removeprefix("Environment :: ") for c in project["classifiers"] if c.startswith("Environment :: ")]
+    systems = [
+        c.removeprefix("Operating System :: ") for c in project["classifiers"] if c.startswith("Operating System :: ")
+    ]
+    accelerators = [
+        c.removeprefix("Environment :: ") for c in project["classifiers"] if c.startswith("Environment :: ")
+    ]
     assert systems and all(s.startswith(REGISTRY_OS_PREFIXES) for s in systems)
     # ComfyUI-Manager reads an accelerator classifier as exclusive: listing one (say NVIDIA CUDA) marks the pack
     # as conflicting on CPU, Mac and AMD machines. The pack runs wherever ComfyUI does, so it lists none.
@@ -69,7 +83,9 @@ def test_project_metadata_for_the_registry(pyproject):
 def test_registry_images_are_files_of_this_repository(pyproject):
     comfy = pyproject["tool"]["comfy"]
     assert comfy["PublisherId"] and comfy["DisplayName"]
-    raw = pyproject["project"]["urls"]["Repository"].replace("https://github.com/", "https://raw.githubusercontent.com/")
+    raw = pyproject["project"]["urls"]["Repository"].replace(
+        "https://github.com/", "https://raw.githubusercontent.com/"
+    )
     for key, size in (("Icon", (400, 400)), ("Banner", None)):
         assert comfy[key].startswith(raw + "/main/"), f"{key} is not a file of {raw}"
         path = os.path.join(ROOT, comfy[key].removeprefix(raw + "/main/"))
@@ -86,12 +102,24 @@ def _problems(path: str) -> list[str]:
     for node in ast.walk(ast.parse(open(path, encoding="utf-8").read(), path)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FORBIDDEN_CALLS:
             found.append(f"{path}:{node.lineno} calls {node.func.id}()")
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+        ):
             if node.func.value.id == "os" and FORBIDDEN_OS_CALLS.match(node.func.attr):
                 found.append(f"{path}:{node.lineno} calls os.{node.func.attr}()")
         elif isinstance(node, ast.Import):
-            found += [f"{path}:{node.lineno} imports {a.name}" for a in node.names if a.name.split(".")[0] in FORBIDDEN_MODULES]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] in FORBIDDEN_MODULES:
+            found += [
+                f"{path}:{node.lineno} imports {a.name}"
+                for a in node.names
+                if a.name.split(".")[0] in FORBIDDEN_MODULES
+            ]
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and (node.module or "").split(".")[0] in FORBIDDEN_MODULES
+        ):
             found.append(f"{path}:{node.lineno} imports {node.module}")
     return found
 
@@ -110,9 +138,14 @@ def test_shipped_code_runs_no_eval_exec_pip_or_programs():
 def test_the_rules_see_a_forbidden_call(tmp_path):
     """The scan above is not vacuous: it finds each kind of thing it forbids."""
     bad = tmp_path / "bad.py"
-    bad.write_text("import subprocess\nfrom pip import main\nimport os\nos.system('x')\neval('1')\nmodel.eval()\nre.compile('x')\n")
+    bad.write_text(
+        "import subprocess\nfrom pip import main\nimport os\nos.system('x')\neval('1')\nmodel.eval()\nre.compile('x')\n"
+    )
     assert [p.split(" ", 1)[1] for p in _problems(str(bad))] == [
-        "imports subprocess", "imports pip", "calls os.system()", "calls eval()",
+        "imports subprocess",
+        "imports pip",
+        "calls os.system()",
+        "calls eval()",
     ]
 
 
@@ -121,25 +154,37 @@ BUILD_ARTEFACTS = (".whl", ".egg", ".tar.gz", ".tgz", ".zip", ".pyc", ".so", ".d
 
 def test_no_build_artefacts_are_tracked():
     """Wheels, archives and compiled files never belong in the repository (nor in the Registry archive made from it)."""
-    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split("\0")
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split("\0")
     assert [name for name in tracked if name.lower().endswith(BUILD_ARTEFACTS)] == []
 
 
 def test_development_files_are_left_out_of_the_archive():
     shipped = shipped_files()
     assert not any(f.startswith(("tests/", ".ci/", "benchmarks/")) for f in shipped)
-    assert {"__init__.py", "web/masc_scores.js", "example_inputs/masc_example_dog_00.jpg",
-            "subgraphs/MaSC best-of-N.json", "subgraphs/MaSC score a pair.json"} <= set(shipped)
+    assert {
+        "__init__.py",
+        "web/masc_scores.js",
+        "example_inputs/masc_example_dog_00.jpg",
+        "subgraphs/MaSC best-of-N.json",
+        "subgraphs/MaSC score a pair.json",
+    } <= set(shipped)
 
 
 def test_requirements_never_install_torch():
     """ComfyUI-Manager installs requirements.txt; torch comes with ComfyUI and must not be replaced."""
     with open(os.path.join(ROOT, "requirements.txt"), encoding="utf-8") as handle:
-        names = [re.split(r"[<>=!~\[; ]", line.strip())[0].lower() for line in handle if line.strip() and not line.startswith("#")]
+        names = [
+            re.split(r"[<>=!~\[; ]", line.strip())[0].lower()
+            for line in handle
+            if line.strip() and not line.startswith("#")
+        ]
     assert names and not {"torch", "torchvision", "torchaudio"} & set(names)
 
 
 # --- example inputs and templates -------------------------------------------------------------------------
+
 
 def _loaded_files(path: str) -> set[str]:
     with open(path, encoding="utf-8") as handle:
@@ -149,7 +194,9 @@ def _loaded_files(path: str) -> set[str]:
     return {n["inputs"]["image"] for n in graph.values() if n["class_type"] in LOADERS}
 
 
-WORKFLOW_FILES = sorted(glob.glob(os.path.join(ROOT, "workflows", "*.json")) + glob.glob(os.path.join(ROOT, "workflows", "api", "*.json")))
+WORKFLOW_FILES = sorted(
+    glob.glob(os.path.join(ROOT, "workflows", "*.json")) + glob.glob(os.path.join(ROOT, "workflows", "api", "*.json"))
+)
 
 
 @pytest.mark.parametrize("path", WORKFLOW_FILES, ids=lambda p: os.path.relpath(p, ROOT))
@@ -160,7 +207,7 @@ def test_workflows_load_only_shipped_example_inputs(path):
 
 @pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(ROOT, "workflows", "*.json"))), ids=os.path.basename)
 def test_every_ui_workflow_has_its_template_thumbnail(path):
-    thumbnail = path[:-len(".json")] + ".jpg"
+    thumbnail = path[: -len(".json")] + ".jpg"
     assert os.path.isfile(thumbnail), "the templates browser would show a blank card"
     with Image.open(thumbnail) as image:
         assert image.format == "JPEG" and image.size[0] >= 256 and image.size[1] >= 256
@@ -205,7 +252,9 @@ def test_one_version_everywhere():
     from masc_core import __version__
     from masc_core.version import __version__ as metric_version
 
-    declared = re.search(r'^version = "([^"]+)"', open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8").read(), re.M).group(1)
+    declared = re.search(
+        r'^version = "([^"]+)"', open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8").read(), re.M
+    ).group(1)
     assert __version__ == metric_version == declared
 
 
@@ -221,9 +270,16 @@ def test_requirements_are_pyprojects_dependencies_without_torch(pyproject):
 def _comfy_node_validate(folder: str) -> subprocess.CompletedProcess:
     command = os.environ.get("MASC_COMFY_CLI")
     if not command:
-        pytest.skip("comfy node validate: set MASC_COMFY_CLI to a comfy-cli executable (.ci/run installs comfy-cli 1.23)")
-    return subprocess.run([command, "--skip-prompt", "--no-enable-telemetry", "node", "validate"], cwd=folder,
-                          capture_output=True, text=True, timeout=300)
+        pytest.skip(
+            "comfy node validate: set MASC_COMFY_CLI to a comfy-cli executable (.ci/run installs comfy-cli 1.23)"
+        )
+    return subprocess.run(
+        [command, "--skip-prompt", "--no-enable-telemetry", "node", "validate"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_comfy_node_validate_passes_with_no_security_warning():

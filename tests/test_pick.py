@@ -9,7 +9,18 @@ import threading
 import pytest
 import torch
 
-from masc_core.selection.picks import ANSWERED, CHOSEN, MALFORMED, NO_BROWSER, TIMED_OUT, UNKNOWN, PickBoard, PickOutcome, PickRefused, pick_labels
+from masc_core.selection.picks import (
+    ANSWERED,
+    CHOSEN,
+    MALFORMED,
+    NO_BROWSER,
+    TIMED_OUT,
+    UNKNOWN,
+    PickBoard,
+    PickOutcome,
+    PickRefused,
+    pick_labels,
+)
 
 KIND = {400: MALFORMED, 404: UNKNOWN, 409: ANSWERED}
 """The board's refusals by the HTTP status the route answers them with (nodes.host.STATUS)."""
@@ -20,7 +31,9 @@ class FakeClock:
         self.now = 0.0
 
     def __call__(self):
-        self.now += 0.05  # every look at the clock moves it: a wait with nobody answering ends after timeout / 0.05 looks
+        self.now += (
+            0.05  # every look at the clock moves it: a wait with nobody answering ends after timeout / 0.05 looks
+        )
         return self.now
 
 
@@ -29,10 +42,19 @@ def test_board_takes_one_checked_answer_for_a_waiting_node():
     request = board.open("12", 4, [0])
     good = {"token": request.token, "node": "12", "picks": [2, 0]}
     for body, status in [
-        ([1], 400), ({"token": request.token, "node": "12"}, 400), (dict(good, extra=1), 400),
-        (dict(good, node="13"), 400), (dict(good, token="f" * 32), 404), (dict(good, token=7), 400),
-        (dict(good, picks=[]), 400), (dict(good, picks=[4]), 400), (dict(good, picks=[-1]), 400), (dict(good, picks=[1, 1]), 400),
-        (dict(good, picks=[True]), 400), (dict(good, picks=[0.0]), 400), (dict(good, picks="0"), 400),
+        ([1], 400),
+        ({"token": request.token, "node": "12"}, 400),
+        (dict(good, extra=1), 400),
+        (dict(good, node="13"), 400),
+        (dict(good, token="f" * 32), 404),
+        (dict(good, token=7), 400),
+        (dict(good, picks=[]), 400),
+        (dict(good, picks=[4]), 400),
+        (dict(good, picks=[-1]), 400),
+        (dict(good, picks=[1, 1]), 400),
+        (dict(good, picks=[True]), 400),
+        (dict(good, picks=[0.0]), 400),
+        (dict(good, picks="0"), 400),
         (dict(good, picks=[0, 1, 2, 3, 0]), 400),
     ]:
         with pytest.raises(PickRefused) as refused:
@@ -73,7 +95,14 @@ def test_wait_times_out_with_the_default_and_honours_cancel():
 
 def test_labels_come_only_from_the_artists_choice():
     shown = [4, 1, 2]
-    assert pick_labels(shown, 6, PickOutcome([0, 2], CHOSEN, 1.0)) == [None, "passed over", "picked", None, "picked", None]
+    assert pick_labels(shown, 6, PickOutcome([0, 2], CHOSEN, 1.0)) == [
+        None,
+        "passed over",
+        "picked",
+        None,
+        "picked",
+        None,
+    ]
     assert pick_labels(shown, 6, PickOutcome([0], TIMED_OUT, 9.0)) == [None] * 6
     assert pick_labels(shown, 6, PickOutcome([0], NO_BROWSER, 0.0)) == [None] * 6
 
@@ -106,10 +135,14 @@ class Browser:
 def scored(pack, count=6):
     scores = importlib.import_module(pack.__name__ + ".masc_core.metric.scores")
     cps = [0.40, 0.90, 0.55, 0.70, 0.20, 0.65]
-    items = [scores.ImageScore(index=i, cp=cps[i], pf=0.1, foreground_fraction=0.3, prompt="a sks dog", encoded_prompt="a")
-             for i in range(count)]
+    items = [
+        scores.ImageScore(index=i, cp=cps[i], pf=0.1, foreground_fraction=0.3, prompt="a sks dog", encoded_prompt="a")
+        for i in range(count)
+    ]
     context = scores.ScoreContext(node="MaSCScore", subject="sks dog", seeds=[100 + i for i in range(count)])
-    batch = scores.ScoreBatch(scores=items, references=[scores.ReferenceInfo(0, (4, 4), 0.3, 5, False)], context=context)
+    batch = scores.ScoreBatch(
+        scores=items, references=[scores.ReferenceInfo(0, (4, 4), 0.3, 5, False)], context=context
+    )
     images = torch.stack([torch.full((32, 32, 3), i / 10) for i in range(count)])
     latent = {"samples": torch.arange(count, dtype=torch.float32).reshape(count, 1, 1, 1).repeat(1, 4, 4, 4)}
     return batch, images, latent
@@ -120,7 +153,20 @@ def run_pick(pack, browser, *, show=4, keep=1, timeout=60, extra=None, **optiona
     batch, images, latent = scored(pack)
     node = pack.NODE_CLASS_MAPPINGS["MaSCPick"]()
     with host.use_pick_browser(browser):
-        out = node.pick(batch, images, show, keep, "cp", 1.0, 1.0, timeout, latent=latent, extra_pnginfo=extra, unique_id="9", **optional)
+        out = node.pick(
+            batch,
+            images,
+            show,
+            keep,
+            "cp",
+            1.0,
+            1.0,
+            timeout,
+            latent=latent,
+            extra_pnginfo=extra,
+            unique_id="9",
+            **optional,
+        )
     for thread in getattr(browser, "threads", []):
         thread.join()
     return out, images
@@ -143,7 +189,11 @@ def test_a_pick_in_the_browser_passes_those_candidates_on_with_labels(pack, comf
     assert browser.events[-1][0] == "masc.pick.closed" and board.waiting() == 0
     assert report.startswith("you picked #1, #5\nof the 4 shown (of 6), after ")
     entry = extra["masc"]["nodes"]["9"]
-    assert entry["node"] == "MaSCPick" and [r["verdict"] for r in entry["images"]][:3] == ["not shown", "picked", "passed over"]
+    assert entry["node"] == "MaSCPick" and [r["verdict"] for r in entry["images"]][:3] == [
+        "not shown",
+        "picked",
+        "passed over",
+    ]
     # MaSC Log Scores writes the labels; calibrate reads them back.
     log = pack.NODE_CLASS_MAPPINGS["MaSCLogScores"]().log(scores, "picks.jsonl", "")
     score_log = importlib.import_module(pack.__name__ + ".masc_core.evaluation.score_log")
@@ -188,11 +238,14 @@ def test_cancel_while_waiting_stops_the_prompt_and_closes_the_dialog(pack, monke
     assert [e for e, _ in browser.events] == ["masc.pick", "masc.pick.closed"] and board.waiting() == 0
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"show": 7}, "show is 7 but the batch has 6 images"),
-    ({"show": 2, "keep": 3}, "keep is 3 but only 2 are shown"),
-    ({"heatmaps": torch.zeros(2, 8, 8, 3)}, "heatmaps has 2 pictures for 6 images"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"show": 7}, "show is 7 but the batch has 6 images"),
+        ({"show": 2, "keep": 3}, "keep is 3 but only 2 are shown"),
+        ({"heatmaps": torch.zeros(2, 8, 8, 3)}, "heatmaps has 2 pictures for 6 images"),
+    ],
+)
 def test_bad_counts_are_one_line(pack, kwargs, message):
     errors = importlib.import_module(pack.__name__ + ".masc_core.errors")
     with pytest.raises(errors.MascInputError, match=message) as refused:
@@ -209,5 +262,7 @@ def test_the_route_answers_each_refusal_with_its_status(pack):
     host = importlib.import_module(pack.__name__ + ".nodes.host")
     assert {kind: host.STATUS[kind] for kind in KIND.values()} == {MALFORMED: 400, UNKNOWN: 404, ANSWERED: 409}
     config = host.pick_config()
-    assert config == {"events": {"show": host.PICK_EVENT, "closed": host.PICK_CLOSED_EVENT},
-                      "routes": {"answer": host.PICK_ROUTE, "hello": host.PICK_HELLO_ROUTE}}
+    assert config == {
+        "events": {"show": host.PICK_EVENT, "closed": host.PICK_CLOSED_EVENT},
+        "routes": {"answer": host.PICK_ROUTE, "hello": host.PICK_HELLO_ROUTE},
+    }

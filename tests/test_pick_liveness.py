@@ -13,7 +13,17 @@ import pytest
 
 from masc_core.io.files import JSONUnreadable, parse_json
 from masc_core.selection.picks import (
-    CHOSEN, GRACE_SECONDS, MALFORMED, MAX_ANNOUNCED, NO_BROWSER, POLL_SECONDS, SHOWN, TIMED_OUT, UNKNOWN, PickBoard, PickRefused,
+    CHOSEN,
+    GRACE_SECONDS,
+    MALFORMED,
+    MAX_ANNOUNCED,
+    NO_BROWSER,
+    POLL_SECONDS,
+    SHOWN,
+    TIMED_OUT,
+    UNKNOWN,
+    PickBoard,
+    PickRefused,
 )
 
 
@@ -67,7 +77,9 @@ def test_a_reloaded_page_is_shown_the_pick_again_and_its_answer_is_used():
     clock.at(5.0, lambda: board.answer({"token": request.token, "node": "7", "picks": [2]}))
     outcome = board.wait(request, 600, never, page)
     assert page.shown == 2  # once when asked, once after the reload
-    assert page.left[0] == 600 and 596 <= page.left[1] <= 597  # the reloaded dialog counts down what is left (reloaded at 3.5 s)
+    assert (
+        page.left[0] == 600 and 596 <= page.left[1] <= 597
+    )  # the reloaded dialog counts down what is left (reloaded at 3.5 s)
     assert outcome.how == CHOSEN and outcome.picks == [2]
 
 
@@ -103,7 +115,9 @@ def test_an_answer_that_arrives_at_the_deadline_is_the_one_used():
         board = PickBoard(clock=clock)
         request = board.open("7", 4, [0])
         accepted = []
-        clock.at(5.0 + offset, lambda: accepted.append(board.answer({"token": request.token, "node": "7", "picks": [3]})))
+        clock.at(
+            5.0 + offset, lambda: accepted.append(board.answer({"token": request.token, "node": "7", "picks": [3]}))
+        )
         outcome = board.wait(request, 5.0, never)
         assert accepted, "the route refused the answer"
         assert outcome.how == CHOSEN and outcome.picks == [3]  # accepted (200) means used
@@ -122,8 +136,16 @@ def test_an_answer_after_the_deadline_is_refused():
 
 def test_announcements_are_checked_and_bounded():
     board = PickBoard()
-    for body in [None, [], {}, {"client": 7}, {"client": ""}, {"client": "x" * 129}, {"client": "a\x1b[2J"},
-                 {"client": "a", "more": 1}]:
+    for body in [
+        None,
+        [],
+        {},
+        {"client": 7},
+        {"client": ""},
+        {"client": "x" * 129},
+        {"client": "a\x1b[2J"},
+        {"client": "a", "more": 1},
+    ]:
         with pytest.raises(PickRefused) as refused:
             board.announce(body)
         assert refused.value.kind == MALFORMED and "\n" not in str(refused.value)
@@ -157,11 +179,16 @@ def test_the_pick_widgets_stay_within_what_the_route_takes(pack):
         picks.check_counts(1100, 1, 2000)  # a value that came over a link, past the widget's range
 
 
-@pytest.mark.parametrize("body", [
-    b"[" * 2000 + b"]" * 2000,  # 4 KB of nesting: Python's parser would raise RecursionError
-    b'{"token": "a", "node": "1", "picks": [' + b"9" * 3000 + b"]}",  # past Python's integer-conversion limit
-    b'{"token": NaN}', b"\xff\xfe", b'{"a": [[[[[[1]]]]]]}',
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" * 2000 + b"]" * 2000,  # 4 KB of nesting: Python's parser would raise RecursionError
+        b'{"token": "a", "node": "1", "picks": [' + b"9" * 3000 + b"]}",  # past Python's integer-conversion limit
+        b'{"token": NaN}',
+        b"\xff\xfe",
+        b'{"a": [[[[[[1]]]]]]}',
+    ],
+)
 def test_a_crafted_route_body_is_one_refusal(body):
     with pytest.raises(JSONUnreadable) as refused:
         parse_json(body, max_depth=4)

@@ -24,7 +24,9 @@ def pair_rows(same_only: bool = False) -> list[dict]:
     for row in rows:
         shown = os.path.basename(row["out"]).rsplit("_", 1)[0]
         row["same_subject"] = 1 if same_only else int(shown == row["subject"].replace(" ", "_"))
-        row["out_mask"] = row["out_mask"] if row["out_mask"] != "masks/tiny.png" else f"masks/{os.path.basename(row['out'])[:-4]}.png"
+        row["out_mask"] = (
+            row["out_mask"] if row["out_mask"] != "masks/tiny.png" else f"masks/{os.path.basename(row['out'])[:-4]}.png"
+        )
     return rows
 
 
@@ -32,7 +34,10 @@ def pair_rows(same_only: bool = False) -> list[dict]:
 def workspace(tmp_path_factory):
     folder = tmp_path_factory.mktemp("plots")
     write_masks(str(folder))
-    write_csv(str(folder / "rated.csv"), dreambench_rows(references=("dog_00", "cat_00", "teapot_00"), methods=("a", "b"), prompts=2, seeds=3, seed=2))
+    write_csv(
+        str(folder / "rated.csv"),
+        dreambench_rows(references=("dog_00", "cat_00", "teapot_00"), methods=("a", "b"), prompts=2, seeds=3, seed=2),
+    )
     write_csv(str(folder / "pairs.csv"), pair_rows())
     write_csv(str(folder / "same.csv"), pair_rows(same_only=True))
     return folder
@@ -43,7 +48,9 @@ def rated_runs(workspace, naflex_dir):
     """The rated manifest scored twice: with plots and with --no-plots."""
     runs = {}
     for name, extra in (("plots", []), ("bare", ["--no-plots"])):
-        code, _, err = call("eval", workspace / "rated.csv", "--model", naflex_dir, *EVAL, "--out-dir", workspace / name, *extra)
+        code, _, err = call(
+            "eval", workspace / "rated.csv", "--model", naflex_dir, *EVAL, "--out-dir", workspace / name, *extra
+        )
         assert code == 0, err
         runs[name] = workspace / name
     return runs
@@ -102,8 +109,14 @@ def test_agreement_plot_draws_each_row_per_rater_with_the_summary_numbers(rated_
     rows = [r for r in stored(folder) if r.human_cp is not None and not r.filtered]
     for axis, name in zip(axes, ["cp", "global_cp"]):
         stats = block["metrics"][name]
-        assert axis.get_title() == f"{name}: α {stats['krippendorff_alpha']:+.3f}, ρ {stats['spearman']:+.3f} (n={stats['n']})"
-        by_rater = {label.get_text().split(":")[0]: collection for label, collection in zip(axis.get_legend().get_texts(), axis.collections)}
+        assert (
+            axis.get_title()
+            == f"{name}: α {stats['krippendorff_alpha']:+.3f}, ρ {stats['spearman']:+.3f} (n={stats['n']})"
+        )
+        by_rater = {
+            label.get_text().split(":")[0]: collection
+            for label, collection in zip(axis.get_legend().get_texts(), axis.collections)
+        }
         for rater in ("r1", "r2"):
             points = by_rater[rater].get_offsets()
             mine = [r for r in rows if rater in r.ratings["cp"]]
@@ -123,13 +136,20 @@ def test_methods_plot_draws_means_spreads_and_seed_means(rated_runs, drawn):
     from matplotlib.collections import PathCollection
 
     dots = np.concatenate([c.get_offsets()[:, 1] for c in cp_axis.collections if isinstance(c, PathCollection)])
-    seed_means = [v for name in ("cp", "global_cp") for m in ("a", "b") for v in summary["methods"][m]["metrics"][name]["seed_means"].values()]
+    seed_means = [
+        v
+        for name in ("cp", "global_cp")
+        for m in ("a", "b")
+        for v in summary["methods"][m]["metrics"][name]["seed_means"].values()
+    ]
     assert sorted(dots) == pytest.approx(sorted(seed_means), abs=1e-12)
 
 
 def test_identity_roc_plot(workspace, naflex_dir, tmp_path, drawn):
     out_dir = tmp_path / "pairs"
-    code, out, err = call("eval", workspace / "pairs.csv", "--model", naflex_dir, *EVAL, "--out-dir", out_dir, "--no-plots")
+    code, out, err = call(
+        "eval", workspace / "pairs.csv", "--model", naflex_dir, *EVAL, "--out-dir", out_dir, "--no-plots"
+    )
     assert code == 0, err
     summary = json.load(open(out_dir / "summary.json"))
     block = summary["identity"]
@@ -167,17 +187,24 @@ def test_without_matplotlib_one_line_and_no_failure(workspace, naflex_dir, tmp_p
 def test_stale_plots_go_and_merge_draws_them(workspace, naflex_dir, tmp_path):
     out_dir = tmp_path / "sharded"
     for index in range(2):
-        code, _, err = call("eval", workspace / "rated.csv", "--model", naflex_dir, *EVAL, "--out-dir", out_dir, "--shard", f"{index}/2")
+        code, _, err = call(
+            "eval", workspace / "rated.csv", "--model", naflex_dir, *EVAL, "--out-dir", out_dir, "--shard", f"{index}/2"
+        )
         assert code == 0, err
     assert not any(n.endswith(".png") for n in os.listdir(out_dir))  # shards draw nothing
     (out_dir / "plot_identity_roc.png").write_bytes(b"an older run's plot")
     code, out, err = call("merge", out_dir, "--quiet")
     assert code == 0, err
     assert sorted(n for n in os.listdir(out_dir) if n.endswith(".png")) == [
-        "plot_agreement_cp.png", "plot_agreement_pf.png", "plot_methods.png"
+        "plot_agreement_cp.png",
+        "plot_agreement_pf.png",
+        "plot_methods.png",
     ]
     # An eval into a folder removes the old plots before it starts: an interrupted run leaves none of them behind.
-    unrated = [{k: v for k, v in row.items() if not k.startswith("human_")} for row in dreambench_rows(references=("dog_00",), methods=("a",), prompts=1, seeds=2)]
+    unrated = [
+        {k: v for k, v in row.items() if not k.startswith("human_")}
+        for row in dreambench_rows(references=("dog_00",), methods=("a",), prompts=1, seeds=2)
+    ]
     write_csv(str(workspace / "unrated.csv"), unrated)
     code, _, err = call("eval", workspace / "unrated.csv", "--model", naflex_dir, *EVAL, "--out-dir", out_dir)
     assert code == 0, err

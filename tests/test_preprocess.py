@@ -28,7 +28,13 @@ def test_naflex_target_sizes_equal_the_processors():
 
 def crops():
     dog = load_photo("dog_01")
-    return [load_photo("teapot_00"), dog[:300], dog[:, 40:300], dog[5:17, 9:500], load_photo("red_cartoon_00")[::3, ::2]]
+    return [
+        load_photo("teapot_00"),
+        dog[:300],
+        dog[:, 40:300],
+        dog[5:17, 9:500],
+        load_photo("red_cartoon_00")[::3, ::2],
+    ]
 
 
 @needs_5
@@ -42,7 +48,9 @@ def test_pixels_equal_the_processors(which, naflex_dir, fixed_dir, fixed_bicubic
     with open(os.path.join(folder, "config.json")) as handle:
         vision = json.load(handle)["vision_config"]
     with open(os.path.join(folder, "preprocessor_config.json")) as handle:
-        spec = PreprocessSpec.from_configs(naflex=which == "naflex", vision_config=vision, preprocessor_config=json.load(handle))
+        spec = PreprocessSpec.from_configs(
+            naflex=which == "naflex", vision_config=vision, preprocessor_config=json.load(handle)
+        )
     for image in crops():
         kwargs = {"max_num_patches": 1024} if which == "naflex" else {}
         expected = processor(images=[Image.fromarray(image)], return_tensors="pt", **kwargs)
@@ -56,9 +64,16 @@ def test_pixels_equal_the_processors(which, naflex_dir, fixed_dir, fixed_bicubic
 
 
 PROMPTS = [
-    "A photo of a Dog ON the beach", "", "   ", "café crème brûlée", "emoji 🐶 dog", "UPPER lower MiXeD",
+    "A photo of a Dog ON the beach",
+    "",
+    "   ",
+    "café crème brûlée",
+    "emoji 🐶 dog",
+    "UPPER lower MiXeD",
     "a " * 80 + "dog",  # longer than 64 tokens: truncated, EOS kept
-    "tabs\tand\nnewlines", "<eos> in text", "numbers 123 4567",
+    "tabs\tand\nnewlines",
+    "<eos> in text",
+    "numbers 123 4567",
 ]
 
 
@@ -76,11 +91,14 @@ def test_token_ids_equal_the_processors(which, naflex_dir, fixed_dir, naflex_enc
     assert encoder.tokenizer.lowercase is (which == "naflex")
 
 
-@pytest.mark.parametrize("budget,message", [
-    (10**6, "max_patches is 1000000, outside the range this input takes: set it between 16 and 4096"),
-    (8, "max_patches is 8, outside the range"),
-    (1024.5, "max_patches is 1024.5, not a whole number"),
-])
+@pytest.mark.parametrize(
+    "budget,message",
+    [
+        (10**6, "max_patches is 1000000, outside the range this input takes: set it between 16 and 4096"),
+        (8, "max_patches is 8, outside the range"),
+        (1024.5, "max_patches is 1024.5, not a whole number"),
+    ],
+)
 def test_the_patch_budget_is_held_to_its_range_by_the_library(naflex_dir, budget, message):
     """Whoever calls (a script, the CLI, a node): a budget of 10^6 ran for over ten minutes on one 64x64 image."""
     from masc_core import MascEncoder, MascInputError

@@ -49,7 +49,8 @@ def lines_in(path) -> int:
 
 
 TICKET_HOOK = os.path.join(ROOT, "tests", "batch_tickets")
-"""On the run's PYTHONPATH with $MASC_TEST_BATCH_TICKETS: every batch waits for a ticket (``batch_tickets/sitecustomize.py``)."""
+"""On the run's PYTHONPATH with $MASC_TEST_BATCH_TICKETS: every batch waits for a ticket
+(``batch_tickets/sitecustomize.py``)."""
 
 
 def environment(**extra) -> dict:
@@ -112,7 +113,13 @@ def workspace(tmp_path_factory, naflex_dir):
     manifest = write_csv(str(folder / "manifest.csv"), rows)
     code, out, err = call("eval", manifest, "--model", naflex_dir, *OPTIONS, "--out-dir", folder / "single", "--quiet")
     assert code == 0, err
-    return {"folder": str(folder), "manifest": manifest, "single": str(folder / "single"), "tables": out, "model": naflex_dir}
+    return {
+        "folder": str(folder),
+        "manifest": manifest,
+        "single": str(folder / "single"),
+        "tables": out,
+        "model": naflex_dir,
+    }
 
 
 KILLED_CLUSTERS: list[int] = []
@@ -120,14 +127,32 @@ KILLED_CLUSTERS: list[int] = []
 
 
 def eval_command(workspace, out_dir, *extra):
-    return [sys.executable, "-m", "masc_core", "eval", workspace["manifest"], "--model", workspace["model"], *OPTIONS,
-            "--out-dir", out_dir, "--engine", "ray", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "masc_core",
+        "eval",
+        workspace["manifest"],
+        "--model",
+        workspace["model"],
+        *OPTIONS,
+        "--out-dir",
+        out_dir,
+        "--engine",
+        "ray",
+        *extra,
+    ]
 
 
 def test_a_ray_run_writes_the_single_process_files_and_nothing_else(workspace):
     out_dir = os.path.join(workspace["folder"], "ray")
-    done = subprocess.run(eval_command(workspace, out_dir, "--workers", "2", "--quiet"), env=environment(),
-                          capture_output=True, text=True, timeout=DEADLINE)
+    done = subprocess.run(
+        eval_command(workspace, out_dir, "--workers", "2", "--quiet"),
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+    )
     assert done.returncode == 0, done.stderr
     for name in FILES:
         assert read_bytes(out_dir, name) == read_bytes(workspace["single"], name), name
@@ -148,12 +173,18 @@ def test_the_mask_source_study_on_ray_writes_the_single_process_files(workspace,
     """Each actor loads the sources' segmenters once; the study's rows and table are the single process's bytes."""
     study = ["--mask-sources", "sam3,clipseg,manifest", "--sam3", tiny_sam3_dir, "--clipseg", tiny_clipseg_dir]
     single = os.path.join(workspace["folder"], "study-single")
-    code, out, err = call("eval", workspace["manifest"], "--model", workspace["model"], *OPTIONS, "--out-dir", single,
-                          "--quiet", *study)
+    code, out, err = call(
+        "eval", workspace["manifest"], "--model", workspace["model"], *OPTIONS, "--out-dir", single, "--quiet", *study
+    )
     assert code == 0, err
     out_dir = os.path.join(workspace["folder"], "study-ray")
-    done = subprocess.run(eval_command(workspace, out_dir, "--workers", "2", "--quiet", *study), env=environment(),
-                          capture_output=True, text=True, timeout=DEADLINE)
+    done = subprocess.run(
+        eval_command(workspace, out_dir, "--workers", "2", "--quiet", *study),
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+    )
     assert done.returncode == 0, done.stderr
     for name in FILES:
         assert read_bytes(out_dir, name) == read_bytes(single, name), name
@@ -163,7 +194,9 @@ def test_the_mask_source_study_on_ray_writes_the_single_process_files(workspace,
     # A mask per image per source, as SigLIP2's encodings: in one process and on Ray (whose units re-encode each
     # reference once more, see the test above) alike.
     assert alone["sam3_images"] == alone["clipseg_images"] == alone["siglip_images"]
-    assert forwards["sam3_images"] == forwards["clipseg_images"] == forwards["siglip_images"] == alone["siglip_images"] + 3
+    assert (
+        forwards["sam3_images"] == forwards["clipseg_images"] == forwards["siglip_images"] == alone["siglip_images"] + 3
+    )
 
 
 def test_interrupted_then_killed_then_resumed(workspace):
@@ -180,8 +213,13 @@ def test_interrupted_then_killed_then_resumed(workspace):
     for sig in (signal.SIGINT, signal.SIGKILL):
         before = lines_in(log)
         issue_tickets(tickets, 1)
-        driver = subprocess.Popen(eval_command(workspace, out_dir, "--workers", "2"), env=environment(**{TICKETS_ENV: tickets}),
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        driver = subprocess.Popen(
+            eval_command(workspace, out_dir, "--workers", "2"),
+            env=environment(**{TICKETS_ENV: tickets}),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + DEADLINE  # a guard against a hang, never the verdict: the unit is held for us
         while lines_in(log) == before and driver.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -205,14 +243,14 @@ def test_interrupted_then_killed_then_resumed(workspace):
     with open(log, encoding="utf-8") as handle:
         written = handle.readlines()
     assert all(single[json.loads(line)["row"]] == line for line in written)
-    done = subprocess.run(eval_command(workspace, out_dir), env=environment(), capture_output=True, text=True, timeout=DEADLINE)
+    done = subprocess.run(
+        eval_command(workspace, out_dir), env=environment(), capture_output=True, text=True, timeout=DEADLINE
+    )
     assert done.returncode == 0, done.stderr
     assert f"{36 - len(written)} scored, {len(written)} already done" in done.stderr
     for name in FILES:
         assert read_bytes(out_dir, name) == read_bytes(workspace["single"], name), name
     KILLED_CLUSTERS.extend(seen)  # checked by the module's last test, when Ray's agents have had their minute
-
-
 
 
 # ---------------------------------------------------------------- one cluster started here, as a notebook would
@@ -243,8 +281,9 @@ def test_on_a_callers_cluster_a_torn_log_resumes_to_the_same_files(workspace, cl
         lines = handle.readlines()
     with open(os.path.join(out_dir, "results.jsonl"), "w", encoding="utf-8") as handle:
         handle.writelines(lines[:6] + [lines[6][:40]])  # three chunks done, the fourth cut off mid-line
-    options = EvalOptions(model=naflex_dir, device="cpu", max_patches=64, chunk_size=2, baselines=("global",),
-                          summary=SummaryOptions())
+    options = EvalOptions(
+        model=naflex_dir, device="cpu", max_patches=64, chunk_size=2, baselines=("global",), summary=SummaryOptions()
+    )
     report = evaluate(workspace["manifest"], out_dir, options, engine=EngineOptions("ray", workers=2))
     assert (report.rows_scored, report.rows_skipped) == (30, 6)
     for name in FILES:
@@ -255,8 +294,13 @@ def test_on_a_callers_cluster_a_torn_log_resumes_to_the_same_files(workspace, cl
 def test_another_process_joins_the_cluster_with_address(workspace, cluster):
     port = cluster.get_runtime_context().gcs_address.rsplit(":", 1)[1]
     out_dir = os.path.join(workspace["folder"], "joined")
-    done = subprocess.run(eval_command(workspace, out_dir, "--address", f"127.0.0.1:{port}", "--quiet"), env=environment(),
-                          capture_output=True, text=True, timeout=DEADLINE)
+    done = subprocess.run(
+        eval_command(workspace, out_dir, "--address", f"127.0.0.1:{port}", "--quiet"),
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+    )
     assert done.returncode == 0 and done.stderr == "", done.stderr
     for name in FILES:
         assert read_bytes(out_dir, name) == read_bytes(workspace["single"], name), name
@@ -272,10 +316,20 @@ def test_map_batches_with_the_batch_scorer(workspace, cluster, naflex_dir):
         count = sum(1 for _ in csv.DictReader(handle))
     rows = cluster.data.read_csv(workspace["manifest"])
     scored = rows.map_batches(
-        BatchScorer, fn_constructor_kwargs=dict(model=naflex_dir, device="cpu", max_patches=64, chunk_size=2,
-                                                baselines=["global"], base_dir=workspace["folder"], threads=1),
+        BatchScorer,
+        fn_constructor_kwargs=dict(
+            model=naflex_dir,
+            device="cpu",
+            max_patches=64,
+            chunk_size=2,
+            baselines=["global"],
+            base_dir=workspace["folder"],
+            threads=1,
+        ),
         # One actor: read_csv's read tasks need a CPU too, and this cluster has two (two actors would wait forever).
-        compute=cluster.data.ActorPoolStrategy(size=1), num_cpus=1, batch_size=12,
+        compute=cluster.data.ActorPoolStrategy(size=1),
+        num_cpus=1,
+        batch_size=12,
     ).take_all()
     assert len(scored) == count
     with open(os.path.join(workspace["single"], "results.jsonl"), encoding="utf-8") as handle:
@@ -286,8 +340,11 @@ def test_map_batches_with_the_batch_scorer(workspace, cluster, naflex_dir):
         by_output.setdefault((record["out"], record["prompt"], record["method"], record["seed"]), []).append(record)
         assert row["cp"] == record["cp"] or (record["cp"] is None and np.isnan(row["cp"]))
     for record in single:  # batches of 12 rows cut chunks of 2 as eval does: the same scores
-        (match,) = [r for r in by_output[(record["out"], record["prompt"], record["method"], record["seed"])]
-                    if r["subject"] == record["subject"] and r["ref"] == record["ref"]]
+        (match,) = [
+            r
+            for r in by_output[(record["out"], record["prompt"], record["method"], record["seed"])]
+            if r["subject"] == record["subject"] and r["ref"] == record["ref"]
+        ]
         assert match["cp"] == record["cp"] and match["pf"] == record["pf"] and match["global_cp"] == record["global_cp"]
 
 
@@ -299,15 +356,41 @@ def test_errors_on_a_running_cluster_are_one_line_and_keep_the_finished_chunks(w
         rows = list(csv.DictReader(handle))
     rows[30]["out"] = "broken.png"
     broken = write_csv(os.path.join(folder, "broken.csv"), rows)
-    code, _, single_err = call("eval", broken, "--model", naflex_dir, *OPTIONS, "--out-dir", os.path.join(folder, "broken-single"), "--quiet")
+    code, _, single_err = call(
+        "eval", broken, "--model", naflex_dir, *OPTIONS, "--out-dir", os.path.join(folder, "broken-single"), "--quiet"
+    )
     assert code == 2
-    code, _, err = call("eval", broken, "--model", naflex_dir, *OPTIONS, "--out-dir", os.path.join(folder, "broken-ray"),
-                        "--quiet", "--engine", "ray", "--workers", "2")
+    code, _, err = call(
+        "eval",
+        broken,
+        "--model",
+        naflex_dir,
+        *OPTIONS,
+        "--out-dir",
+        os.path.join(folder, "broken-ray"),
+        "--quiet",
+        "--engine",
+        "ray",
+        "--workers",
+        "2",
+    )
     assert code == 2 and err == single_err and err.count("\n") == 1
     assert "manifest line 32, column 'out'" in err and "broken.png" in err
     assert 0 < lines_in(os.path.join(folder, "broken-ray", "results.jsonl")) < 36
-    code, _, err = call("eval", workspace["manifest"], "--model", naflex_dir, *OPTIONS, "--out-dir", os.path.join(folder, "gpus"),
-                        "--engine", "ray", "--gpus-per-worker", "1", "--quiet")
+    code, _, err = call(
+        "eval",
+        workspace["manifest"],
+        "--model",
+        naflex_dir,
+        *OPTIONS,
+        "--out-dir",
+        os.path.join(folder, "gpus"),
+        "--engine",
+        "ray",
+        "--gpus-per-worker",
+        "1",
+        "--quiet",
+    )
     assert code == 2 and err.count("\n") == 1 and "the Ray cluster has 0 GPUs" in err
     assert not os.path.exists(os.path.join(folder, "gpus"))
 
@@ -320,8 +403,13 @@ def test_an_unreachable_address_fails_at_once_and_touches_nothing(workspace):
     shutil.copytree(workspace["single"], out_dir)
     before = {name: read_bytes(out_dir, name) for name in os.listdir(out_dir)}
     address = f"127.0.0.1:{free_port()}"
-    done = subprocess.run(eval_command(workspace, out_dir, "--address", address, "--fresh"), env=environment(),
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        eval_command(workspace, out_dir, "--address", address, "--fresh"),
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith(f"error: cannot reach a Ray cluster at {address}: ")
     # --fresh would have deleted the earlier results: nothing is touched before the cluster answers.
@@ -330,8 +418,17 @@ def test_an_unreachable_address_fails_at_once_and_touches_nothing(workspace):
 
 def test_without_ray_installed_one_line_says_how_to_get_it(workspace, monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
-    code, _, err = call("eval", workspace["manifest"], "--model", workspace["model"], *OPTIONS, "--out-dir", tmp_path / "out",
-                        "--engine", "ray")
+    code, _, err = call(
+        "eval",
+        workspace["manifest"],
+        "--model",
+        workspace["model"],
+        *OPTIONS,
+        "--out-dir",
+        tmp_path / "out",
+        "--engine",
+        "ray",
+    )
     assert code == 2 and err.count("\n") == 1
     assert "pip install 'masc-comfyui[ray]'" in err
     assert not os.path.exists(tmp_path / "out")
@@ -341,29 +438,64 @@ def test_a_finished_run_needs_no_cluster(workspace, monkeypatch, tmp_path):
     out_dir = tmp_path / "done"
     shutil.copytree(workspace["single"], out_dir)
     monkeypatch.setitem(sys.modules, "ray", None)  # no Ray at all: nothing is left to score, so none is asked for
-    code, out, err = call("eval", workspace["manifest"], "--model", workspace["model"], *OPTIONS, "--out-dir", out_dir, "--engine", "ray")
+    code, out, err = call(
+        "eval", workspace["manifest"], "--model", workspace["model"], *OPTIONS, "--out-dir", out_dir, "--engine", "ray"
+    )
     assert code == 0 and "36 rows: 0 scored, 36 already done" in err and out == workspace["tables"]
     for name in FILES:
         assert read_bytes(out_dir, name) == read_bytes(workspace["single"], name), name
 
 
-@pytest.mark.parametrize("flags,message", [
-    (["--workers", "2"], "--workers is an option of --engine ray"),
-    (["--address", "127.0.0.1:6379"], "--address is an option of --engine ray"),
-    (["--engine", "ray", "--gpus-per-worker", "1", "--precision", "auto"], "--precision auto with --gpus-per-worker"),
-])
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["--workers", "2"], "--workers is an option of --engine ray"),
+        (["--address", "127.0.0.1:6379"], "--address is an option of --engine ray"),
+        (
+            ["--engine", "ray", "--gpus-per-worker", "1", "--precision", "auto"],
+            "--precision auto with --gpus-per-worker",
+        ),
+    ],
+)
 def test_engine_options_that_do_not_fit(workspace, tmp_path, flags, message):
-    code, _, err = call("eval", workspace["manifest"], "--model", workspace["model"], "--out-dir", tmp_path / "out", *flags)
+    code, _, err = call(
+        "eval", workspace["manifest"], "--model", workspace["model"], "--out-dir", tmp_path / "out", *flags
+    )
     assert code == 2 and err.count("\n") == 1 and message in err
 
 
 def test_the_benchmark_row_runs_end_to_end(naflex_dir, tmp_path):
     report_path = tmp_path / "report.json"
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "ray-workers", "--checkpoint", naflex_dir, "--groups", "2", "--rows", "2",
-         "--workers", "2", "--repeat", "1", "--max-patches", "64", "--chunk-size", "2", "--workdir", str(tmp_path / "work"),
-         "--json", str(report_path)],
-        cwd=ROOT, env=environment(), capture_output=True, text=True, timeout=DEADLINE,
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            "ray-workers",
+            "--checkpoint",
+            naflex_dir,
+            "--groups",
+            "2",
+            "--rows",
+            "2",
+            "--workers",
+            "2",
+            "--repeat",
+            "1",
+            "--max-patches",
+            "64",
+            "--chunk-size",
+            "2",
+            "--workdir",
+            str(tmp_path / "work"),
+            "--json",
+            str(report_path),
+        ],
+        cwd=ROOT,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
     )
     assert done.returncode == 0, done.stderr
     report = json.loads(report_path.read_text())
@@ -377,7 +509,8 @@ def test_the_benchmark_row_runs_end_to_end(naflex_dir, tmp_path):
 
 
 def test_a_killed_drivers_cluster_ends_by_itself():
-    """Last in the module: gcs and raylet die with the driver, the actors within seconds, the idle agents in about a minute."""
+    """Last in the module: gcs and raylet die with the driver, the actors within seconds, the idle agents in about a
+    minute."""
     assert KILLED_CLUSTERS, "the kill test ran first"
     left = wait_gone(KILLED_CLUSTERS, 120)
     assert not left, [open(f"/proc/{pid}/cmdline").read()[:60] for pid in running(left)]

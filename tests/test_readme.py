@@ -26,7 +26,9 @@ def readme_block(heading: str) -> str:
 def commands(block: str) -> list[list[str]]:
     """The block's commands, continuation lines joined, split as a shell would."""
     joined = block.replace("\\\n", " ")
-    return [shlex.split(line, comments=True) for line in joined.splitlines() if line.strip() and not line.startswith("#")]
+    return [
+        shlex.split(line, comments=True) for line in joined.splitlines() if line.strip() and not line.startswith("#")
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +52,12 @@ def test_the_main_job_runs_as_written(naflex_dir, clipseg_dir, tmp_path):
         completed = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, env=env)
         assert completed.returncode == 0, completed.stderr
         results.append(completed.stdout)
-    assert sorted(os.listdir(tmp_path / "masks")) == ["cat_00_mask.png", "dog_00_mask.png", "dog_01_mask.png", "dog_02_mask.png"]
+    assert sorted(os.listdir(tmp_path / "masks")) == [
+        "cat_00_mask.png",
+        "dog_00_mask.png",
+        "dog_01_mask.png",
+        "dog_02_mask.png",
+    ]
     document = json.loads(results[-1])
     assert [os.path.basename(r["image"]) for r in document["results"]] == ["dog_01.jpg", "dog_02.jpg", "cat_00.jpg"]
     assert all(r["encoded_prompt"] == "a photo of on the beach" for r in document["results"])
@@ -63,7 +70,10 @@ def test_the_test_command_is_what_ci_runs():
     assert "python -m pytest -q" in ci
 
 
-@pytest.mark.parametrize("document", ["README.md", *sorted("docs/" + name for name in os.listdir(os.path.join(ROOT, "docs")) if name.endswith(".md"))])
+@pytest.mark.parametrize(
+    "document",
+    ["README.md", *sorted("docs/" + name for name in os.listdir(os.path.join(ROOT, "docs")) if name.endswith(".md"))],
+)
 def test_local_links_and_pictures_point_at_files_of_the_repository(document):
     """Every relative link or picture (``[text](path)``, ``![alt](path)``) names a file the repository ships."""
     path = os.path.join(ROOT, document)

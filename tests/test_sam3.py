@@ -26,7 +26,10 @@ from masc_core.models.segmenter_folders import segmenter_kind
 
 transformers = pytest.importorskip("transformers")
 if int(transformers.__version__.split(".")[0]) < 5:  # pragma: no cover - the main suite runs transformers 5
-    pytest.skip("SAM3 needs transformers 5 (the 4.57 line is checked in test_sam3_needs_transformers_5)", allow_module_level=True)
+    pytest.skip(
+        "SAM3 needs transformers 5 (the 4.57 line is checked in test_sam3_needs_transformers_5)",
+        allow_module_level=True,
+    )
 
 ALT_PYTHON = os.environ.get("MASC_ALT_PYTHON")
 PHOTOS = ("dog_00", "cat_00", "teapot_00")
@@ -60,8 +63,9 @@ def test_masks_equal_transformers_processor_and_instance_post_processing(sam3, t
         inputs = processor(images=[Image.fromarray(image)], text=prompt, return_tensors="pt")
         with torch.no_grad():
             output = model(**inputs)
-        result = processor.post_process_instance_segmentation(output, threshold=0.5, mask_threshold=0.5,
-                                                              target_sizes=[image.shape[:2]])[0]
+        result = processor.post_process_instance_segmentation(
+            output, threshold=0.5, mask_threshold=0.5, target_sizes=[image.shape[:2]]
+        )[0]
         # transformers keeps scores > threshold, MaSC >= threshold: equal unless a score is exactly 0.5.
         assert len(result["masks"]) > 0, name  # the test model finds instances
         expected = result["masks"].amax(dim=0).float()
@@ -95,7 +99,7 @@ def test_instances_at_or_above_the_score_are_merged_and_none_gives_an_empty_mask
     masks = torch.zeros(3, 4, 4)
     masks[0, :2, :2] = 0.9  # scores 0.7: kept
     masks[1, 2:, 2:] = 0.8  # scores 0.5: kept (at the threshold)
-    masks[2] = 1.0          # scores 0.2: dropped
+    masks[2] = 1.0  # scores 0.2: dropped
     merged = merge_instances(torch.tensor([0.7, 0.5, 0.2]), masks, 0.5, (8, 8))
     assert merged.shape == (8, 8)
     assert float(merged[0, 0]) == pytest.approx(0.9) and float(merged[7, 7]) == pytest.approx(0.8)
@@ -136,8 +140,14 @@ def test_load_segmenter_reads_the_family_from_config(tiny_sam3_dir, tiny_clipseg
 
 
 def test_describe_and_a_video_checkpoint_config(sam3, tiny_sam3_dir, tmp_path, photos):
-    assert sam3.describe() == {"model": tiny_sam3_dir, "kind": "sam3", "image_size": [224, 224], "score_threshold": 0.5,
-                               "device": "cpu", "precision": "float32"}
+    assert sam3.describe() == {
+        "model": tiny_sam3_dir,
+        "kind": "sam3",
+        "image_size": [224, 224],
+        "score_threshold": 0.5,
+        "device": "cpu",
+        "precision": "float32",
+    }
     # A sam3_video checkpoint nests the image detector's config: the detector loads from it.
     video = tmp_path / "sam3-video"
     shutil.copytree(tiny_sam3_dir, video)
@@ -148,10 +158,13 @@ def test_describe_and_a_video_checkpoint_config(sam3, tiny_sam3_dir, tmp_path, p
     assert info.model_type == "sam3_video" and info.backbone_config["image_size"] == 224
 
 
-@pytest.mark.parametrize("remove,message", [
-    ("tokenizer", "has no tokenizer.json (nor vocab.json + merges.txt)"),
-    ("weights", "has no .safetensors weights"),
-])
+@pytest.mark.parametrize(
+    "remove,message",
+    [
+        ("tokenizer", "has no tokenizer.json (nor vocab.json + merges.txt)"),
+        ("weights", "has no .safetensors weights"),
+    ],
+)
 def test_broken_folders_are_one_line(tiny_sam3_dir, tmp_path, remove, message):
     folder = tmp_path / "broken"
     shutil.copytree(tiny_sam3_dir, folder)
@@ -168,9 +181,24 @@ def test_the_gated_checkpoint_offline_says_how_to_get_it(tmp_path):
     image = tmp_path / "dog.png"
     Image.fromarray(load_photo("dog_00")).save(image)
     completed = subprocess.run(
-        [sys.executable, "-m", "masc_core", "mask", "--model", "facebook/sam3", "--image", str(image), "--subject", "dog",
-         "--out-dir", str(tmp_path / "out")],
-        cwd=ROOT, capture_output=True, text=True, env=dict(os.environ, HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf")),
+        [
+            sys.executable,
+            "-m",
+            "masc_core",
+            "mask",
+            "--model",
+            "facebook/sam3",
+            "--image",
+            str(image),
+            "--subject",
+            "dog",
+            "--out-dir",
+            str(tmp_path / "out"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf")),
     )
     assert completed.returncode == 2 and "Traceback" not in completed.stderr
     (line,) = completed.stderr.strip().splitlines()
@@ -178,19 +206,26 @@ def test_the_gated_checkpoint_offline_says_how_to_get_it(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.skipif(not ALT_PYTHON, reason="set MASC_ALT_PYTHON to an interpreter with transformers 4.57 (.ci/run does)")
+@pytest.mark.skipif(
+    not ALT_PYTHON, reason="set MASC_ALT_PYTHON to an interpreter with transformers 4.57 (.ci/run does)"
+)
 def test_sam3_needs_transformers_5(tiny_sam3_dir, tiny_clipseg_dir, tmp_path):
     """Under transformers 4.57 (no Sam3Model) SAM3 is one line; CLIPSeg from the same command still works."""
     image = tmp_path / "dog.png"
     Image.fromarray(load_photo("dog_00")).save(image)
     base = [ALT_PYTHON, "-m", "masc_core", "mask", "--image", str(image), "--subject", "dog", "--device", "cpu"]
-    completed = subprocess.run(base + ["--model", tiny_sam3_dir, "--out-dir", str(tmp_path / "sam3")], cwd=ROOT,
-                               capture_output=True, text=True)
+    completed = subprocess.run(
+        base + ["--model", tiny_sam3_dir, "--out-dir", str(tmp_path / "sam3")], cwd=ROOT, capture_output=True, text=True
+    )
     assert completed.returncode == 2 and "Traceback" not in completed.stderr
     (line,) = completed.stderr.strip().splitlines()
     assert "SAM3 needs transformers >= 5 (this is 4." in line and "use a CLIPSeg segmenter" in line
-    completed = subprocess.run(base + ["--model", tiny_clipseg_dir, "--out-dir", str(tmp_path / "clipseg")], cwd=ROOT,
-                               capture_output=True, text=True)
+    completed = subprocess.run(
+        base + ["--model", tiny_clipseg_dir, "--out-dir", str(tmp_path / "clipseg")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert completed.returncode == 0, completed.stderr
 
 
@@ -202,8 +237,21 @@ def test_mask_command_takes_a_sam3_folder(tiny_sam3_dir, sam3, photos, tmp_path)
     for name in ("dog_00", "cat_00"):
         files.append(str(tmp_path / f"{name}.png"))
         Image.fromarray(photos[name]).save(files[-1])
-    code, out, err = call("mask", "--model", tiny_sam3_dir, "--device", "cpu", "--image", *files, "--subject", "dog",
-                          "--subject", "cat", "--out-dir", tmp_path / "masks")
+    code, out, err = call(
+        "mask",
+        "--model",
+        tiny_sam3_dir,
+        "--device",
+        "cpu",
+        "--image",
+        *files,
+        "--subject",
+        "dog",
+        "--subject",
+        "cat",
+        "--out-dir",
+        tmp_path / "masks",
+    )
     assert code == 0, err
     for name in ("dog_00", "cat_00"):
         for subject in ("dog", "cat"):
@@ -211,14 +259,45 @@ def test_mask_command_takes_a_sam3_folder(tiny_sam3_dir, sam3, photos, tmp_path)
             expected = sam3.masks(photos[name], subject)[0].numpy().astype(np.uint8) * 255  # SAM3's pixel default: 0.5
             assert np.array_equal(written, expected), (name, subject)
     stricter = Sam3Segmenter.load(tiny_sam3_dir, device="cpu", score_threshold=0.9)
-    code, out, err = call("mask", "--model", tiny_sam3_dir, "--device", "cpu", "--image", files[0], "--subject", "dog",
-                          "--score-threshold", "0.9", "--out-dir", tmp_path / "strict")
+    code, out, err = call(
+        "mask",
+        "--model",
+        tiny_sam3_dir,
+        "--device",
+        "cpu",
+        "--image",
+        files[0],
+        "--subject",
+        "dog",
+        "--score-threshold",
+        "0.9",
+        "--out-dir",
+        tmp_path / "strict",
+    )
     assert code == 0, err
     written = np.asarray(Image.open(tmp_path / "strict" / "dog_00_mask.png"))
     assert np.array_equal(written, stricter.masks(photos["dog_00"], "dog")[0].numpy().astype(np.uint8) * 255)
-    completed = subprocess.run([sys.executable, "-m", "masc_core", "mask", "--model", tiny_sam3_dir, "--image", files[0],
-                                "--subject", "dog", "--score-threshold", "2", "--out-dir", str(tmp_path / "bad")],
-                               cwd=ROOT, capture_output=True, text=True)
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "masc_core",
+            "mask",
+            "--model",
+            tiny_sam3_dir,
+            "--image",
+            files[0],
+            "--subject",
+            "dog",
+            "--score-threshold",
+            "2",
+            "--out-dir",
+            str(tmp_path / "bad"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert completed.returncode == 2 and "--score-threshold: 2 must be a number from 0 to 1" in completed.stderr
 
 
@@ -227,16 +306,25 @@ def test_manifest_auto_masks_with_sam3_are_recorded_and_never_mixed(tiny_sam3_di
     for subject in ("dog", "cat"):
         (photos_dir / subject).mkdir(parents=True)
         for view in ("00", "01"):
-            name = f"{subject}_{view}" if os.path.exists(os.path.join(ROOT, "tests", "data", "dreambench", f"{subject}_{view}.jpg")) else f"{subject}_00"
+            name = (
+                f"{subject}_{view}"
+                if os.path.exists(os.path.join(ROOT, "tests", "data", "dreambench", f"{subject}_{view}.jpg"))
+                else f"{subject}_00"
+            )
             Image.fromarray(load_photo(name)).save(photos_dir / subject / f"{view}.png")
     manifest = tmp_path / "pairs.csv"
-    code, out, err = call("manifest", "pairs", photos_dir, "-o", manifest, "--auto-masks", tiny_sam3_dir, "--device", "cpu")
+    code, out, err = call(
+        "manifest", "pairs", photos_dir, "-o", manifest, "--auto-masks", tiny_sam3_dir, "--device", "cpu"
+    )
     assert code == 0, err
     assert "4 made with SAM3, 0 reused" in out
     record = json.load(open(tmp_path / "masks" / "masks.json"))
     assert record["kind"] == "sam3" and record["threshold"] == 0.5 and record["score_threshold"] == 0.5
-    code, out, err = call("manifest", "pairs", photos_dir, "-o", manifest, "--auto-masks", tiny_clipseg_dir, "--device", "cpu")
+    code, out, err = call(
+        "manifest", "pairs", photos_dir, "-o", manifest, "--auto-masks", tiny_clipseg_dir, "--device", "cpu"
+    )
     assert code == 2 and "were made by '" in err and "give another --masks-dir" in err
-    code, out, err = call("manifest", "pairs", photos_dir, "-o", manifest, "--auto-masks", tiny_sam3_dir,
-                          "--score-threshold", "0.8")
+    code, out, err = call(
+        "manifest", "pairs", photos_dir, "-o", manifest, "--auto-masks", tiny_sam3_dir, "--score-threshold", "0.8"
+    )
     assert code == 2 and "were made by '" in err  # another instance threshold would mix two segmentations

@@ -42,13 +42,38 @@ def models(pack, comfy_dirs):
 def inputs(models, **changes):
     """Sample Until's inputs: a 256x256 empty latent, the dog reference with a box mask, CP only by default."""
     values = dict(
-        model=models["model"], positive=text_conditioning(PROMPT), negative=text_conditioning("blurry"),
-        latent_image={"samples": torch.zeros(1, 4, 32, 32)}, vae=models["vae"], seed=1000, steps=3, cfg=7.0,
-        sampler_name="euler", scheduler="normal", denoise=1.0, encoder=models["encoder"], reference_image=float_image("dog_00"),
-        reference_mask=torch.from_numpy(box_mask(512, 512, dtype=np.float32))[None], prompt=PROMPT, subject=SUBJECT,
-        accept=2, max_candidates=8, batch_size=1, rank_by="cp", cp_weight=1.0, pf_weight=1.0, min_cp=-1.0, min_pf=-1.0,
-        reject_small_masks=False, min_foreground=0.05, on_shortfall="return best", mask_subject="dog", mask_threshold=0.4,
-        segmenter=None, extra_pnginfo={}, unique_id="7",
+        model=models["model"],
+        positive=text_conditioning(PROMPT),
+        negative=text_conditioning("blurry"),
+        latent_image={"samples": torch.zeros(1, 4, 32, 32)},
+        vae=models["vae"],
+        seed=1000,
+        steps=3,
+        cfg=7.0,
+        sampler_name="euler",
+        scheduler="normal",
+        denoise=1.0,
+        encoder=models["encoder"],
+        reference_image=float_image("dog_00"),
+        reference_mask=torch.from_numpy(box_mask(512, 512, dtype=np.float32))[None],
+        prompt=PROMPT,
+        subject=SUBJECT,
+        accept=2,
+        max_candidates=8,
+        batch_size=1,
+        rank_by="cp",
+        cp_weight=1.0,
+        pf_weight=1.0,
+        min_cp=-1.0,
+        min_pf=-1.0,
+        reject_small_masks=False,
+        min_foreground=0.05,
+        on_shortfall="return best",
+        mask_subject="dog",
+        mask_threshold=0.4,
+        segmenter=None,
+        extra_pnginfo={},
+        unique_id="7",
     )
     values.update(changes)
     return values
@@ -64,8 +89,18 @@ def plain_candidates(models, seeds, steps=3):
     """What a core KSampler (batch 1, seed s) + VAE Decode makes of each seed."""
     images = []
     for seed in seeds:
-        latent = ksampler(None, models["model"], seed, steps, 7.0, "euler", "normal", text_conditioning(PROMPT), text_conditioning("blurry"),
-                          {"samples": torch.zeros(1, 4, 32, 32)})[0]
+        latent = ksampler(
+            None,
+            models["model"],
+            seed,
+            steps,
+            7.0,
+            "euler",
+            "normal",
+            text_conditioning(PROMPT),
+            text_conditioning("blurry"),
+            {"samples": torch.zeros(1, 4, 32, 32)},
+        )[0]
         images.append(models["vae"].decode(latent["samples"]))
     return torch.cat(images)
 
@@ -75,7 +110,11 @@ def plain_cps(pack, models):
     """CP of the first 8 seeds' plain KSampler images, from MaSC Score (the reference the loop must agree with)."""
     images = plain_candidates(models, range(1000, 1008))
     score = pack.NODE_CLASS_MAPPINGS["MaSCConceptPreservation"]().score(
-        models["encoder"], float_image("dog_00"), torch.from_numpy(box_mask(512, 512, dtype=np.float32))[None], images, heatmaps=False,
+        models["encoder"],
+        float_image("dog_00"),
+        torch.from_numpy(box_mask(512, 512, dtype=np.float32))[None],
+        images,
+        heatmaps=False,
     )
     cps = [s.cp for s in score["result"][1].scores]
     assert len(set(round(c, 6) for c in cps)) == 8  # every seed makes its own picture
@@ -117,7 +156,9 @@ def test_stops_early_and_returns_the_kept_candidates_best_first_equal_to_plain_k
 
 def test_rounds_of_several_candidates_equal_separate_runs(pack, models, plain_cps):
     images, cps = plain_cps
-    out, backend = run(pack, models, batch_size=3, accept=2, max_candidates=7, min_cp=1.0)  # unreachable: the whole budget
+    out, backend = run(
+        pack, models, batch_size=3, accept=2, max_candidates=7, min_cp=1.0
+    )  # unreachable: the whole budget
     kept_images, _, _, scores, used, seeds, _ = out["result"][:7]
     assert backend.calls == [[1000, 1001, 1002], [1003, 1004, 1005], [1006]]  # the budget cuts the last round
     assert used == 7 and [s.cp for s in scores.scores] == pytest.approx(cps[:7], abs=1e-6)
@@ -188,7 +229,9 @@ def test_reference_and_prompt_are_encoded_once_per_run(pack, models, plain_cps):
     encoder = models["encoder"].core
     encoder.clear_cache()
     encoder.reset_forward_counts()
-    out, _ = run(pack, models, rank_by="both", min_cp=1.0, max_candidates=5, batch_size=2, segmenter=models["segmenter"])
+    out, _ = run(
+        pack, models, rank_by="both", min_cp=1.0, max_candidates=5, batch_size=2, segmenter=models["segmenter"]
+    )
     scores = out["result"][3]
     assert encoder.forward_counts == {"images": 5 + 1, "texts": 1}
     assert len(encoder.image_cache) == 1  # the candidates were not cached, the reference was
@@ -235,30 +278,56 @@ def test_scores_travel_in_the_png_and_feed_select_best_and_the_log(pack, models,
     assert torch.equal(select[0], kept_images)  # Sample Until's kept images with their own scores, best first already
     assert "top_k is 5 but the batch has 2 images: at most 2 selected" in select[5]
     assert [i["seed"] for i in extra["masc"]["nodes"]["14"]["images"]] == [int(s) for s in seeds.split(", ")]
-    ctx = {"saved": {}, "saved_files": {}, "node_id": "9", "output_dir": str(tmp_path), "prompt": {}, "extra_pnginfo": extra}
+    ctx = {
+        "saved": {},
+        "saved_files": {},
+        "node_id": "9",
+        "output_dir": str(tmp_path),
+        "prompt": {},
+        "extra_pnginfo": extra,
+    }
     save_image(ctx, kept_images, "masc")
     best_seed = seeds.split(", ")[0]
     assert main(["read", ctx["saved_files"]["9"][0]]) == 0
     printed = capsys.readouterr().out.splitlines()
     assert printed[1].startswith(f"  this image: #{int(best_seed) - 1000}  seed {best_seed}  CP ")
     assert printed[1].endswith("kept below threshold: CP below 1")
-    assert printed[3].startswith("  this image: #0  seed") and printed[3].endswith("selected")  # Select Best's view of it
+    assert printed[3].startswith("  this image: #0  seed") and printed[3].endswith(
+        "selected"
+    )  # Select Best's view of it
     log = pack.NODE_CLASS_MAPPINGS["MaSCLogScores"]().log(scores, "night.jsonl", "test")["result"]
-    assert log[0] == "night.jsonl" and log[1].startswith("appended 4 rows to output/night.jsonl (run ")  # no server path
+    assert log[0] == "night.jsonl" and log[1].startswith(
+        "appended 4 rows to output/night.jsonl (run "
+    )  # no server path
     rows = [json.loads(line) for line in open(os.path.join(os.environ["MASC_OUTPUT_DIR"], log[0]))]
     assert [r["seed"] for r in rows[-4:]] == [1000, 1001, 1002, 1003] and rows[-1]["method"] == "test"
 
 
-@pytest.mark.parametrize("changes,message", [
-    (dict(accept=9), "accept is 9 but max_candidates is 8: the budget cannot yield that many"),
-    (dict(batch_size=0), "batch_size is 0, outside the range this input takes: set it between 1 and 64"),
-    (dict(max_candidates=10**6), "max_candidates is 1000000, outside the range this input takes: set it between 1 and 4096"),
-    (dict(latent_image={"samples": torch.zeros(4, 4, 32, 32)}), "latent_image has a batch of 4: MaSC Sample Until starts every candidate from one latent"),
-    (dict(reference_image=torch.cat([float_image("dog_00")] * 3), reference_mask=torch.ones(2, 64, 64)), "reference_mask has 2 masks for 3 images"),
-    (dict(reference_mask=torch.zeros(1, 64, 64)), "reference_mask is empty .* the empty 64x64 mask Load Image gives"),
-    (dict(rank_by="both"), "rank_by 'both' needs the candidates' masks, and no segmenter is connected"),
-    (dict(min_pf=0.1), "min_pf needs the candidates' masks"),
-])
+@pytest.mark.parametrize(
+    "changes,message",
+    [
+        (dict(accept=9), "accept is 9 but max_candidates is 8: the budget cannot yield that many"),
+        (dict(batch_size=0), "batch_size is 0, outside the range this input takes: set it between 1 and 64"),
+        (
+            dict(max_candidates=10**6),
+            "max_candidates is 1000000, outside the range this input takes: set it between 1 and 4096",
+        ),
+        (
+            dict(latent_image={"samples": torch.zeros(4, 4, 32, 32)}),
+            "latent_image has a batch of 4: MaSC Sample Until starts every candidate from one latent",
+        ),
+        (
+            dict(reference_image=torch.cat([float_image("dog_00")] * 3), reference_mask=torch.ones(2, 64, 64)),
+            "reference_mask has 2 masks for 3 images",
+        ),
+        (
+            dict(reference_mask=torch.zeros(1, 64, 64)),
+            "reference_mask is empty .* the empty 64x64 mask Load Image gives",
+        ),
+        (dict(rank_by="both"), "rank_by 'both' needs the candidates' masks, and no segmenter is connected"),
+        (dict(min_pf=0.1), "min_pf needs the candidates' masks"),
+    ],
+)
 def test_bad_input_is_refused_before_sampling_in_one_line(pack, models, changes, message):
     errors = module(pack, "masc_core.errors")
     with pytest.raises(errors.MascInputError, match=message) as error:
@@ -276,9 +345,13 @@ def test_outside_comfyui_without_a_sampler_says_so(pack, models):
 def test_a_load_image_empty_mask_as_candidate_mask_gets_the_hint(pack, models):
     errors = module(pack, "masc_core.errors")
     with pytest.raises(errors.MascInputError, match="mask is empty .* the empty 64x64 mask Load Image gives"):
-        pack.NODE_CLASS_MAPPINGS["MaSCPromptFollowing"]().score(models["encoder"], float_image("dog_01"), torch.zeros(1, 64, 64), PROMPT, "dog")
+        pack.NODE_CLASS_MAPPINGS["MaSCPromptFollowing"]().score(
+            models["encoder"], float_image("dog_01"), torch.zeros(1, 64, 64), PROMPT, "dog"
+        )
     # An empty mask of the image's own size is a segmenter finding no subject: scored, not refused.
-    out = pack.NODE_CLASS_MAPPINGS["MaSCPromptFollowing"]().score(models["encoder"], float_image("dog_01"), torch.zeros(1, 512, 512), PROMPT, "dog", heatmaps=False)
+    out = pack.NODE_CLASS_MAPPINGS["MaSCPromptFollowing"]().score(
+        models["encoder"], float_image("dog_01"), torch.zeros(1, 512, 512), PROMPT, "dog", heatmaps=False
+    )
     assert out["result"][2].scores[0].foreground_fraction == 0.0
 
 
@@ -308,7 +381,9 @@ def test_workflow_4_in_one_queue_press(pack, comfy_dirs, tmp_path, capsys, case)
         "unreachable, return best": dict(min_cp=0.999, max_candidates=3),
     }[case]
     with stand_in_sampling(pack) as backend:
-        result = run_graph(workflow_4(**settings), pack.NODE_CLASS_MAPPINGS, comfy_dirs["input"], blocker, output_dir=str(tmp_path))
+        result = run_graph(
+            workflow_4(**settings), pack.NODE_CLASS_MAPPINGS, comfy_dirs["input"], blocker, output_dir=str(tmp_path)
+        )
     outputs = result["outputs"]["10"]
     used, report = outputs[4], outputs[6]
     logged = result["outputs"]["13"][0]

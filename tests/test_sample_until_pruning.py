@@ -20,18 +20,38 @@ def preview_cps(pack, models, seeds, step):
     """CP of each seed's stand-in preview at ``step``: what the loop must prune on."""
     backend = StandInSampling()
     latent = {"samples": torch.zeros(1, 4, 32, 32)}
-    previews = torch.cat([backend.preview(models["model"], s, latent, step, STEPS, text_conditioning(PROMPT), text_conditioning("blurry"), 7.0, 1.0)
-                          for s in seeds])
+    previews = torch.cat(
+        [
+            backend.preview(
+                models["model"],
+                s,
+                latent,
+                step,
+                STEPS,
+                text_conditioning(PROMPT),
+                text_conditioning("blurry"),
+                7.0,
+                1.0,
+            )
+            for s in seeds
+        ]
+    )
     images = models["vae"].decode(previews)
     out = pack.NODE_CLASS_MAPPINGS["MaSCConceptPreservation"]().score(
-        models["encoder"], float_image("dog_00"), torch.from_numpy(box_mask(512, 512, dtype=np.float32))[None], images, heatmaps=False)
+        models["encoder"],
+        float_image("dog_00"),
+        torch.from_numpy(box_mask(512, 512, dtype=np.float32))[None],
+        images,
+        heatmaps=False,
+    )
     return [s.cp for s in out["result"][1].scores]
 
 
 def test_pruning_finishes_the_best_previews_of_each_round_with_an_exact_ledger(pack, models, monkeypatch):
     bars = recorded_bars(pack, monkeypatch)
-    out, backend = run(pack, models, steps=STEPS, batch_size=4, max_candidates=8, accept=2, min_cp=1.0,
-                       prune_at=0.5, prune_keep=1)
+    out, backend = run(
+        pack, models, steps=STEPS, batch_size=4, max_candidates=8, accept=2, min_cp=1.0, prune_at=0.5, prune_keep=1
+    )
     images, latent, _, scores, used, seeds, report, candidates = out["result"]
     assert used == 8 and [c["stops"] for c in backend.phase_calls] == [[2], [2]]
     cps = preview_cps(pack, models, range(1000, 1008), step=2)
@@ -50,22 +70,43 @@ def test_pruning_finishes_the_best_previews_of_each_round_with_an_exact_ledger(p
     for position, candidate in enumerate(order):
         assert torch.equal(images[position], plain[expected.index(candidate)])
     # ledger: every candidate spent 2 steps, the 2 survivors 2 more; in full 8 x 4
-    assert scores.context.ledger == {"steps": 4, "spent": 20, "in_full": 32, "pruned": 6, "candidates": 8, "replayed": 0,
-                                     "per_candidate": [4 if i in expected else 2 for i in range(8)]}
+    assert scores.context.ledger == {
+        "steps": 4,
+        "spent": 20,
+        "in_full": 32,
+        "pruned": 6,
+        "candidates": 8,
+        "replayed": 0,
+        "per_candidate": [4 if i in expected else 2 for i in range(8)],
+    }
     assert "20 of 32 model evaluations, 1.6x fewer (6 of 8 candidates pruned)" in report
     assert candidates.shape[0] == 8  # pruned ones show their last preview on the contact sheet
     values = [value for value, _ in bars[0].updates]
     assert values == sorted(values) and values[-1] == 8 * STEPS  # the bar never moves back, and ends full
-    assert values[:10] == list(range(1, 11)) and values[10] == 4 * STEPS + 1  # round 1 sampled 10 steps, round 2 starts at 16
+    assert (
+        values[:10] == list(range(1, 11)) and values[10] == 4 * STEPS + 1
+    )  # round 1 sampled 10 steps, round 2 starts at 16
 
 
 @pytest.mark.parametrize("sampler_name", ["dpmpp_2m", "euler_ancestral", "uni_pc"])
-def test_a_sampler_that_cannot_resume_replays_its_survivors_and_the_ledger_says_so(pack, models, monkeypatch, sampler_name):
+def test_a_sampler_that_cannot_resume_replays_its_survivors_and_the_ledger_says_so(
+    pack, models, monkeypatch, sampler_name
+):
     """Multistep and noise-drawing samplers: the judged candidates stop at step 2, the survivors are sampled again
     from step 0 (so they are the plain KSampler's images), and the ledger counts the replayed steps."""
     bars = recorded_bars(pack, monkeypatch)
-    out, backend = run(pack, models, steps=STEPS, batch_size=4, max_candidates=8, accept=2, min_cp=1.0,
-                       prune_at=0.5, prune_keep=1, sampler_name=sampler_name)
+    out, backend = run(
+        pack,
+        models,
+        steps=STEPS,
+        batch_size=4,
+        max_candidates=8,
+        accept=2,
+        min_cp=1.0,
+        prune_at=0.5,
+        prune_keep=1,
+        sampler_name=sampler_name,
+    )
     images, _, _, scores, used, seeds, report, _ = out["result"]
     cps = preview_cps(pack, models, range(1000, 1008), step=2)
     expected = [max(range(0, 4), key=lambda i: cps[i]), max(range(4, 8), key=lambda i: cps[i])]
@@ -75,8 +116,15 @@ def test_a_sampler_that_cannot_resume_replays_its_survivors_and_the_ledger_says_
     for position, candidate in enumerate(order):
         assert torch.equal(images[position], plain[expected.index(candidate)])
     # 8 candidates x 2 judged steps, then each survivor's 4 steps from the start: 2 of them replayed
-    assert scores.context.ledger == {"steps": 4, "spent": 24, "in_full": 32, "pruned": 6, "candidates": 8, "replayed": 4,
-                                     "per_candidate": [6 if i in expected else 2 for i in range(8)]}
+    assert scores.context.ledger == {
+        "steps": 4,
+        "spent": 24,
+        "in_full": 32,
+        "pruned": 6,
+        "candidates": 8,
+        "replayed": 4,
+        "per_candidate": [6 if i in expected else 2 for i in range(8)],
+    }
     assert "24 of 32 model evaluations, 1.3x fewer (6 of 8 candidates pruned; 4 evaluations replayed)" in report
     assert f"{sampler_name} is a multistep sampler" in report or f"{sampler_name} draws noise while sampling" in report
     assert "each survivor was sampled again from step 0" in report
@@ -85,12 +133,24 @@ def test_a_sampler_that_cannot_resume_replays_its_survivors_and_the_ledger_says_
 
 
 def test_a_study_with_a_replayed_sampler_samples_each_candidate_once(pack, models):
-    out, backend = run(pack, models, steps=10, batch_size=2, max_candidates=2, accept=2, min_cp=-1.0, prune_study=True,
-                       sampler_name="dpmpp_2m")
+    out, backend = run(
+        pack,
+        models,
+        steps=10,
+        batch_size=2,
+        max_candidates=2,
+        accept=2,
+        min_cp=-1.0,
+        prune_study=True,
+        sampler_name="dpmpp_2m",
+    )
     scores = out["result"][3]
     assert [c["prunes"] for c in backend.phase_calls] == [False]
     assert all([p["step"] for p in s.previews] == [2, 3, 4, 5, 6] for s in scores.scores)
-    assert scores.context.ledger["spent"] == scores.context.ledger["in_full"] == 20 and scores.context.ledger["replayed"] == 0
+    assert (
+        scores.context.ledger["spent"] == scores.context.ledger["in_full"] == 20
+        and scores.context.ledger["replayed"] == 0
+    )
 
 
 def test_a_study_prunes_nothing_and_records_every_preview(pack, models):
@@ -104,19 +164,34 @@ def test_a_study_prunes_nothing_and_records_every_preview(pack, models):
 
 
 def test_pruning_off_samples_as_before(pack, models):
-    out, backend = run(pack, models, steps=STEPS, batch_size=2, max_candidates=4, accept=2, min_cp=1.0, prune_at=0.0, prune_keep=1)
+    out, backend = run(
+        pack, models, steps=STEPS, batch_size=2, max_candidates=4, accept=2, min_cp=1.0, prune_at=0.0, prune_keep=1
+    )
     assert backend.phase_calls == [] and out["result"][3].context.ledger is None
     assert all(s.previews is None for s in out["result"][3].scores)
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"prune_at": 0.5, "prune_keep": 3, "batch_size": 2}, "prune_keep is 3 but a round has batch_size 2"),
-    ({"prune_at": 0.5, "prune_keep": 2, "batch_size": 2}, "nothing would be pruned"),
-    ({"prune_at": 0.5, "prune_keep": 1, "batch_size": 2, "sampler_name": "dpm_adaptive"}, "cannot be stopped at a step"),
-    ({"prune_at": 0.5, "prune_keep": 1, "batch_size": 2, "steps": 1}, "at least 2 steps"),
-    ({"prune_at": 0.5, "prune_keep": 1, "batch_size": 2,
-      "latent_image": {"samples": torch.zeros(1, 4, 32, 32), "noise_mask": torch.ones(1, 32, 32)}}, "noise_mask"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"prune_at": 0.5, "prune_keep": 3, "batch_size": 2}, "prune_keep is 3 but a round has batch_size 2"),
+        ({"prune_at": 0.5, "prune_keep": 2, "batch_size": 2}, "nothing would be pruned"),
+        (
+            {"prune_at": 0.5, "prune_keep": 1, "batch_size": 2, "sampler_name": "dpm_adaptive"},
+            "cannot be stopped at a step",
+        ),
+        ({"prune_at": 0.5, "prune_keep": 1, "batch_size": 2, "steps": 1}, "at least 2 steps"),
+        (
+            {
+                "prune_at": 0.5,
+                "prune_keep": 1,
+                "batch_size": 2,
+                "latent_image": {"samples": torch.zeros(1, 4, 32, 32), "noise_mask": torch.ones(1, 32, 32)},
+            },
+            "noise_mask",
+        ),
+    ],
+)
 def test_pruning_that_cannot_work_is_one_line(pack, models, changes, message):
     errors = importlib.import_module(pack.__name__ + ".masc_core.errors")
     with pytest.raises(errors.MascInputError, match=message) as refused:
@@ -142,7 +217,9 @@ def test_prune_report_reads_a_study_logged_by_log_scores(pack, models, comfy_dir
     rows = [r for r in rows if r["run"] == rows[-1]["run"]]
     assert [r["evaluations"] for r in rows] == [10] * 8 and all(len(r["previews"]) == 5 for r in rows)
     report = study.prune_report(rows, keep=2, best=1, bootstrap=100)
-    assert report["rounds"] == 2 and report["candidates"] == 8 and [s["step"] for s in report["steps"]] == [2, 3, 4, 5, 6]
+    assert (
+        report["rounds"] == 2 and report["candidates"] == 8 and [s["step"] for s in report["steps"]] == [2, 3, 4, 5, 6]
+    )
     for entry in report["steps"]:
         preview = [next(p["cp"] for p in r["previews"] if p["step"] == entry["step"]) for r in rows]
         final = [r["cp"] for r in rows]
@@ -173,8 +250,19 @@ def test_the_png_entry_carries_previews_and_the_ledger_and_read_accepts_it(pack,
 
     saved = importlib.import_module(pack.__name__ + ".masc_core.metric.saved_scores")
     extra = {"workflow": {}}
-    out, _ = run(pack, models, steps=STEPS, batch_size=4, max_candidates=4, accept=1, min_cp=1.0, prune_at=0.5, prune_keep=1,
-                 extra_pnginfo=extra, unique_id="10")
+    out, _ = run(
+        pack,
+        models,
+        steps=STEPS,
+        batch_size=4,
+        max_candidates=4,
+        accept=1,
+        min_cp=1.0,
+        prune_at=0.5,
+        prune_keep=1,
+        extra_pnginfo=extra,
+        unique_id="10",
+    )
     entry = saved.parse_entry(json.dumps(extra["masc"]))  # what read takes from a PNG, strictly checked
     node = entry["nodes"]["10"]
     assert node["ledger"] == {"steps": 4, "spent": 10, "in_full": 16, "pruned": 3, "candidates": 4, "replayed": 0}
@@ -193,7 +281,12 @@ def test_the_phase_plan_resumes_or_replays_by_sampler():
     resumed = phase_plan([2, 12], 10, "euler", prunes=True)  # 12 is past the schedule: dropped
     assert (resumed.ends, resumed.judged_at(2), resumed.judged_at(10), resumed.first_step(2)) == ([2, 10], [2], [], 2)
     replayed = phase_plan([3], 10, "dpmpp_2m", prunes=True)
-    assert (replayed.ends, replayed.judged_at(3), replayed.judged_at(10), replayed.first_step(3)) == ([3, 10], [3], [], 0)
+    assert (replayed.ends, replayed.judged_at(3), replayed.judged_at(10), replayed.first_step(3)) == (
+        [3, 10],
+        [3],
+        [],
+        0,
+    )
     study = phase_plan([2, 3, 4], 10, "euler_ancestral", prunes=False)
     assert (study.ends, study.judged_at(10), study.first_step(0)) == ([10], [2, 3, 4], 0)
     assert phase_plan([2, 3], 10, "heun", prunes=False).ends == [2, 3, 10]
@@ -206,8 +299,19 @@ def test_a_sam3_segmenter_stops_early_and_prunes_as_clipseg_does(pack, models, c
 
     pytest.importorskip("transformers.models.sam3", reason="SAM3 needs transformers 5")
     sam3 = pack.NODE_CLASS_MAPPINGS["MaSCLoadSAM3Model"]().load("tiny-sam3", "cpu", "fp32", 0.5)[0]
-    out, backend = run(pack, models, steps=STEPS, batch_size=4, max_candidates=8, accept=1, min_cp=-1.0, rank_by="both",
-                       prune_at=0.5, prune_keep=1, segmenter=sam3)
+    out, backend = run(
+        pack,
+        models,
+        steps=STEPS,
+        batch_size=4,
+        max_candidates=8,
+        accept=1,
+        min_cp=-1.0,
+        rank_by="both",
+        prune_at=0.5,
+        prune_keep=1,
+        segmenter=sam3,
+    )
     images, latent, masks, scores, used, seeds, report, candidates = out["result"]
     assert used == 4  # the first round's survivor passes (thresholds off): an early stop after one round
     finished = [s for s in scores.scores if s.cp is not None]

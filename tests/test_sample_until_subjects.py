@@ -22,6 +22,7 @@ PROMPT = "a photo of sks dog and a teapot in the snow"
 @pytest.fixture(scope="module")
 def models(pack, comfy_dirs):
     from test_sample_until import models as plain_models
+
     return plain_models.__wrapped__(pack, comfy_dirs)
 
 
@@ -38,8 +39,16 @@ def dog_and_teapot(pack, comfy_dirs):
 
 def several(models, subjects, **changes):
     """Sample Until's inputs with 'subjects' in place of the single-subject reference inputs."""
-    values = dict(reference_image=None, reference_mask=None, subject="", mask_subject="", subjects=subjects,
-                  segmenter=models["segmenter"], prompt=PROMPT, accept=1)
+    values = dict(
+        reference_image=None,
+        reference_mask=None,
+        subject="",
+        mask_subject="",
+        subjects=subjects,
+        segmenter=models["segmenter"],
+        prompt=PROMPT,
+        accept=1,
+    )
     return inputs(models, **dict(values, **changes))
 
 
@@ -54,9 +63,16 @@ def direct(pack, models, dog_and_teapot):
     """score_subjects on the plain KSampler pictures of seeds 1000..1007, each subject masked by its names."""
     subject_scoring = module(pack, "masc_core.scoring.subject_scoring")
     images = plain_candidates(models, range(1000, 1008))
-    masks = [torch.stack(models["segmenter"].ready().masks(images, d.subject.names, threshold=0.4)) for d in dog_and_teapot]
-    batch = subject_scoring.score_subjects(models["encoder"].ready(), images, subjects=[d.subject for d in dog_and_teapot],
-                                           output_masks=masks, prompt=PROMPT)
+    masks = [
+        torch.stack(models["segmenter"].ready().masks(images, d.subject.names, threshold=0.4)) for d in dog_and_teapot
+    ]
+    batch = subject_scoring.score_subjects(
+        models["encoder"].ready(),
+        images,
+        subjects=[d.subject for d in dog_and_teapot],
+        output_masks=masks,
+        prompt=PROMPT,
+    )
     return batch
 
 
@@ -79,7 +95,9 @@ def test_stops_when_every_subject_passes_not_when_one_does(pack, models, dog_and
     for score, item in zip(scores.scores, direct.scores[1:5]):
         assert [f["subject"] for f in score.subjects] == ["sks dog", "teapot"]
         assert [f["cp"] for f in score.subjects] == pytest.approx([s.cp for s in item.subjects], abs=1e-6)
-        assert [f["mask"] for f in score.subjects] == pytest.approx([s.foreground_fraction for s in item.subjects], abs=1e-6)
+        assert [f["mask"] for f in score.subjects] == pytest.approx(
+            [s.foreground_fraction for s in item.subjects], abs=1e-6
+        )
         assert score.blends == item.blends and score.pf == pytest.approx(item.pf, abs=1e-6)
     assert scores.context.verdicts[:3] == [f"rejected: CP below {t:g}"] * 3 and scores.context.verdicts[3] == "accepted"
     assert scores.context.subject == "sks dog, dog, teapot"
@@ -90,7 +108,10 @@ def test_stops_when_every_subject_passes_not_when_one_does(pack, models, dog_and
     assert lines[first + 1].strip().startswith("sks dog CP +") and " teapot CP +" in lines[first + 1]
     assert lines[first + 2].strip().startswith("blend: the sks dog's region looks as much like the teapot")
     # the returned mask is every subject's region together, for the kept candidate
-    dog, teapot_mask = (torch.stack(models["segmenter"].ready().masks(images, names, threshold=0.4)) for names in ("sks dog, dog", "teapot"))
+    dog, teapot_mask = (
+        torch.stack(models["segmenter"].ready().masks(images, names, threshold=0.4))
+        for names in ("sks dog, dog", "teapot")
+    )
     assert torch.equal(mask, torch.maximum(dog, teapot_mask)) and latent["batch_index"] == [3]
 
 
@@ -110,20 +131,36 @@ def test_several_subject_figures_reach_the_png_read_and_the_log(pack, models, do
     from masc_core.cli import main
 
     extra = {"workflow": {}}
-    out, _ = run(pack, several(models, dog_and_teapot, seed=1001, max_candidates=2, min_cp=1.0, extra_pnginfo=extra, unique_id="21"))
+    out, _ = run(
+        pack,
+        several(models, dog_and_teapot, seed=1001, max_candidates=2, min_cp=1.0, extra_pnginfo=extra, unique_id="21"),
+    )
     images, _, _, scores, _, seeds, _ = out["result"][:7]
     entry = extra["masc"]["nodes"]["21"]
     record = entry["images"][0]
-    assert [s["subject"] for s in record["subjects"]] == ["sks dog", "teapot"] and record["blends"] == direct.scores[1].blends
+    assert [s["subject"] for s in record["subjects"]] == ["sks dog", "teapot"] and record["blends"] == direct.scores[
+        1
+    ].blends
     assert record["cp"] == pytest.approx(direct.cp_min[1], abs=1e-6)
     assert [s["cp"] for s in record["subjects"]] == pytest.approx([s.cp for s in direct.scores[1].subjects], abs=1e-6)
-    ctx = {"saved": {}, "saved_files": {}, "node_id": "9", "output_dir": str(tmp_path), "prompt": {}, "extra_pnginfo": extra}
+    ctx = {
+        "saved": {},
+        "saved_files": {},
+        "node_id": "9",
+        "output_dir": str(tmp_path),
+        "prompt": {},
+        "extra_pnginfo": extra,
+    }
     save_image(ctx, images[:1], "masc")
     assert main(["read", ctx["saved_files"]["9"][0]]) == 0
     printed = capsys.readouterr().out.splitlines()
     best = int(seeds.split(", ")[0]) - 1001
     assert printed[1].startswith(f"  this image: #{best}  seed {seeds.split(', ')[0]}  cp_min ")
-    assert printed[2].startswith("      sks dog CP +") and " teapot CP +" in printed[2] and printed[3].startswith("      blend: ")
+    assert (
+        printed[2].startswith("      sks dog CP +")
+        and " teapot CP +" in printed[2]
+        and printed[3].startswith("      blend: ")
+    )
     for filename in ("subjects.jsonl", "subjects.csv"):
         log = pack.NODE_CLASS_MAPPINGS["MaSCLogScores"]().log(scores, filename, "two")["result"]
         text = open(os.path.join(os.environ["MASC_OUTPUT_DIR"], log[0]), encoding="utf-8").read()
@@ -132,20 +169,29 @@ def test_several_subject_figures_reach_the_png_read_and_the_log(pack, models, do
             assert [s["subject"] for s in rows[-1]["subjects"]] == ["sks dog", "teapot"] and rows[-1]["blends"]
         else:
             header, row = text.splitlines()[0].split(","), text.splitlines()[-1]
-            assert header[header.index("subjects") + 1] == "blends" and "subject: sks dog; cp: 0." in row and "subject: teapot; cp: 0." in row
+            assert (
+                header[header.index("subjects") + 1] == "blends"
+                and "subject: sks dog; cp: 0." in row
+                and "subject: teapot; cp: 0." in row
+            )
 
 
 BAD = [
     (dict(reference_image=float_image("dog_00")), "reference_image and subjects are both connected"),
     (dict(subject="dog"), "subject is 'dog' while subjects is connected"),
     (dict(mask_subject="dog"), "mask_subject is 'dog' while subjects is connected"),
-    (dict(segmenter=None, on_blend="reject"), "on_blend 'reject' needs each subject's region in the candidates: connect a segmenter"),
+    (
+        dict(segmenter=None, on_blend="reject"),
+        "on_blend 'reject' needs each subject's region in the candidates: connect a segmenter",
+    ),
     (dict(subjects=()), "subjects is empty"),
 ]
 
 
 @pytest.mark.parametrize("changes,message", BAD)
-def test_bad_several_subject_input_is_refused_before_sampling_in_one_line(pack, models, dog_and_teapot, changes, message):
+def test_bad_several_subject_input_is_refused_before_sampling_in_one_line(
+    pack, models, dog_and_teapot, changes, message
+):
     errors = module(pack, "masc_core.errors")
     with pytest.raises(errors.MascInputError, match=message) as error:
         changes = dict(changes)
@@ -156,9 +202,16 @@ def test_bad_several_subject_input_is_refused_before_sampling_in_one_line(pack, 
 def test_a_subject_with_a_mask_for_generated_images_and_a_missing_reference_are_refused(pack, models, dog_and_teapot):
     errors = module(pack, "masc_core.errors")
     masked = declare(pack, "cat", "cat_00", dog_and_teapot, mask=torch.ones(1, 64, 64))
-    with pytest.raises(errors.MascInputError, match="the MaSC Subject 'cat' has a mask for generated images, but Sample Until makes its own"):
+    with pytest.raises(
+        errors.MascInputError,
+        match="the MaSC Subject 'cat' has a mask for generated images, but Sample Until makes its own",
+    ):
         run(pack, several(models, masked))
-    with pytest.raises(errors.MascInputError, match="reference_image is not connected: connect the subject's reference image and its mask, or chain MaSC Subject"):
+    with pytest.raises(
+        errors.MascInputError,
+        match="reference_image is not connected: connect the subject's reference image and its mask, or chain MaSC "
+        "Subject",
+    ):
         run(pack, inputs(models, reference_image=None))
     with pytest.raises(errors.MascInputError, match="on_blend is 'reject' but 'subjects' is not connected"):
         run(pack, inputs(models, on_blend="reject"))
@@ -166,12 +219,27 @@ def test_a_subject_with_a_mask_for_generated_images_and_a_missing_reference_are_
 
 def test_one_declared_subject_is_the_single_subject_run(pack, models):
     """K = 1 through 'subjects' samples, scores and decides exactly as the single-subject inputs do."""
-    single, _ = run(pack, inputs(models, segmenter=models["segmenter"], mask_subject="", rank_by="both", max_candidates=3, accept=1, min_cp=1.0))
+    single, _ = run(
+        pack,
+        inputs(
+            models,
+            segmenter=models["segmenter"],
+            mask_subject="",
+            rank_by="both",
+            max_candidates=3,
+            accept=1,
+            min_cp=1.0,
+        ),
+    )
     one = declare(pack, "sks dog, dog", "dog_00")
-    declared, _ = run(pack, several(models, one, prompt=inputs(models)["prompt"], rank_by="both", max_candidates=3, min_cp=1.0))
+    declared, _ = run(
+        pack, several(models, one, prompt=inputs(models)["prompt"], rank_by="both", max_candidates=3, min_cp=1.0)
+    )
     bands = ("cp_band", "pf_band", "band_notes")  # single-subject scoring only, so far (README: the bands)
     for a, b in zip(single["result"][3].scores, declared["result"][3].scores):
-        assert {k: v for k, v in a.to_dict().items() if k not in bands} == {k: v for k, v in b.to_dict().items() if k not in bands}
+        assert {k: v for k, v in a.to_dict().items() if k not in bands} == {
+            k: v for k, v in b.to_dict().items() if k not in bands
+        }
         assert a.cp_band is not None and b.cp_band is None
     assert single["result"][5] == declared["result"][5] and torch.equal(single["result"][2], declared["result"][2])
 
@@ -180,7 +248,9 @@ def test_one_declared_subject_is_the_single_subject_run(pack, models):
 def test_a_subjects_value_no_masc_subject_made_is_one_line(pack, models, dog_and_teapot, value):
     """A shared workflow's value reaches 'subjects' over a link unchecked: each node that takes it holds it."""
     errors = module(pack, "masc_core.errors")
-    message = r"subjects is not what MaSC Subject outputs \(.* arrived\): connect a MaSC Subject node's 'subjects' output"
+    message = (
+        r"subjects is not what MaSC Subject outputs \(.* arrived\): connect a MaSC Subject node's 'subjects' output"
+    )
     with pytest.raises(errors.MascInputError, match=message):
         run(pack, several(models, value))
     with pytest.raises(errors.MascInputError, match=message):

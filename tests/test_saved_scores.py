@@ -18,7 +18,9 @@ from masc_core.metric.scores import ImageScore, ScoreBatch, ScoreContext
 from masc_core.version import __version__
 
 
-def save_like_comfyui(images: torch.Tensor, folder, prefix: str, extra_pnginfo: dict, prompt: dict | None = None) -> list[str]:
+def save_like_comfyui(
+    images: torch.Tensor, folder, prefix: str, extra_pnginfo: dict, prompt: dict | None = None
+) -> list[str]:
     """core Save Image's loop (nodes.py SaveImage.save_images, 0.3.64 and 0.33.0)."""
     paths = []
     for number, image in enumerate(images):
@@ -42,13 +44,25 @@ def candidates(count=3, dtype=torch.float32):
 
 def scored(count=3):
     scores = [
-        ImageScore(index=i, cp=0.5 + 0.1 * i, pf=None if i == 2 else 0.1 * i, foreground_fraction=0.2, prompt="a sks dog in the snow",
-                   encoded_prompt="in the snow", pf_undefined="no background" if i == 2 else None)
+        ImageScore(
+            index=i,
+            cp=0.5 + 0.1 * i,
+            pf=None if i == 2 else 0.1 * i,
+            foreground_fraction=0.2,
+            prompt="a sks dog in the snow",
+            encoded_prompt="in the snow",
+            pf_undefined="no background" if i == 2 else None,
+        )
         for i in range(count)
     ]
-    context = ScoreContext(node="MaSCSampleUntil", subject="sks dog", encoder={"model": "masc-tiny", "digest": "0123456789ab"},
-                           seeds=[1000 + i for i in range(count)], verdicts=["rejected: CP below 0.55", "accepted", "accepted"],
-                           kept=[2, 1])
+    context = ScoreContext(
+        node="MaSCSampleUntil",
+        subject="sks dog",
+        encoder={"model": "masc-tiny", "digest": "0123456789ab"},
+        seeds=[1000 + i for i in range(count)],
+        verdicts=["rejected: CP below 0.55", "accepted", "accepted"],
+        kept=[2, 1],
+    )
     return ScoreBatch(scores=scores, references=[], context=context)
 
 
@@ -56,8 +70,12 @@ def test_entry_round_trips_through_png_text_chunks(tmp_path):
     images = candidates()
     batch = scored()
     kept = images[[2, 1]]
-    entry = node_entry(batch, node="MaSCSampleUntil", outputs=[None, 1, 0],
-                       pixels=[None, pixel_digest(kept[1].numpy()), pixel_digest(kept[0].numpy())])
+    entry = node_entry(
+        batch,
+        node="MaSCSampleUntil",
+        outputs=[None, 1, 0],
+        pixels=[None, pixel_digest(kept[1].numpy()), pixel_digest(kept[0].numpy())],
+    )
     extra = {"workflow": {"nodes": []}}
     assert add_node_entry(extra, "13", entry)
     gate = node_entry(batch.subset([2, 1]), node="MaSCGate", verdicts=["passed", "passed"])
@@ -80,7 +98,9 @@ def test_entry_round_trips_through_png_text_chunks(tmp_path):
 def test_pixel_hash_follows_save_images_quantization_for_float16_too(tmp_path):
     images = candidates(2, torch.float16)
     extra = {}
-    add_node_entry(extra, "1", node_entry(scored(2), node="MaSCScore", pixels=[pixel_digest(i.numpy()) for i in images]))
+    add_node_entry(
+        extra, "1", node_entry(scored(2), node="MaSCScore", pixels=[pixel_digest(i.numpy()) for i in images])
+    )
     paths = save_like_comfyui(images, tmp_path, "half", extra)
     for k, path in enumerate(paths):
         _, digest = read_png(path)
@@ -98,7 +118,10 @@ def test_a_node_run_again_replaces_its_own_entry_only():
     extra = {ENTRY_KEY: {"format": 1, "nodes": {"3": {"node": "MaSCScore"}}}}
     add_node_entry(extra, "5", {"node": "MaSCGate", "images": []})
     add_node_entry(extra, "3", {"node": "MaSCScore", "images": [1]})
-    assert extra[ENTRY_KEY]["nodes"] == {"3": {"node": "MaSCScore", "images": [1]}, "5": {"node": "MaSCGate", "images": []}}
+    assert extra[ENTRY_KEY]["nodes"] == {
+        "3": {"node": "MaSCScore", "images": [1]},
+        "5": {"node": "MaSCGate", "images": []},
+    }
 
 
 def run_cli(capsys, *argv):
@@ -112,15 +135,26 @@ def test_read_command_prints_this_images_scores(tmp_path, capsys):
     batch = scored()
     kept = images[[2, 1]]
     extra = {}
-    add_node_entry(extra, "13", node_entry(batch, node="MaSCSampleUntil", outputs=[None, 1, 0],
-                                           pixels=[None, pixel_digest(kept[1].numpy()), pixel_digest(kept[0].numpy())]))
+    add_node_entry(
+        extra,
+        "13",
+        node_entry(
+            batch,
+            node="MaSCSampleUntil",
+            outputs=[None, 1, 0],
+            pixels=[None, pixel_digest(kept[1].numpy()), pixel_digest(kept[0].numpy())],
+        ),
+    )
     paths = save_like_comfyui(kept, tmp_path, "masc", extra)
     code, out, err = run_cli(capsys, paths[1])
     assert code == 0 and err == ""
     lines = out.splitlines()
     assert lines[0] == paths[1]
     assert lines[1] == "  this image: #1  seed 1001  CP +0.6000  PF +0.1000  mask 20.0%  accepted"
-    assert lines[2] == f"    from MaSCSampleUntil (node 13): masc-tiny (0123456789ab), metric {__version__}, PF text 'in the snow'"
+    assert (
+        lines[2]
+        == f"    from MaSCSampleUntil (node 13): masc-tiny (0123456789ab), metric {__version__}, PF text 'in the snow'"
+    )
     assert len(lines) == 3
     code, out, _ = run_cli(capsys, paths[0], "--all")
     assert "#0  seed 1000  CP +0.5000  PF +0.0000  mask 20.0%  rejected: CP below 0.55" in out
@@ -155,19 +189,32 @@ def test_an_edited_chunk_is_refused_with_a_reason(tmp_path):
 
 
 def two_subjects_scored():
-    score = ImageScore(index=0, cp=0.41, pf=0.1, foreground_fraction=0.2, prompt="sks dog and a cat", encoded_prompt="and a",
-                       subjects=[{"subject": "sks dog", "cp": 0.41, "mask": 0.2}, {"subject": "cat\x1b[2J", "cp": None, "mask": 0.3}],
-                       blends=["the cat's region looks as much like the sks dog as the sks dog's own region does"])
-    return ScoreBatch(scores=[score], references=[], context=ScoreContext(node="MaSCScoreSubjects", subject="sks dog, cat"))
+    score = ImageScore(
+        index=0,
+        cp=0.41,
+        pf=0.1,
+        foreground_fraction=0.2,
+        prompt="sks dog and a cat",
+        encoded_prompt="and a",
+        subjects=[{"subject": "sks dog", "cp": 0.41, "mask": 0.2}, {"subject": "cat\x1b[2J", "cp": None, "mask": 0.3}],
+        blends=["the cat's region looks as much like the sks dog as the sks dog's own region does"],
+    )
+    return ScoreBatch(
+        scores=[score], references=[], context=ScoreContext(node="MaSCScoreSubjects", subject="sks dog, cat")
+    )
 
 
 def test_several_subjects_travel_in_the_entry_and_read_shows_each(tmp_path, capsys):
     image = candidates(1)
     batch = two_subjects_scored()
     extra = {}
-    assert add_node_entry(extra, "5", node_entry(batch, node="MaSCScoreSubjects", pixels=[pixel_digest(image[0].numpy())]))
+    assert add_node_entry(
+        extra, "5", node_entry(batch, node="MaSCScoreSubjects", pixels=[pixel_digest(image[0].numpy())])
+    )
     record = extra[ENTRY_KEY]["nodes"]["5"]["images"][0]
-    assert record["subjects"][0] == {"subject": "sks dog", "cp": 0.41, "mask": 0.2} and record["subjects"][1]["cp"] is None
+    assert (
+        record["subjects"][0] == {"subject": "sks dog", "cp": 0.41, "mask": 0.2} and record["subjects"][1]["cp"] is None
+    )
     assert "subjects" not in node_entry(scored(), node="MaSCScore")["images"][0]  # single-subject records as before
     path = save_like_comfyui(image, tmp_path, "two", extra)[0]
     entry, _ = read_png(path)
@@ -175,19 +222,31 @@ def test_several_subjects_travel_in_the_entry_and_read_shows_each(tmp_path, caps
     assert main(["read", path]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].startswith("  this image: #0  seed unknown  cp_min +0.4100  PF +0.1000")
-    assert lines[2] == "      sks dog CP +0.4100 mask 20.0%  cat\\x1b[2J CP n/a mask 30.0%"  # a crafted name cannot drive the terminal
+    assert (
+        lines[2] == "      sks dog CP +0.4100 mask 20.0%  cat\\x1b[2J CP n/a mask 30.0%"
+    )  # a crafted name cannot drive the terminal
     assert lines[3].startswith("      blend: the cat's region looks as much like the sks dog")
 
 
-@pytest.mark.parametrize("subjects, blends, problem", [
-    ("dog", [], "'subjects' is not a list of objects"),
-    ([{"cp": 0.4, "mask": 0.2}], [], "'subjects' has an entry without a subject name"),
-    ([{"subject": "dog", "cp": "high", "mask": 0.2}], [], "with a cp or mask that is not a number"),
-    ([{"subject": "dog", "cp": 0.4, "mask": 0.2}], [3], "'blends' is not a list of texts"),
-])
+@pytest.mark.parametrize(
+    "subjects, blends, problem",
+    [
+        ("dog", [], "'subjects' is not a list of objects"),
+        ([{"cp": 0.4, "mask": 0.2}], [], "'subjects' has an entry without a subject name"),
+        ([{"subject": "dog", "cp": "high", "mask": 0.2}], [], "with a cp or mask that is not a number"),
+        ([{"subject": "dog", "cp": 0.4, "mask": 0.2}], [3], "'blends' is not a list of texts"),
+    ],
+)
 def test_crafted_subject_fields_are_refused_with_a_reason(tmp_path, subjects, blends, problem):
-    entry = {"format": 1, "nodes": {"5": {"node": "MaSCScoreSubjects", "images": [
-        {"index": 0, "cp": 0.4, "pf": None, "mask": 0.2, "subjects": subjects, "blends": blends}]}}}
+    entry = {
+        "format": 1,
+        "nodes": {
+            "5": {
+                "node": "MaSCScoreSubjects",
+                "images": [{"index": 0, "cp": 0.4, "pf": None, "mask": 0.2, "subjects": subjects, "blends": blends}],
+            }
+        },
+    }
     path = tmp_path / "crafted.png"
     info = PngInfo()
     info.add_text(ENTRY_KEY, json.dumps(entry))

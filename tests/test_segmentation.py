@@ -185,7 +185,9 @@ def test_duplicate_names_and_spacing_do_not_change_the_result(any_segmenter, pho
 def test_batch_equals_one_by_one_and_progress_is_reported(any_segmenter, photos):
     images = [photos[k] for k in ("dog", "wide", "cat", "tiny", "tall")]
     singles = [any_segmenter.probabilities(image, "dog, cat")[0] for image in images]
-    chunked = type(any_segmenter)(any_segmenter.model, any_segmenter.info, any_segmenter.spec, any_segmenter.tokenizer, batch_size=2)
+    chunked = type(any_segmenter)(
+        any_segmenter.model, any_segmenter.info, any_segmenter.spec, any_segmenter.tokenizer, batch_size=2
+    )
     calls = []
     batched = chunked.probabilities(images, "dog, cat", progress=lambda done, total: calls.append((done, total)))
     assert calls == [(2, 5), (4, 5), (5, 5)]
@@ -234,15 +236,25 @@ def test_several_names_match_transformers_pairs(segmenter, photos):
     ids, attention = segmenter.tokenizer(names)
     with torch.no_grad():
         expected = segmenter.model(
-            input_ids=ids.repeat(2, 1), attention_mask=attention.repeat(2, 1), pixel_values=pixels.repeat_interleave(2, 0)
+            input_ids=ids.repeat(2, 1),
+            attention_mask=attention.repeat(2, 1),
+            pixel_values=pixels.repeat_interleave(2, 0),
         ).logits.reshape(2, 2, 352, 352)
     ours = segmenter._logits(pixels, segmenter._text_embeddings(names))
     torch.testing.assert_close(ours, expected, atol=1e-3, rtol=0)  # batch sizes differ: see BATCH_TOLERANCE
 
 
 PROMPTS = [
-    "dog", "sks dog", "A Photo of a DOG", "  dog\t\n toy  ", "don't stop", "café crème", "emoji 🐶 dog",
-    "numbers 123 4567", "c++ & <tags>!!", "dog " * 90,  # longer than 77 tokens: truncated, <|endoftext|> kept
+    "dog",
+    "sks dog",
+    "A Photo of a DOG",
+    "  dog\t\n toy  ",
+    "don't stop",
+    "café crème",
+    "emoji 🐶 dog",
+    "numbers 123 4567",
+    "c++ & <tags>!!",
+    "dog " * 90,  # longer than 77 tokens: truncated, <|endoftext|> kept
 ]
 
 
@@ -281,7 +293,11 @@ def test_hugging_face_cache_folder_and_describe(clipseg_dir, photos, tmp_path):
     (repo / "refs" / "main").write_text("0123abc")
     loaded = ClipSegSegmenter.load(str(repo), device="cpu")
     assert loaded.describe() == {
-        "model": str(repo), "kind": "clipseg", "image_size": [352, 352], "device": "cpu", "precision": "float32",
+        "model": str(repo),
+        "kind": "clipseg",
+        "image_size": [352, 352],
+        "device": "cpu",
+        "precision": "float32",
     }
     assert loaded.to("cpu") is loaded and loaded.device.type == "cpu"
 
@@ -298,7 +314,10 @@ def test_weights_masks_never_read_may_be_missing(clipseg_dir, segmenter, photos,
     loaded = ClipSegSegmenter.load(str(folder), device="cpu")
     # Same weights, other tensors in memory: equal up to float32 rounding.
     torch.testing.assert_close(
-        loaded.probabilities(photos["tiny"], "dog")[0], segmenter.probabilities(photos["tiny"], "dog")[0], atol=1e-5, rtol=0
+        loaded.probabilities(photos["tiny"], "dog")[0],
+        segmenter.probabilities(photos["tiny"], "dog")[0],
+        atol=1e-5,
+        rtol=0,
     )
 
 
@@ -343,7 +362,11 @@ def broken_checkpoints(clipseg_dir, naflex_dir, tmp_path_factory) -> dict[str, s
 @pytest.mark.parametrize(
     "key,message",
     [
-        ("siglip", "holds a 'siglip2' model, not CLIPSeg: built-in masks need a CLIPSeg checkpoint such as CIDAS/clipseg-rd64-refined"),
+        (
+            "siglip",
+            "holds a 'siglip2' model, not CLIPSeg: built-in masks need a CLIPSeg checkpoint such as "
+            "CIDAS/clipseg-rd64-refined",
+        ),
         ("no_config", "has no config.json"),
         ("no_weights", "has no .safetensors weights (found pytorch_model.bin): only safetensors are loaded"),
         ("no_tokenizer", "has no tokenizer.json (nor vocab.json + merges.txt)"),
@@ -400,7 +423,8 @@ def test_bad_inputs_raise_one_line_naming_the_input(any_segmenter, photos, kwarg
 
 def test_fractional_dilation_that_is_whole_is_accepted(any_segmenter, photos):
     assert torch.equal(
-        any_segmenter.masks(photos["tiny"], "dog", dilation=2.0)[0], any_segmenter.masks(photos["tiny"], "dog", dilation=2)[0]
+        any_segmenter.masks(photos["tiny"], "dog", dilation=2.0)[0],
+        any_segmenter.masks(photos["tiny"], "dog", dilation=2)[0],
     )
 
 
@@ -410,12 +434,19 @@ def test_fractional_dilation_that_is_whole_is_accepted(any_segmenter, photos):
 def test_segmenter_masks_feed_score_images(any_segmenter, naflex_encoder, photos):
     """As a ComfyUI graph does: masks of the reference and of an IMAGE batch, then CP/PF."""
     reference = photos["dog"]
-    outputs = torch.from_numpy(np.stack([load_photo("dog_01"), load_photo("dog_02"), photos["cat"]]).astype(np.float32) / 255)
+    outputs = torch.from_numpy(
+        np.stack([load_photo("dog_01"), load_photo("dog_02"), photos["cat"]]).astype(np.float32) / 255
+    )
     reference_mask = any_segmenter.masks(reference, "dog")[0]
     output_masks = torch.stack(any_segmenter.masks(outputs, "dog"))
     batch = score_images(
-        naflex_encoder, outputs, reference=reference, reference_mask=reference_mask, mask=output_masks,
-        prompt="a photo of a dog on the beach", subject="dog",
+        naflex_encoder,
+        outputs,
+        reference=reference,
+        reference_mask=reference_mask,
+        mask=output_masks,
+        prompt="a photo of a dog on the beach",
+        subject="dog",
     )
     assert abs(batch.references[0].foreground_fraction - float(reference_mask.mean())) < 1e-6
     for score, mask in zip(batch.scores, output_masks):
@@ -465,8 +496,22 @@ def test_cli_writes_one_png_mask_per_image(capsys, clipseg_dir, segmenter, photo
     out_dir = tmp_path / "masks"
     images = [image_files[k] for k in ("dog", "wide", "tiny")]
     code, out, err = run_cli(
-        capsys, "mask", "--model", clipseg_dir, "--device", "cpu", "--image", *images, "--subject", "sks dog, dog",
-        "--threshold", "0.5", "--dilate", "2", "--out-dir", str(out_dir),
+        capsys,
+        "mask",
+        "--model",
+        clipseg_dir,
+        "--device",
+        "cpu",
+        "--image",
+        *images,
+        "--subject",
+        "sks dog, dog",
+        "--threshold",
+        "0.5",
+        "--dilate",
+        "2",
+        "--out-dir",
+        str(out_dir),
     )
     assert code == 0, err
     assert sorted(os.listdir(out_dir)) == ["dog_mask.png", "tiny_mask.png", "wide_mask.png"]
@@ -480,21 +525,57 @@ def test_cli_writes_one_png_mask_per_image(capsys, clipseg_dir, segmenter, photo
     assert len(lines) == 3
 
 
-def test_cli_writes_one_mask_per_subject_per_image_with_several_subjects(capsys, clipseg_dir, segmenter, photos, image_files, tmp_path):
+def test_cli_writes_one_mask_per_subject_per_image_with_several_subjects(
+    capsys, clipseg_dir, segmenter, photos, image_files, tmp_path
+):
     out_dir = tmp_path / "masks"
     code, out, err = run_cli(
-        capsys, "mask", "--model", clipseg_dir, "--device", "cpu", "--image", image_files["dog"], image_files["wide"],
-        "--subject", "sks dog, dog", "--subject", "Cat", "--out-dir", str(out_dir),
+        capsys,
+        "mask",
+        "--model",
+        clipseg_dir,
+        "--device",
+        "cpu",
+        "--image",
+        image_files["dog"],
+        image_files["wide"],
+        "--subject",
+        "sks dog, dog",
+        "--subject",
+        "Cat",
+        "--out-dir",
+        str(out_dir),
     )
     assert code == 0, err
-    assert sorted(os.listdir(out_dir)) == ["dog_cat_mask.png", "dog_sks_dog_mask.png", "wide_cat_mask.png", "wide_sks_dog_mask.png"]
+    assert sorted(os.listdir(out_dir)) == [
+        "dog_cat_mask.png",
+        "dog_sks_dog_mask.png",
+        "wide_cat_mask.png",
+        "wide_sks_dog_mask.png",
+    ]
     for names, slug in (("sks dog, dog", "sks_dog"), ("Cat", "cat")):
         expected = segmenter.masks([photos["dog"], photos["wide"]], names)
         for stem, mask in zip(("dog", "wide"), expected):
-            assert np.array_equal(np.asarray(Image.open(out_dir / f"{stem}_{slug}_mask.png")), mask.numpy().astype(np.uint8) * 255)
+            assert np.array_equal(
+                np.asarray(Image.open(out_dir / f"{stem}_{slug}_mask.png")), mask.numpy().astype(np.uint8) * 255
+            )
     assert len(out.splitlines()) == 4
-    code, _, err = run_cli(capsys, "mask", "--model", clipseg_dir, "--device", "cpu", "--image", image_files["dog"],
-                           "--subject", "cat", "--subject", "CAT, kitten", "--out-dir", str(tmp_path / "again"))
+    code, _, err = run_cli(
+        capsys,
+        "mask",
+        "--model",
+        clipseg_dir,
+        "--device",
+        "cpu",
+        "--image",
+        image_files["dog"],
+        "--subject",
+        "cat",
+        "--subject",
+        "CAT, kitten",
+        "--out-dir",
+        str(tmp_path / "again"),
+    )
     assert code == 2 and "two --subject values would both be written as _cat_mask.png" in err
 
 
@@ -535,9 +616,23 @@ def test_cli_bad_input_exits_2_with_one_line(capsys, clipseg_dir, naflex_dir, im
 
 def test_cli_entry_point_prints_no_traceback(tmp_path, image_files):
     completed = subprocess.run(
-        [sys.executable, "-m", "masc_core", "mask", "--model", str(tmp_path), "--image", image_files["dog"],
-         "--subject", "dog", "--out-dir", str(tmp_path / "out")],
-        cwd=ROOT, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "masc_core",
+            "mask",
+            "--model",
+            str(tmp_path),
+            "--image",
+            image_files["dog"],
+            "--subject",
+            "dog",
+            "--out-dir",
+            str(tmp_path / "out"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     assert completed.returncode == 2 and "Traceback" not in completed.stderr
     assert completed.stderr.strip().splitlines() == [
@@ -561,8 +656,13 @@ np.savez(sys.argv[2], *[p.numpy() for p in probabilities])
 """
 
 
-@pytest.mark.skipif(not ALT_PYTHON, reason="set MASC_ALT_PYTHON to an interpreter with the other transformers major version (.ci/run does)")
-def test_probabilities_do_not_depend_on_the_installed_transformers(clipseg_dir, segmenter, photos, image_files, tmp_path):
+@pytest.mark.skipif(
+    not ALT_PYTHON,
+    reason="set MASC_ALT_PYTHON to an interpreter with the other transformers major version (.ci/run does)",
+)
+def test_probabilities_do_not_depend_on_the_installed_transformers(
+    clipseg_dir, segmenter, photos, image_files, tmp_path
+):
     images = [image_files[k] for k in ("dog", "wide", "tiny", "dog_again")]
     target = tmp_path / "alt.npz"
     completed = subprocess.run(

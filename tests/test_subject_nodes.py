@@ -10,7 +10,7 @@ import torch
 from masc_core import MascEncoder, score_subjects
 
 from test_nodes import load_encoder
-from test_subjects import CAT, DOG, PROMPT, _half, _pair, _photo
+from test_subjects import CAT, DOG, PROMPT, _half, _pair
 
 
 def _tensor(array: np.ndarray) -> torch.Tensor:
@@ -21,7 +21,9 @@ def _tensor(array: np.ndarray) -> torch.Tensor:
 
 def _declare(pack, subject, mask=None, chained=None):
     node = pack.NODE_CLASS_MAPPINGS["MaSCSubject"]()
-    return node.declare(subject.names, _tensor(subject.references), _tensor(subject.reference_masks), mask=mask, subjects=chained)[0]
+    return node.declare(
+        subject.names, _tensor(subject.references), _tensor(subject.reference_masks), mask=mask, subjects=chained
+    )[0]
 
 
 @pytest.fixture()
@@ -36,12 +38,18 @@ def test_score_subjects_node_gives_the_librarys_scores(pack, comfy_dirs, scene):
     images, subjects = scene
     node = pack.NODE_CLASS_MAPPINGS["MaSCScoreSubjects"]().score(load_encoder(pack), images, subjects, PROMPT)
     cp_min, cp_mean, pf, scores, stripped, report = node["result"]
-    direct = score_subjects(MascEncoder.load(comfy_dirs["checkpoint"], device="cpu"),
-                            [_pair("dog_01", "cat_01"), _pair("dog_01", "dog_02")], subjects=[DOG, CAT],
-                            output_masks=[[_half("left")], [_half("right")]], prompt=PROMPT)
+    direct = score_subjects(
+        MascEncoder.load(comfy_dirs["checkpoint"], device="cpu"),
+        [_pair("dog_01", "cat_01"), _pair("dog_01", "dog_02")],
+        subjects=[DOG, CAT],
+        output_masks=[[_half("left")], [_half("right")]],
+        prompt=PROMPT,
+    )
     assert [s.cp for s in scores.scores] == pytest.approx(direct.cp_min, abs=1e-6)
     assert [s.pf for s in scores.scores] == pytest.approx(direct.pf, abs=1e-6)
-    assert cp_min == pytest.approx(np.mean(direct.cp_min), abs=1e-6) and cp_mean == pytest.approx(np.mean(direct.cp_mean), abs=1e-6)
+    assert cp_min == pytest.approx(np.mean(direct.cp_min), abs=1e-6) and cp_mean == pytest.approx(
+        np.mean(direct.cp_mean), abs=1e-6
+    )
     assert stripped == "a photo of and on the sofa" and scores.context.node == "MaSCScoreSubjects"
     lines = report.splitlines()
     assert "cp_min" in lines[0] and "BLEND" not in lines[1] and "BLEND" in lines[2]
@@ -55,7 +63,9 @@ def test_select_best_and_gate_take_its_scores_and_reject_blends_on_request(pack,
     rejecting = nodes["MaSCScoreSubjects"]().score(encoder, images, subjects, PROMPT, on_blend="reject")["result"][3]
     assert rejecting.scores[0].cp is not None and rejecting.scores[1].cp is None
     assert rejecting.scores[1].cp_undefined.startswith("blend: the ")
-    gate = nodes["MaSCGate"]().gate(rejecting, images, min_cp=-1.0, min_pf=-1.0, reject_small_masks=False, min_foreground=0.05)
+    gate = nodes["MaSCGate"]().gate(
+        rejecting, images, min_cp=-1.0, min_pf=-1.0, reject_small_masks=False, min_foreground=0.05
+    )
     passed = gate["result"] if isinstance(gate, tuple) else gate["result"]
     assert passed[3] == 1 and torch.equal(passed[0], images[:1])
     reporting = nodes["MaSCScoreSubjects"]().score(encoder, images, subjects, PROMPT)["result"][3]
@@ -88,7 +98,9 @@ def test_log_scores_appends_one_row_per_image_with_cp_min_as_cp(pack, comfy_dirs
     import os
 
     images, subjects = scene
-    scores = pack.NODE_CLASS_MAPPINGS["MaSCScoreSubjects"]().score(load_encoder(pack), images, subjects, PROMPT)["result"][3]
+    scores = pack.NODE_CLASS_MAPPINGS["MaSCScoreSubjects"]().score(load_encoder(pack), images, subjects, PROMPT)[
+        "result"
+    ][3]
     pack.NODE_CLASS_MAPPINGS["MaSCLogScores"]().log(scores, "two_subjects.jsonl", "test")
     with open(os.path.join(comfy_dirs["output"], "two_subjects.jsonl"), encoding="utf-8") as handle:
         rows = [json.loads(line) for line in handle]

@@ -13,7 +13,15 @@ from masc_core import MascInputError, score_images
 
 def test_empty_reference_mask_leaves_cp_undefined(encoder):
     ref, out = load_photo("dog_00"), load_photo("dog_01")
-    batch = score_images(encoder, out, reference=ref, reference_mask=np.zeros((512, 512)), mask=box_mask(512, 512), prompt=PROMPT, subject="dog")
+    batch = score_images(
+        encoder,
+        out,
+        reference=ref,
+        reference_mask=np.zeros((512, 512)),
+        mask=box_mask(512, 512),
+        prompt=PROMPT,
+        subject="dog",
+    )
     score = batch.scores[0]
     assert score.cp is None and score.cp_undefined == "reference_mask is empty (no foreground pixel)"
     assert score.pf is not None  # PF does not need the reference
@@ -53,7 +61,9 @@ def test_small_output_masks_are_flagged_with_the_papers_threshold(encoder):
 
 def test_results_serialize_to_json_with_null_not_nan(encoder):
     ref = load_photo("dog_00")
-    batch = score_images(encoder, ref, reference=ref, reference_mask=np.zeros((4, 4)), mask=np.ones((4, 4)), prompt="", subject="dog")
+    batch = score_images(
+        encoder, ref, reference=ref, reference_mask=np.zeros((4, 4)), mask=np.ones((4, 4)), prompt="", subject="dog"
+    )
     text = json.dumps(batch.to_dict(), allow_nan=False)
     row = json.loads(text)["results"][0]
     assert row["cp"] is None and row["pf"] is None and row["cp_per_reference"] == [None]

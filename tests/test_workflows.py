@@ -63,7 +63,9 @@ def test_the_packs_nodes_carry_the_registry_id_and_version(path):
     ours = [node for node in nodes if node["type"].startswith("MaSC")]
     assert ours
     for node in ours:
-        assert node["properties"].get("cnr_id") == project["name"] and node["properties"].get("ver") == project["version"], node["type"]
+        assert (
+            node["properties"].get("cnr_id") == project["name"] and node["properties"].get("ver") == project["version"]
+        ), node["type"]
 
 
 MODEL_LOADERS = {  # core loader -> its widgets that name a model file, and the models folder the file belongs in
@@ -94,4 +96,6 @@ def test_every_model_file_a_workflow_names_can_be_downloaded_from_its_loader(pat
             assert file in offered, f"{node['type']} #{node['id']} names {file} with no download in properties.models"
             entry = offered[file]
             assert entry["directory"] == directory, entry
-            assert entry["url"].startswith("https://huggingface.co/") and entry["url"].split("?")[0].endswith("/" + file), entry
+            assert entry["url"].startswith("https://huggingface.co/") and entry["url"].split("?")[0].endswith(
+                "/" + file
+            ), entry

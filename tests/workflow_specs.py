@@ -63,7 +63,9 @@ def ui_to_api(ui: dict, specs: dict) -> dict:
                 linked[slot["name"]] = [str(origin[1]), origin[2]]
         values = node.get("widgets_values") or []
         slots = widget_slots(spec)
-        assert len(values) == len(slots), f"{node['type']} #{node['id']}: {len(values)} widget values for {len(slots)} widgets"
+        assert len(values) == len(slots), (
+            f"{node['type']} #{node['id']}: {len(values)} widget values for {len(slots)} widgets"
+        )
         entries = {**spec["input"].get("required", {}), **spec["input"].get("optional", {})}
         for name, value in zip(slots, values):
             if name is None or name in linked:
@@ -73,8 +75,6 @@ def ui_to_api(ui: dict, specs: dict) -> dict:
         inputs.update(linked)
         api[str(node["id"])] = {"class_type": node["type"], "inputs": inputs}
     return api
-
-
 
 
 def node_specs() -> dict:

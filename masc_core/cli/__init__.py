@@ -33,7 +33,9 @@ COMMAND_MODULES = (score, mask, rank, evaluate, manifest, read, calibrate, prune
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="python -m masc_core", description="MaSC: masked similarity metric for personalized text-to-image.")
+    parser = OneLineParser(
+        prog="python -m masc_core", description="MaSC: masked similarity metric for personalized text-to-image."
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     for module in COMMAND_MODULES:
         module.register(commands)
@@ -72,5 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         from ..errors import first_line
 
-        sys.stderr.write(f"error: internal error ({type(exc).__name__}: {printable(first_line(exc))}); rerun with MASC_DEBUG=1 and report it\n")
+        sys.stderr.write(
+            f"error: internal error ({type(exc).__name__}: {printable(first_line(exc))}); rerun with MASC_DEBUG=1 and "
+            "report it\n"
+        )
         return 1

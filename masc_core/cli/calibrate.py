@@ -1,4 +1,5 @@
-"""``python -m masc_core calibrate``: the artist's picks (MaSC Pick, in a score log) against CP and PF, and thresholds from them."""
+"""``python -m masc_core calibrate``: the artist's picks (MaSC Pick, in a score log) against CP and PF, and thresholds
+from them."""
 
 from __future__ import annotations
 
@@ -22,13 +23,19 @@ def _share(text: str) -> float:
 
 def register(commands) -> None:
     parser = commands.add_parser(
-        "calibrate", help="how well CP and PF agree with your picks (MaSC Pick), and min_cp / min_pf suggested from them",
+        "calibrate",
+        help="how well CP and PF agree with your picks (MaSC Pick), and min_cp / min_pf suggested from them",
         description="Reads the score logs MaSC Log Scores wrote from MaSC Pick's scores. The candidates you were shown "
-                    "are labelled picked or passed over; prints each score's ROC AUC against those labels, with a "
-                    "bootstrap interval, and the highest min_cp and min_pf that keep --keep of what you picked.",
+        "are labelled picked or passed over; prints each score's ROC AUC against those labels, with a "
+        "bootstrap interval, and the highest min_cp and min_pf that keep --keep of what you picked.",
     )
     parser.add_argument("log", nargs="+", help="score logs (.jsonl or .csv) holding MaSC Pick's labels")
-    parser.add_argument("--keep", type=_share, default=DEFAULT_KEEP, help="share of the picked candidates a suggested threshold keeps (default 0.95)")
+    parser.add_argument(
+        "--keep",
+        type=_share,
+        default=DEFAULT_KEEP,
+        help="share of the picked candidates a suggested threshold keeps (default 0.95)",
+    )
     add_log_report_options(parser, "report")
     parser.set_defaults(run=run)
 
@@ -36,7 +43,12 @@ def register(commands) -> None:
 def run(args: argparse.Namespace) -> int:
     rows, source = read_logs(args.log)
     result = calibrate(
-        rows, keep=args.keep, cp_weight=args.cp_weight, pf_weight=args.pf_weight, bootstrap=args.bootstrap, seed=args.seed,
+        rows,
+        keep=args.keep,
+        cp_weight=args.cp_weight,
+        pf_weight=args.pf_weight,
+        bootstrap=args.bootstrap,
+        seed=args.seed,
         source=source,
     )
     sys.stdout.write((json.dumps(result, allow_nan=False) if args.json else calibration_text(result)) + "\n")

@@ -80,7 +80,9 @@ def baseline_folders(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _engine_options(args: argparse.Namespace) -> EngineOptions:
-    return EngineOptions(name=args.engine, address=args.address, workers=args.workers, gpus_per_worker=args.gpus_per_worker or 0.0)
+    return EngineOptions(
+        name=args.engine, address=args.address, workers=args.workers, gpus_per_worker=args.gpus_per_worker or 0.0
+    )
 
 
 def _evaluation_options(args: argparse.Namespace):
@@ -95,9 +97,17 @@ def _evaluation_options(args: argparse.Namespace):
         mask_sources=args.mask_sources or (),
     )
     return EvalOptions(
-        model=args.model, device=args.device, precision=args.precision, max_patches=args.max_patches,
-        batch_size=args.batch_size, chunk_size=args.chunk_size, baselines=requested_baselines(args),
-        folders=baseline_folders(args), summary=summary, shard=parse_shard(args.shard), fresh=args.fresh,
+        model=args.model,
+        device=args.device,
+        precision=args.precision,
+        max_patches=args.max_patches,
+        batch_size=args.batch_size,
+        chunk_size=args.chunk_size,
+        baselines=requested_baselines(args),
+        folders=baseline_folders(args),
+        summary=summary,
+        shard=parse_shard(args.shard),
+        fresh=args.fresh,
     )
 
 
@@ -120,7 +130,9 @@ def _finish(report, args: argparse.Namespace) -> int:
         sys.stderr.write("wrote " + ", ".join(report.written) + "\n")
     if report.summary is None:
         if not args.quiet:
-            sys.stderr.write(f"shard done; when every shard is, run: python -m masc_core merge {os.path.dirname(report.out_dir)}\n")
+            sys.stderr.write(
+                f"shard done; when every shard is, run: python -m masc_core merge {os.path.dirname(report.out_dir)}\n"
+            )
         return 0
     if args.json:
         json.dump(report.summary, sys.stdout, indent=2, allow_nan=False)
@@ -176,51 +188,139 @@ def run_merge(args: argparse.Namespace) -> int:
 
 
 def register(commands) -> None:
-    defaults = SummaryOptions()
+    """Register ``eval`` and ``merge`` on the CLI's sub-parsers."""
+    _register_eval(commands)
+    _register_merge(commands)
+
+
+def _register_eval(commands) -> None:
     eval_parser = commands.add_parser("eval", help="score a manifest: results, summary, agreement with humans")
-    eval_parser.add_argument("manifest", help="CSV or JSONL: ref, ref_mask, out, out_mask, prompt, subject [, method, seed, id, human_cp, human_pf]")
-    add_model_options(eval_parser)
-    eval_parser.add_argument("--out-dir", required=True, metavar="DIR", help="folder for results.jsonl, results.csv, summary.json")
-    eval_parser.add_argument("--shard", default=None, metavar="I/N", help="score only shard I of N (0-based; groups of rows sharing a reference)")
-    eval_parser.add_argument("--chunk-size", type=positive_int, default=DEFAULT_CHUNK_SIZE, help=f"rows scored (and saved) together (default {DEFAULT_CHUNK_SIZE})")
-    add_min_foreground(eval_parser, "the paper's filter: drop rows whose output or reference mask covers less (default 0.05; 0 keeps all)")
     eval_parser.add_argument(
-        "--baselines", nargs="+", choices=metrics.BASELINE_CHOICES, default=(),
-        help="same-backbone baselines: " + "; ".join(
-            f"{spec.key} ({spec.description})" for spec in metrics.REGISTRY if spec.folder_option is None
-        ),
+        "manifest",
+        help="CSV or JSONL: ref, ref_mask, out, out_mask, prompt, subject [, method, seed, id, human_cp, human_pf]",
+    )
+    add_model_options(eval_parser)
+    eval_parser.add_argument(
+        "--out-dir", required=True, metavar="DIR", help="folder for results.jsonl, results.csv, summary.json"
+    )
+    eval_parser.add_argument(
+        "--shard",
+        default=None,
+        metavar="I/N",
+        help="score only shard I of N (0-based; groups of rows sharing a reference)",
+    )
+    eval_parser.add_argument(
+        "--chunk-size",
+        type=positive_int,
+        default=DEFAULT_CHUNK_SIZE,
+        help=f"rows scored (and saved) together (default {DEFAULT_CHUNK_SIZE})",
+    )
+    add_min_foreground(
+        eval_parser,
+        "the paper's filter: drop rows whose output or reference mask covers less (default 0.05; 0 keeps all)",
+    )
+    eval_parser.add_argument(
+        "--baselines",
+        nargs="+",
+        choices=metrics.BASELINE_CHOICES,
+        default=(),
+        help="same-backbone baselines: "
+        + "; ".join(f"{spec.key} ({spec.description})" for spec in metrics.REGISTRY if spec.folder_option is None),
     )
     for spec in metrics.REGISTRY:
         if spec.folder_option:
             eval_parser.add_argument(spec.folder_option, default=None, metavar="DIR", help=spec.description)
     eval_parser.add_argument(
-        "--mask-sources", default=None, metavar="A,B[,...]",
-        help="the mask-source study (the paper's Tables 6-7): score every row under each source (clipseg, sam3: masks made "
-        "by that segmenter, prompted with the row's subject, from --clipseg / --sam3 or the usual Hub id; manifest: the "
+        "--mask-sources",
+        default=None,
+        metavar="A,B[,...]",
+        help="the mask-source study (the paper's Tables 6-7): score every row under each source (clipseg, sam3: masks "
+        "made "
+        "by that segmenter, prompted with the row's subject, from --clipseg / --sam3 or the usual Hub id; manifest: "
+        "the "
         "manifest's own masks) and compare them on the keys valid under all, deltas from the first",
     )
+    _add_summary_options(eval_parser)
+    _add_engine_options(eval_parser)
     eval_parser.add_argument(
-        "--rating-scale", nargs=2, type=float, default=list(defaults.rating_scale), metavar=("LOW", "HIGH"),
-        help="the human rating scale metrics are mapped onto for alpha (default 0 4)",
+        "--fresh", action="store_true", help="discard earlier results in the folder instead of resuming"
     )
-    eval_parser.add_argument("--rating-map", choices=MAPPINGS, default=defaults.rating_map, help="metric -> rating scale before alpha (default minmax)")
-    eval_parser.add_argument("--bootstrap", type=bootstrap_count, default=defaults.bootstrap, help="bootstrap resamples for the 95%% CIs, 0 to 100000 (default 1000; 0 = none)")
-    eval_parser.add_argument("--seed", type=bootstrap_seed, default=defaults.seed, help="bootstrap seed, 0 to 2^32-1 (default 0)")
-    engine = eval_parser.add_argument_group("engine", "where the chunks are scored (the result files are the same)")
-    engine.add_argument("--engine", choices=ENGINES, default="single", help="single: this process (default); ray: actors on a Ray cluster (pip install 'masc-comfyui[ray]')")
-    engine.add_argument("--address", default=None, metavar="ADDR", help="ray: the cluster's head, HOST:PORT as 'ray start --head' prints it, or auto (default: start a local cluster)")
-    engine.add_argument("--workers", type=positive_int, default=None, metavar="N", help="ray: actors, each loading the models once (default: one per GPU with --gpus-per-worker, else one per CPU)")
-    engine.add_argument("--gpus-per-worker", type=float, default=None, metavar="G", help="ray: GPUs per actor (default 0: CPU)")
-    eval_parser.add_argument("--fresh", action="store_true", help="discard earlier results in the folder instead of resuming")
     eval_parser.add_argument("--quiet", action="store_true", help="no progress line and no time report on stderr")
     eval_parser.add_argument("--json", action="store_true", help="print summary.json instead of tables")
-    eval_parser.add_argument("--no-plots", action="store_true", help="no PNG plots beside summary.json (they need matplotlib)")
+    eval_parser.add_argument(
+        "--no-plots", action="store_true", help="no PNG plots beside summary.json (they need matplotlib)"
+    )
     eval_parser.set_defaults(run=run_eval)
 
+
+def _add_summary_options(eval_parser) -> None:
+    """How the human ratings are read and how the confidence intervals are drawn."""
+    defaults = SummaryOptions()
+    eval_parser.add_argument(
+        "--rating-scale",
+        nargs=2,
+        type=float,
+        default=list(defaults.rating_scale),
+        metavar=("LOW", "HIGH"),
+        help="the human rating scale metrics are mapped onto for alpha (default 0 4)",
+    )
+    eval_parser.add_argument(
+        "--rating-map",
+        choices=MAPPINGS,
+        default=defaults.rating_map,
+        help="metric -> rating scale before alpha (default minmax)",
+    )
+    eval_parser.add_argument(
+        "--bootstrap",
+        type=bootstrap_count,
+        default=defaults.bootstrap,
+        help="bootstrap resamples for the 95%% CIs, 0 to 100000 (default 1000; 0 = none)",
+    )
+    eval_parser.add_argument(
+        "--seed", type=bootstrap_seed, default=defaults.seed, help="bootstrap seed, 0 to 2^32-1 (default 0)"
+    )
+
+
+def _add_engine_options(eval_parser) -> None:
+    """Where the chunks are scored: this process, or actors on a Ray cluster."""
+    engine = eval_parser.add_argument_group("engine", "where the chunks are scored (the result files are the same)")
+    engine.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="single",
+        help="single: this process (default); ray: actors on a Ray cluster (pip install 'masc-comfyui[ray]')",
+    )
+    engine.add_argument(
+        "--address",
+        default=None,
+        metavar="ADDR",
+        help="ray: the cluster's head, HOST:PORT as 'ray start --head' prints it, or auto (default: start a local "
+        "cluster)",
+    )
+    engine.add_argument(
+        "--workers",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="ray: actors, each loading the models once (default: one per GPU with --gpus-per-worker, else one per "
+        "CPU)",
+    )
+    engine.add_argument(
+        "--gpus-per-worker", type=float, default=None, metavar="G", help="ray: GPUs per actor (default 0: CPU)"
+    )
+
+
+def _register_merge(commands) -> None:
     merge_parser = commands.add_parser("merge", help="merge the shard folders of an eval into one result")
-    merge_parser.add_argument("out_dir", metavar="DIR", help="the --out-dir the shards were run with (merged files go here)")
-    merge_parser.add_argument("shards", nargs="*", metavar="SHARD_DIR", help="shard folders (default: DIR/shard-*-of-*)")
+    merge_parser.add_argument(
+        "out_dir", metavar="DIR", help="the --out-dir the shards were run with (merged files go here)"
+    )
+    merge_parser.add_argument(
+        "shards", nargs="*", metavar="SHARD_DIR", help="shard folders (default: DIR/shard-*-of-*)"
+    )
     merge_parser.add_argument("--quiet", action="store_true", help="no report on stderr")
     merge_parser.add_argument("--json", action="store_true", help="print summary.json instead of tables")
-    merge_parser.add_argument("--no-plots", action="store_true", help="no PNG plots beside summary.json (they need matplotlib)")
+    merge_parser.add_argument(
+        "--no-plots", action="store_true", help="no PNG plots beside summary.json (they need matplotlib)"
+    )
     merge_parser.set_defaults(run=run_merge)

@@ -24,23 +24,31 @@ def register(commands) -> None:
     """Register the ``mask`` sub-command on the CLI's sub-parsers."""
     parser = commands.add_parser("mask", help="subject masks from CLIPSeg or SAM3 (text-prompted), as PNG files")
     parser.add_argument(
-        "--model", required=True,
+        "--model",
+        required=True,
         help="a CLIPSeg or SAM3 checkpoint folder (Hugging Face layout; the family is read from its config.json) or "
         "Hub id: CIDAS/clipseg-rd64-refined, or facebook/sam3 (gated: accept its licence and log in first)",
     )
     parser.add_argument("--image", nargs="+", required=True, metavar="IMG", help="images to mask")
     parser.add_argument(
-        "--subject", required=True, action="append",
-        help="the subject's name, the segmenter's prompt; several names of one subject comma-separated ('sks dog, dog'). "
+        "--subject",
+        required=True,
+        action="append",
+        help="the subject's name, the segmenter's prompt; several names of one subject comma-separated ('sks dog, "
+        "dog'). "
         "Repeat it for several subjects (--subject dog --subject cat): one mask per subject per image",
     )
     parser.add_argument(
-        "--threshold", type=float, default=None,
+        "--threshold",
+        type=float,
+        default=None,
         help=f"probability at or above which a pixel is the subject (default: {DEFAULT_MASK_THRESHOLD} for CLIPSeg, "
-        f"{DEFAULT_PIXEL_THRESHOLD} for SAM3)"
+        f"{DEFAULT_PIXEL_THRESHOLD} for SAM3)",
     )
     add_score_threshold_option(parser)
-    parser.add_argument("--dilate", type=int, default=0, metavar="PIXELS", help="grow each mask by this many pixels (default 0)")
+    parser.add_argument(
+        "--dilate", type=int, default=0, metavar="PIXELS", help="grow each mask by this many pixels (default 0)"
+    )
     parser.add_argument(
         "--out-dir", required=True, metavar="DIR", help="folder for the <stem>_mask.png files (created if missing)"
     )
@@ -103,13 +111,20 @@ def run(args: argparse.Namespace) -> int:
     subjects = [subject_prompts(given, "--subject") for given in args.subject]
     slugs = [subject_slug(names[0]) for names in subjects] if len(subjects) > 1 else [None]
     if len(set(slugs)) != len(slugs):
-        raise MascInputError(f"two --subject values would both be written as _{slugs[0]}_mask.png: give each subject its own first name")
+        raise MascInputError(
+            f"two --subject values would both be written as _{slugs[0]}_mask.png: give each subject its own first name"
+        )
     targets = [mask_paths(args.image, args.out_dir, slug) for slug in slugs]
     images = [load_image_file(path, "--image") for path in args.image]
     _check_out_dir(args.out_dir)
 
-    segmenter = load_segmenter(args.model, device=args.device, precision=args.precision, batch_size=args.batch_size,
-                               score_threshold=args.score_threshold)
+    segmenter = load_segmenter(
+        args.model,
+        device=args.device,
+        precision=args.precision,
+        batch_size=args.batch_size,
+        score_threshold=args.score_threshold,
+    )
     written = []
     for names, paths in zip(subjects, targets):
         written += zip(paths, segmenter.masks(images, names, threshold=threshold, dilation=dilation))
@@ -119,7 +134,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             Image.fromarray(pixels).save(target)
         except OSError as exc:
-            raise MascInputError(f"--out-dir: '{target}' could not be written ({exc}): pick a writable folder") from None
+            raise MascInputError(
+                f"--out-dir: '{target}' could not be written ({exc}): pick a writable folder"
+            ) from None
         fraction = foreground_fraction(mask.numpy())
         note = "  below the paper's 5% filter" if fraction < MIN_FOREGROUND_FRACTION else ""
         sys.stdout.write(f"{target}  {100 * fraction:5.1f}%{note}\n")

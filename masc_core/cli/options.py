@@ -79,10 +79,27 @@ def add_log_report_options(parser: argparse.ArgumentParser, what: str) -> None:
     """What the commands reading score logs share: the weights of the sum, the bootstrap, its seed, --json."""
     from ..evaluation.agreement import DEFAULT_BOOTSTRAP, DEFAULT_SEED
 
-    parser.add_argument("--cp-weight", type=ranking_weight, default=1.0, help="weight of CP in the weighted sum, 0 to 100 (default 1, as rank_by both)")
-    parser.add_argument("--pf-weight", type=ranking_weight, default=1.0, help="weight of PF in the weighted sum, 0 to 100 (default 1)")
-    parser.add_argument("--bootstrap", type=bootstrap_count, default=DEFAULT_BOOTSTRAP, help="bootstrap resamples for the intervals (default 1000; 0 = none)")
-    parser.add_argument("--seed", type=bootstrap_seed, default=DEFAULT_SEED, help="seed of the bootstrap, 0 to 2^32-1 (default 0): the same log gives the same report")
+    parser.add_argument(
+        "--cp-weight",
+        type=ranking_weight,
+        default=1.0,
+        help="weight of CP in the weighted sum, 0 to 100 (default 1, as rank_by both)",
+    )
+    parser.add_argument(
+        "--pf-weight", type=ranking_weight, default=1.0, help="weight of PF in the weighted sum, 0 to 100 (default 1)"
+    )
+    parser.add_argument(
+        "--bootstrap",
+        type=bootstrap_count,
+        default=DEFAULT_BOOTSTRAP,
+        help="bootstrap resamples for the intervals (default 1000; 0 = none)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=bootstrap_seed,
+        default=DEFAULT_SEED,
+        help="seed of the bootstrap, 0 to 2^32-1 (default 0): the same log gives the same report",
+    )
     parser.add_argument("--json", action="store_true", help=f"print one JSON document instead of the {what}")
 
 
@@ -109,8 +126,12 @@ def add_score_threshold_option(parser: argparse.ArgumentParser) -> None:
     from ..models.sam3 import DEFAULT_SCORE_THRESHOLD
 
     parser.add_argument(
-        "--score-threshold", type=probability, default=DEFAULT_SCORE_THRESHOLD, metavar="P",
-        help=f"SAM3 only: instances scoring at least this are merged into the subject's mask (default {DEFAULT_SCORE_THRESHOLD}, "
+        "--score-threshold",
+        type=probability,
+        default=DEFAULT_SCORE_THRESHOLD,
+        metavar="P",
+        help="SAM3 only: instances scoring at least this are merged into the subject's mask (default "
+        f"{DEFAULT_SCORE_THRESHOLD}, "
         "as core's SAM3 Detect)",
     )
 
@@ -127,17 +148,32 @@ def add_min_foreground(parser: argparse.ArgumentParser, help_text: str) -> None:
 
 
 def add_pair_options(parser: argparse.ArgumentParser, *, out_mask_required: bool) -> None:
-    parser.add_argument("--ref", nargs="+", metavar="REF", help="reference image(s): several views of one subject (required without --subjects)")
-    parser.add_argument("--ref-mask", nargs="+", metavar="MASK", help="one foreground mask per reference (required without --subjects)")
+    parser.add_argument(
+        "--ref",
+        nargs="+",
+        metavar="REF",
+        help="reference image(s): several views of one subject (required without --subjects)",
+    )
+    parser.add_argument(
+        "--ref-mask", nargs="+", metavar="MASK", help="one foreground mask per reference (required without --subjects)"
+    )
     parser.add_argument("--out", nargs="+", required=True, metavar="OUT", help="output (generated) images")
     parser.add_argument(
-        "--out-mask", nargs="+", required=out_mask_required, default=None, metavar="MASK",
+        "--out-mask",
+        nargs="+",
+        required=out_mask_required,
+        default=None,
+        metavar="MASK",
         help="one foreground mask per output (PF needs them)",
     )
     parser.add_argument("--prompt", required=True, help="the generation prompt (may be empty)")
-    parser.add_argument("--subject", help="subject name(s) to strip from the prompt; comma-separated (required without --subjects)")
     parser.add_argument(
-        "--subjects", metavar="FILE", default=None,
+        "--subject", help="subject name(s) to strip from the prompt; comma-separated (required without --subjects)"
+    )
+    parser.add_argument(
+        "--subjects",
+        metavar="FILE",
+        default=None,
         help="several subjects in each output: a JSON file of names, references, reference masks and output masks "
         "per subject (README, 'Several subjects'); replaces --ref, --ref-mask, --subject and --out-mask",
     )
@@ -160,13 +196,24 @@ def read_pairs(args: argparse.Namespace):
     """The files of --ref/--ref-mask/--out/--out-mask, read and count-checked."""
     from ..io.images import load_image_file, load_mask_file
 
-    missing = [flag for flag, value in (("--ref", args.ref), ("--ref-mask", args.ref_mask), ("--subject", args.subject)) if value is None]
+    missing = [
+        flag
+        for flag, value in (("--ref", args.ref), ("--ref-mask", args.ref_mask), ("--subject", args.subject))
+        if value is None
+    ]
     if missing:
-        raise MascInputError(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} required: give the subject's reference, its mask and its name (or --subjects FILE for several subjects)")
+        raise MascInputError(
+            f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} required: give the subject's reference, its "
+            "mask and its name (or --subjects FILE for several subjects)"
+        )
     if len(args.ref_mask) != len(args.ref):
-        raise MascInputError(f"--ref-mask has {len(args.ref_mask)} files for {len(args.ref)} --ref images: give one mask per reference")
+        raise MascInputError(
+            f"--ref-mask has {len(args.ref_mask)} files for {len(args.ref)} --ref images: give one mask per reference"
+        )
     if args.out_mask is not None and len(args.out_mask) != len(args.out):
-        raise MascInputError(f"--out-mask has {len(args.out_mask)} files for {len(args.out)} --out images: give one mask per output")
+        raise MascInputError(
+            f"--out-mask has {len(args.out_mask)} files for {len(args.out)} --out images: give one mask per output"
+        )
     refs = [load_image_file(p, "--ref") for p in args.ref]
     ref_masks = [load_mask_file(p, "--ref-mask") for p in args.ref_mask]
     outs = [load_image_file(p, "--out") for p in args.out]
@@ -185,7 +232,15 @@ def score_pairs(args: argparse.Namespace, *, heatmaps: bool = False, bands: bool
     encoder = load_encoder(args)
     loaded = time.perf_counter()
     batch = score_images(
-        encoder, outs, reference=refs, reference_mask=ref_masks, mask=out_masks, prompt=args.prompt,
-        subject=args.subject, heatmaps=heatmaps, min_foreground=args.min_foreground, bands=bands,
+        encoder,
+        outs,
+        reference=refs,
+        reference_mask=ref_masks,
+        mask=out_masks,
+        prompt=args.prompt,
+        subject=args.subject,
+        heatmaps=heatmaps,
+        min_foreground=args.min_foreground,
+        bands=bands,
     )
     return encoder, batch, refs, outs, loaded - started, time.perf_counter() - loaded

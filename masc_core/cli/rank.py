@@ -16,31 +16,52 @@ def register(commands) -> None:
     parser = commands.add_parser("rank", help="best-of-N: rank outputs by CP, PF or both")
     add_model_options(parser)
     add_pair_options(parser, out_mask_required=False)
-    parser.add_argument("--by", choices=RANK_KEYS, default="both", help="rank by CP, PF or their weighted sum (default both)")
+    parser.add_argument(
+        "--by", choices=RANK_KEYS, default="both", help="rank by CP, PF or their weighted sum (default both)"
+    )
     parser.add_argument("--cp-weight", type=float, default=1.0, help="weight of CP in --by both (default 1)")
     parser.add_argument("--pf-weight", type=float, default=1.0, help="weight of PF in --by both (default 1)")
-    parser.add_argument("--top", type=positive_int, default=None, metavar="K", help="select the best K that pass (default: all that pass)")
-    parser.add_argument("--min-cp", type=float, default=None, help="outputs with a lower CP do not pass (with --subjects: the weakest subject's CP, cp_min)")
+    parser.add_argument(
+        "--top",
+        type=positive_int,
+        default=None,
+        metavar="K",
+        help="select the best K that pass (default: all that pass)",
+    )
+    parser.add_argument(
+        "--min-cp",
+        type=float,
+        default=None,
+        help="outputs with a lower CP do not pass (with --subjects: the weakest subject's CP, cp_min)",
+    )
     parser.add_argument("--min-pf", type=float, default=None, help="outputs with a lower PF do not pass")
     parser.add_argument(
-        "--reject-small-masks", action="store_true",
+        "--reject-small-masks",
+        action="store_true",
         help="outputs whose mask is below --min-foreground do not pass (subject probably not rendered)",
     )
     parser.add_argument(
-        "--reject-blends", action="store_true",
+        "--reject-blends",
+        action="store_true",
         help="with --subjects: outputs with a blend warning (a subject drawn twice, or two blended) do not pass",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
     parser.add_argument(
-        "--contact-sheet", default=None, metavar="PNG",
-        help="also write every output side by side, captioned with its scores and verdict, in rank order (selected ones framed)",
+        "--contact-sheet",
+        default=None,
+        metavar="PNG",
+        help="also write every output side by side, captioned with its scores and verdict, in rank order (selected "
+        "ones framed)",
     )
-    parser.add_argument("--tile-size", type=positive_int, default=256, help="contact sheet tile width in pixels (64-1024; default 256)")
+    parser.add_argument(
+        "--tile-size", type=positive_int, default=256, help="contact sheet tile width in pixels (64-1024; default 256)"
+    )
     parser.set_defaults(run=run)
 
 
 def _scored(args: argparse.Namespace):
-    """(encoder, per-output ImageScores, output index -> why it cannot pass): one subject, or --subjects (CP = cp_min)."""
+    """(encoder, per-output ImageScores, output index -> why it cannot pass): one subject, or --subjects (CP =
+    cp_min)."""
     if not args.subjects:
         if args.reject_blends:
             raise MascInputError("--reject-blends needs --subjects: a blend is one subject looking like another")
@@ -49,12 +70,15 @@ def _scored(args: argparse.Namespace):
     from .subjects_file import score_subject_files
 
     encoder, batch, _, _, _, _ = score_subject_files(args)
-    reject = {item.index: "blend: " + item.blends[0] for item in batch.scores if item.blends} if args.reject_blends else {}
+    reject = (
+        {item.index: "blend: " + item.blends[0] for item in batch.scores if item.blends} if args.reject_blends else {}
+    )
     return encoder, batch.image_scores(), reject
 
 
 def _write_contact_sheet(args: argparse.Namespace, scores, ranking) -> None:
-    """Every output as a captioned tile, in rank order, the selected ones framed (``masc_core.selection.contact_sheet``)."""
+    """Every output as a captioned tile, in rank order, the selected ones framed
+    (``masc_core.selection.contact_sheet``)."""
     from PIL import Image
 
     from ..selection.contact_sheet import Tile, check_tile, contact_sheet, thumbnail
@@ -64,9 +88,20 @@ def _write_contact_sheet(args: argparse.Namespace, scores, ranking) -> None:
     check_tile(args.tile_size, len(scores), 0)  # before any image is read
     selected = set(ranking.selected)
     tiles = [
-        Tile(index=item.index, cp=item.cp, pf=item.pf, mask=item.foreground_fraction, key=item.key,
-             verdict="selected" if item.index in selected else "passed" if item.passed else "rejected: " + "; ".join(item.reasons),
-             kept=item.index in selected, label=os.path.basename(args.out[item.index]))
+        Tile(
+            index=item.index,
+            cp=item.cp,
+            pf=item.pf,
+            mask=item.foreground_fraction,
+            key=item.key,
+            verdict="selected"
+            if item.index in selected
+            else "passed"
+            if item.passed
+            else "rejected: " + "; ".join(item.reasons),
+            kept=item.index in selected,
+            label=os.path.basename(args.out[item.index]),
+        )
         for item in sorted(ranking.items, key=lambda i: i.index)
     ]
     images = [thumbnail(load_image_file(path, "--out"), args.tile_size) for path in args.out]
@@ -81,8 +116,15 @@ def run(args: argparse.Namespace) -> int:
     if args.contact_sheet is not None and not args.contact_sheet.lower().endswith(".png"):
         raise MascInputError(f"--contact-sheet '{args.contact_sheet}': give the sheet a .png name")
     encoder, scores, reject = _scored(args)
-    rules = PassRules(by=args.by, cp_weight=args.cp_weight, pf_weight=args.pf_weight, min_cp=args.min_cp, min_pf=args.min_pf,
-                      reject_small_masks=args.reject_small_masks, on_blend="reject" if args.reject_blends else "report")
+    rules = PassRules(
+        by=args.by,
+        cp_weight=args.cp_weight,
+        pf_weight=args.pf_weight,
+        min_cp=args.min_cp,
+        min_pf=args.min_pf,
+        reject_small_masks=args.reject_small_masks,
+        on_blend="reject" if args.reject_blends else "report",
+    )
     ranking = rules.rank(scores, top_k=args.top, reject=reject)
     if args.contact_sheet is not None:
         _write_contact_sheet(args, scores, ranking)

@@ -19,7 +19,8 @@ def register(commands) -> None:
     parser.add_argument("--heatmaps", metavar="DIR", default=None, help="also write heatmap PNGs into DIR")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
     parser.add_argument(
-        "--bands", action="store_true",
+        "--bands",
+        action="store_true",
         help="also give each CP and PF its mask-sensitivity band: the score again with the masks eroded and dilated by "
         "one patch (no extra forward pass)",
     )
@@ -33,7 +34,11 @@ def heatmap_files(directory: str, out_path: str, views: int) -> dict[str, list[s
         reference = [f"{stem}.reference_match.png"]
     else:
         reference = [f"{stem}.reference_match.view{k}.png" for k in range(views)]
-    return {"reference": reference, "presence": [f"{stem}.presence.png"], "attention": [f"{stem}.background_attention.png"]}
+    return {
+        "reference": reference,
+        "presence": [f"{stem}.presence.png"],
+        "attention": [f"{stem}.background_attention.png"],
+    }
 
 
 def write_heatmaps(directory: str, batch, refs, outs, out_paths, device=None) -> list[str]:
@@ -76,8 +81,12 @@ def run_subjects(args: argparse.Namespace) -> int:
     from ..metric.report import subjects_table
     from .subjects_file import score_subject_files, write_subject_heatmaps
 
-    encoder, batch, load_seconds, score_seconds, subjects, outs = score_subject_files(args, heatmaps=bool(args.heatmaps))
-    written = write_subject_heatmaps(args.heatmaps, batch, subjects, outs, args.out, encoder.device) if args.heatmaps else []
+    encoder, batch, load_seconds, score_seconds, subjects, outs = score_subject_files(
+        args, heatmaps=bool(args.heatmaps)
+    )
+    written = (
+        write_subject_heatmaps(args.heatmaps, batch, subjects, outs, args.out, encoder.device) if args.heatmaps else []
+    )
     if args.json:
         document = {
             "model": encoder.describe(),
@@ -101,9 +110,14 @@ def run_subjects(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.subjects:
         if args.bands:
-            raise MascInputError("--bands is for one subject: with --subjects each CP also depends on the other subjects' masks, not yet banded")
+            raise MascInputError(
+                "--bands is for one subject: with --subjects each CP also depends on the other subjects' masks, not "
+                "yet banded"
+            )
         return run_subjects(args)
-    encoder, batch, refs, outs, load_seconds, score_seconds = score_pairs(args, heatmaps=bool(args.heatmaps), bands=args.bands)
+    encoder, batch, refs, outs, load_seconds, score_seconds = score_pairs(
+        args, heatmaps=bool(args.heatmaps), bands=args.bands
+    )
     rows = []
     for i, item in enumerate(batch.scores):
         row = {"image": args.out[i], "mask": args.out_mask[i] if args.out_mask else None}

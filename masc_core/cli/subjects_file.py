@@ -56,41 +56,65 @@ def read_subjects_file(path: str, outputs: int) -> tuple[list[Subject], list[lis
             document = parse_json(handle.read())
     except (OSError, JSONUnreadable) as error:
         why = type(error).__name__ if isinstance(error, OSError) else printable(error)
-        raise MascInputError(f"--subjects {label} could not be read as JSON ({why}): give a JSON file as in --help") from None
+        raise MascInputError(
+            f"--subjects {label} could not be read as JSON ({why}): give a JSON file as in --help"
+        ) from None
     entries = document.get("subjects") if isinstance(document, dict) else None
     if not isinstance(entries, list) or not entries:
-        raise MascInputError(f"--subjects {label} has no 'subjects' list: give {{\"subjects\": [{{\"names\": ..., ...}}, ...]}}")
+        raise MascInputError(
+            f'--subjects {label} has no \'subjects\' list: give {{"subjects": [{{"names": ..., ...}}, ...]}}'
+        )
     if len(entries) > MAX_SUBJECTS:
-        raise MascInputError(f"--subjects {label} declares {len(entries)} subjects: at most {MAX_SUBJECTS} are supported in one image")
+        raise MascInputError(
+            f"--subjects {label} declares {len(entries)} subjects: at most {MAX_SUBJECTS} are supported in one image"
+        )
     folder = os.path.dirname(os.path.abspath(path))
     declared = []
     for k, entry in enumerate(entries):
         where = f"--subjects {label}, subject {k}"
         if not isinstance(entry, dict):
-            raise MascInputError(f"{where} is not an object: give names, references, reference_masks (and output_masks)")
+            raise MascInputError(
+                f"{where} is not an object: give names, references, reference_masks (and output_masks)"
+            )
         unknown = sorted(set(entry) - KEYS)
         if unknown:
-            raise MascInputError(f"{where} has the unknown key {shown(unknown[0], 40)}: the keys are {', '.join(sorted(KEYS))}")
+            raise MascInputError(
+                f"{where} has the unknown key {shown(unknown[0], 40)}: the keys are {', '.join(sorted(KEYS))}"
+            )
         names = entry.get("names")
-        if not isinstance(names, (str, list)) or not names or (isinstance(names, list) and not all(isinstance(n, str) for n in names)):
+        if (
+            not isinstance(names, (str, list))
+            or not names
+            or (isinstance(names, list) and not all(isinstance(n, str) for n in names))
+        ):
             raise MascInputError(f"{where}: 'names' must be the subject's name(s), e.g. \"sks dog, dog\"")
         parse_subject_names(names, what=f"{where} 'names'")
         refs = _paths(entry, "references", where, folder, required=True)
         masks = _paths(entry, "reference_masks", where, folder, required=True)
         if len(masks) not in (1, len(refs)):
-            raise MascInputError(f"{where} has {len(masks)} reference_masks for {len(refs)} references: give one per reference")
+            raise MascInputError(
+                f"{where} has {len(masks)} reference_masks for {len(refs)} references: give one per reference"
+            )
         out_masks = _paths(entry, "output_masks", where, folder, required=False)
         if out_masks is not None and len(out_masks) != outputs:
-            raise MascInputError(f"--subjects {label}, subject {k} has {len(out_masks)} output_masks for {outputs} --out images: give one per output")
+            raise MascInputError(
+                f"--subjects {label}, subject {k} has {len(out_masks)} output_masks for {outputs} --out images: give "
+                "one per output"
+            )
         declared.append((where, names, refs, masks, out_masks))
     try:  # names shared between subjects, output masks for some but not all: still before any image is read
         named = check_subjects([Subject(d[1], None, None) for d in declared])
         output_masks = every_or_none(named, [d[4] for d in declared])
     except MascInputError as exc:
         raise MascInputError(f"--subjects {label}: {exc}") from None
-    subjects = [Subject(names, [load_image_file(p, f"{where} reference") for p in refs],
-                        [load_mask_file(p, f"{where} reference mask") for p in masks])
-                for where, names, refs, masks, _ in declared]
+    subjects = [
+        Subject(
+            names,
+            [load_image_file(p, f"{where} reference") for p in refs],
+            [load_mask_file(p, f"{where} reference mask") for p in masks],
+        )
+        for where, names, refs, masks, _ in declared
+    ]
     return subjects, output_masks
 
 
@@ -109,8 +133,15 @@ def score_subject_files(args: argparse.Namespace, *, heatmaps: bool = False):
     started = time.perf_counter()
     encoder = load_encoder(args)
     loaded = time.perf_counter()
-    batch = score_subjects(encoder, outs, subjects=subjects, output_masks=masks, prompt=args.prompt,
-                           min_foreground=args.min_foreground, heatmaps=heatmaps)
+    batch = score_subjects(
+        encoder,
+        outs,
+        subjects=subjects,
+        output_masks=masks,
+        prompt=args.prompt,
+        min_foreground=args.min_foreground,
+        heatmaps=heatmaps,
+    )
     return encoder, batch, loaded - started, time.perf_counter() - loaded, subjects, outs
 
 
@@ -130,8 +161,15 @@ def write_subject_heatmaps(directory: str, batch, subjects, outs, out_paths, dev
         slug, views = subject_slug(subject.label), pictures.views
         for n, path in enumerate(out_paths):
             stem = os.path.join(directory, os.path.splitext(os.path.basename(path))[0])
-            names = [f"{stem}.{slug}.reference_match.png"] if views == 1 else [f"{stem}.{slug}.reference_match.view{v}.png" for v in range(views)]
-            images = {**dict(zip(names, pictures.reference[n * views:(n + 1) * views])), f"{stem}.{slug}.presence.png": pictures.presence[n]}
+            names = (
+                [f"{stem}.{slug}.reference_match.png"]
+                if views == 1
+                else [f"{stem}.{slug}.reference_match.view{v}.png" for v in range(views)]
+            )
+            images = {
+                **dict(zip(names, pictures.reference[n * views : (n + 1) * views])),
+                f"{stem}.{slug}.presence.png": pictures.presence[n],
+            }
             if k == 0 and pictures.attention:
                 images[f"{stem}.background_attention.png"] = pictures.attention[n]
             for target, pixels in images.items():

@@ -23,6 +23,16 @@ from .run import EvalReport, evaluate, merge
 from .summary import SummaryOptions, summarize
 
 __all__ = [
-    "DEFAULT_CHUNK_SIZE", "EngineOptions", "EvalOptions", "EvalRecord", "EvalReport", "Manifest", "ManifestRow", "SummaryOptions",
-    "evaluate", "merge", "read_manifest", "summarize",
+    "DEFAULT_CHUNK_SIZE",
+    "EngineOptions",
+    "EvalOptions",
+    "EvalRecord",
+    "EvalReport",
+    "Manifest",
+    "ManifestRow",
+    "SummaryOptions",
+    "evaluate",
+    "merge",
+    "read_manifest",
+    "summarize",
 ]

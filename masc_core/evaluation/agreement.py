@@ -101,7 +101,9 @@ class ScaleMapping:
         return data
 
 
-def fit_mapping(values: Sequence[float], scale: tuple[float, float] = DEFAULT_RATING_SCALE, kind: str = "minmax") -> ScaleMapping:
+def fit_mapping(
+    values: Sequence[float], scale: tuple[float, float] = DEFAULT_RATING_SCALE, kind: str = "minmax"
+) -> ScaleMapping:
     """The mapping of ``values`` onto ``scale`` (fitted on these values for ``minmax``)."""
     if kind not in MAPPINGS:
         raise MascInputError(f"rating map '{kind}' is unknown: use {' or '.join(MAPPINGS)}")
@@ -163,11 +165,14 @@ def interval_alpha(reliability: np.ndarray, resamples: np.ndarray | None = None)
     m, s1, s2, within = _unit_terms(reliability)
     if resamples is None:
         return float(_alpha_from_sums(m.sum(), s1.sum(), s2.sum(), within.sum()))
-    return _alpha_from_sums(m[resamples].sum(axis=1), s1[resamples].sum(axis=1), s2[resamples].sum(axis=1), within[resamples].sum(axis=1))
+    return _alpha_from_sums(
+        m[resamples].sum(axis=1), s1[resamples].sum(axis=1), s2[resamples].sum(axis=1), within[resamples].sum(axis=1)
+    )
 
 
 def krippendorff_alpha(reliability: np.ndarray) -> float | None:
-    """Interval alpha of [coders, units] data (NaN = missing); None when undefined (no variation, < 2 pairable values)."""
+    """Interval alpha of [coders, units] data (NaN = missing); None when undefined (no variation, < 2 pairable
+    values)."""
     data = np.asarray(reliability, dtype=np.float64)
     paired = data[:, (~np.isnan(data)).sum(axis=0) >= 2]
     values = np.unique(paired[~np.isnan(paired)])
@@ -219,7 +224,10 @@ def resampled(rng: np.random.Generator, count: int, bootstrap: int, statistic) -
     night's log is read in bounded memory.
     """
     rows = max(1, _BLOCK_ELEMENTS // max(1, count))
-    blocks = [statistic(rng.integers(0, count, size=(min(rows, bootstrap - start), count))) for start in range(0, bootstrap, rows)]
+    blocks = [
+        statistic(rng.integers(0, count, size=(min(rows, bootstrap - start), count)))
+        for start in range(0, bootstrap, rows)
+    ]
     return np.concatenate(blocks) if blocks else np.empty(0)
 
 
@@ -268,13 +276,19 @@ def compare(
     for name, values in metrics.items():
         values = np.asarray(values, dtype=np.float64)
         reliability = np.stack([human, mapped[name]])
-        alphas = np.concatenate([interval_alpha(reliability, draws[i : i + block]) for i in range(0, len(draws), block)])
-        rhos = np.concatenate([spearman_resampled(values, human, draws[i : i + block]) for i in range(0, len(draws), block)])
+        alphas = np.concatenate(
+            [interval_alpha(reliability, draws[i : i + block]) for i in range(0, len(draws), block)]
+        )
+        rhos = np.concatenate(
+            [spearman_resampled(values, human, draws[i : i + block]) for i in range(0, len(draws), block)]
+        )
         results[name]["ci95"] = {"krippendorff_alpha": _interval(alphas), "spearman": _interval(rhos)}
     return results
 
 
-def inter_rater(ratings: np.ndarray, *, bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = DEFAULT_SEED, label: str = "") -> dict:
+def inter_rater(
+    ratings: np.ndarray, *, bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = DEFAULT_SEED, label: str = ""
+) -> dict:
     """Alpha among human raters ([raters, units], NaN = not rated): the ceiling a metric can approach."""
     data = np.asarray(ratings, dtype=np.float64)
     paired = data[:, (~np.isnan(data)).sum(axis=0) >= 2]

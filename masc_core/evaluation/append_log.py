@@ -109,7 +109,9 @@ class AppendLog:
     never the server's path).
     """
 
-    def __init__(self, path: str, log_format: LogFormat, *, label: str | None = None, hint: str = "choose another file name"):
+    def __init__(
+        self, path: str, log_format: LogFormat, *, label: str | None = None, hint: str = "choose another file name"
+    ):
         self.path = path
         self.format = log_format
         self._handle = open(path, "a+b")

@@ -6,7 +6,8 @@ makes one instance per actor, so the models are loaded once per actor::
     ds = ray.data.read_csv("bench/manifest.csv")
     scored = ds.map_batches(
         BatchScorer,
-        fn_constructor_kwargs={"model": "google/siglip2-so400m-patch16-naflex", "base_dir": "bench", "baselines": ["global"]},
+        fn_constructor_kwargs={"model": "google/siglip2-so400m-patch16-naflex", "base_dir": "bench", "baselines":
+        ["global"]},
         concurrency=4, num_gpus=1, batch_size=64,
     )
     scored.write_parquet("bench/scores")
@@ -96,8 +97,14 @@ class BatchScorer:
         if threads:
             torch.set_num_threads(int(threads))
         self.options = EvalOptions(
-            model=model, device=device, precision=precision, max_patches=max_patches, batch_size=batch_size,
-            chunk_size=chunk_size, baselines=tuple(baselines), folders=dict(folders or {}),
+            model=model,
+            device=device,
+            precision=precision,
+            max_patches=max_patches,
+            batch_size=batch_size,
+            chunk_size=chunk_size,
+            baselines=tuple(baselines),
+            folders=dict(folders or {}),
             summary=SummaryOptions(min_foreground=min_foreground),
         )
         self.base_dir = os.path.abspath(base_dir or os.getcwd())
@@ -116,7 +123,11 @@ class BatchScorer:
     def __call__(self, batch: Mapping[str, Any]) -> Iterator[dict[str, np.ndarray]]:
         """One output per chunk of the batch, as each is scored."""
         for chunk, records in self.chunks(batch):
-            yield self._chunk_output(chunk, records) if self.output == "chunks" else result_columns(records, self.options.metric_names)
+            yield (
+                self._chunk_output(chunk, records)
+                if self.output == "chunks"
+                else result_columns(records, self.options.metric_names)
+            )
 
     def score_batch(self, batch: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """The whole batch's output at once (outside Ray, or for a caller that wants one result per batch)."""
@@ -142,8 +153,12 @@ class BatchScorer:
             values["seed"] = [int(v) if isinstance(v, float) and v.is_integer() else v for v in values["seed"]]
         lines = [int(v) for v in values["line"]] if "line" in values else list(range(1, count + 1))
         indices = [int(v) for v in values["row"]] if "row" in values else [-1] * count
-        records = [(lines[i], {name: values[name][i] for name in columns if name not in KEY_COLUMNS}) for i in range(count)]
-        manifest = parse_records(self.source, self.base_dir, [c for c in columns if c not in KEY_COLUMNS], records, indices)
+        records = [
+            (lines[i], {name: values[name][i] for name in columns if name not in KEY_COLUMNS}) for i in range(count)
+        ]
+        manifest = parse_records(
+            self.source, self.base_dir, [c for c in columns if c not in KEY_COLUMNS], records, indices
+        )
         return manifest.rows, values.get("chunk")
 
     # ------------------------------------------------------------ engine output
@@ -172,7 +187,9 @@ class BatchScorer:
 
 def result_columns(records: list[EvalRecord], metric_names: Sequence[str]) -> dict[str, np.ndarray]:
     """results.csv's columns for ``records``, typed (see the module), plus ``record``: each row's results.jsonl line."""
-    several = [c.name for c in MASC_METRIC_COLUMNS if c.name not in metric_names and any(c.name in r.metrics for r in records)]
+    several = [
+        c.name for c in MASC_METRIC_COLUMNS if c.name not in metric_names and any(c.name in r.metrics for r in records)
+    ]
     metric_names = list(metric_names) + several  # cp_mean and blend: batches holding several-subject rows
     numbers = set(NUMBER_COLUMNS) | set(metric_names)
     columns = [c for c in csv_columns(records, metric_names) if not (c.startswith("human_") and "." in c)]

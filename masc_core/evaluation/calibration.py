@@ -56,8 +56,10 @@ def suggested_threshold(picked: list[float], passed_over: list[float], keep: flo
     rejected = sum(1 for v in passed_over if v < threshold)
     return {
         "threshold": threshold,
-        "picked_kept": kept, "picked": len(picked),
-        "passed_over_rejected": rejected, "passed_over": len(passed_over),
+        "picked_kept": kept,
+        "picked": len(picked),
+        "passed_over_rejected": rejected,
+        "passed_over": len(passed_over),
     }
 
 
@@ -68,12 +70,52 @@ def _number(value: Any) -> float | None:
 
 
 def calibrate(
-    rows: Iterable[dict[str, Any]], *, keep: float = DEFAULT_KEEP, cp_weight: float = 1.0, pf_weight: float = 1.0,
-    bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = DEFAULT_SEED, source: str = "the log",
+    rows: Iterable[dict[str, Any]],
+    *,
+    keep: float = DEFAULT_KEEP,
+    cp_weight: float = 1.0,
+    pf_weight: float = 1.0,
+    bootstrap: int = DEFAULT_BOOTSTRAP,
+    seed: int = DEFAULT_SEED,
+    source: str = "the log",
 ) -> dict[str, Any]:
-    """Agreement with the picks and suggested ``min_cp`` / ``min_pf`` from score-log rows; one line when there are no picks."""
+    """Agreement with the picks and suggested ``min_cp`` / ``min_pf`` from score-log rows; one line when there are no
+    picks."""
     if not 0.0 < keep <= 1.0:
         raise MascInputError(f"--keep {keep} must be above 0 and at most 1 (the share of picks a threshold keeps)")
+    labelled, picked_rows, left_out = _labelled(rows, source)
+    scores = _scores(labelled, keep=keep, cp_weight=cp_weight, pf_weight=pf_weight, bootstrap=bootstrap, seed=seed)
+    warnings = []
+    needed = min_picks(keep)
+    if len(picked_rows) < needed:
+        warnings.append(
+            f"only {len(picked_rows)} picks: below {needed}, keeping {keep:.0%} of them means keeping the lowest pick, "
+            "so one "
+            "more pick can move a suggestion; pick more before trusting it"
+        )
+    passed_count = len(labelled) - len(picked_rows)
+    if passed_count < ABSOLUTE_MIN_PASSED_OVER:
+        warnings.append(f"only {passed_count} passed-over candidates: the rejection rates and the AUC rest on very few")
+    runs = {row.get("run") for row in labelled}
+    return {
+        "source": source,
+        "labelled": len(labelled),
+        "picked": len(picked_rows),
+        "passed_over": passed_count,
+        "runs": len(runs),
+        "keep": keep,
+        "weights": {"cp": cp_weight, "pf": pf_weight},
+        "bootstrap": bootstrap,
+        "seed": seed,
+        "scores": scores,
+        "warnings": warnings,
+        "left_out": dict(left_out),
+    }
+
+
+def _labelled(rows: Iterable[dict[str, Any]], source: str) -> tuple[list[dict], list[dict], Counter]:
+    """The usable rows labelled picked or passed over, the picked ones, and why others were left out; one line when
+    they cannot tell anything apart."""
     labelled, left_out = [], Counter()
     for row in rows:
         if row.get("label") not in LABELS:
@@ -86,20 +128,33 @@ def calibrate(
             labelled.append(row)
     if not labelled:
         raise MascInputError(
-            f"{source} holds no picks (no usable row labelled picked or passed over{'; ' + left_out_line(left_out) if left_out else ''}): log MaSC Pick's scores with MaSC Log Scores, "
+            f"{source} holds no picks (no usable row labelled picked or passed "
+            f"over{'; ' + left_out_line(left_out) if left_out else ''}): log MaSC Pick's scores with MaSC Log "
+            "Scores, "
             "pick in the browser a few times, then calibrate"
         )
     picked_rows = [row for row in labelled if row["label"] == PICKED]
     if len(picked_rows) == len(labelled):
-        raise MascInputError(f"{source}: all {len(labelled)} labelled candidates were picked: nothing was passed over to tell apart")
+        raise MascInputError(
+            f"{source}: all {len(labelled)} labelled candidates were picked: nothing was passed over to tell apart"
+        )
     if not picked_rows:
         raise MascInputError(f"{source}: none of the {len(labelled)} labelled candidates was picked")
+    return labelled, picked_rows, left_out
+
+
+def _scores(
+    labelled: list[dict], *, keep: float, cp_weight: float, pf_weight: float, bootstrap: int, seed: int
+) -> dict:
+    """Per key (cp, pf and the both key): how well it tells picks from the passed over (AUC) and the threshold that
+    keeps ``keep`` of the picks."""
     columns = {
         "cp": [_number(row.get("cp")) for row in labelled],
         "pf": [_number(row.get("pf")) for row in labelled],
     }
     columns["both"] = [  # the key rank_by both ranks by
-        ranking_key(ImageScore(index=0, cp=cp, pf=pf), "both", cp_weight, pf_weight) for cp, pf in zip(columns["cp"], columns["pf"])
+        ranking_key(ImageScore(index=0, cp=cp, pf=pf), "both", cp_weight, pf_weight)
+        for cp, pf in zip(columns["cp"], columns["pf"])
     ]
     truth = [row["label"] == PICKED for row in labelled]
     scores: dict[str, Any] = {}
@@ -109,27 +164,14 @@ def calibrate(
         passed = [values[i] for i in at if not truth[i]]
         entry: dict[str, Any] = {"n": len(at), "undefined": len(values) - len(at), "auc": None, "ci95": None}
         if picked and passed:
-            stats = compare({name: [values[i] for i in at]}, [truth[i] for i in at], bootstrap=bootstrap, seed=seed, label=name)[name]
+            stats = compare(
+                {name: [values[i] for i in at]}, [truth[i] for i in at], bootstrap=bootstrap, seed=seed, label=name
+            )[name]
             entry.update(auc=stats["auc"], ci95=stats["ci95"], tied_pairs=stats["tied_pairs"])
         if picked and name != "both":
             entry["suggestion"] = suggested_threshold(picked, passed, keep)
         scores[name] = entry
-    warnings = []
-    needed = min_picks(keep)
-    if len(picked_rows) < needed:
-        warnings.append(
-            f"only {len(picked_rows)} picks: below {needed}, keeping {keep:.0%} of them means keeping the lowest pick, so one "
-            "more pick can move a suggestion; pick more before trusting it"
-        )
-    passed_count = len(labelled) - len(picked_rows)
-    if passed_count < ABSOLUTE_MIN_PASSED_OVER:
-        warnings.append(f"only {passed_count} passed-over candidates: the rejection rates and the AUC rest on very few")
-    runs = {row.get("run") for row in labelled}
-    return {
-        "source": source, "labelled": len(labelled), "picked": len(picked_rows), "passed_over": passed_count,
-        "runs": len(runs), "keep": keep, "weights": {"cp": cp_weight, "pf": pf_weight}, "bootstrap": bootstrap,
-        "seed": seed, "scores": scores, "warnings": warnings, "left_out": dict(left_out),
-    }
+    return scores
 
 
 def _interval(ci: list[float] | None) -> str:
@@ -146,7 +188,11 @@ def calibration_text(result: dict[str, Any]) -> str:
     ]
     names = {"cp": "cp", "pf": "pf", "both": f"{weights['cp']:g}*cp + {weights['pf']:g}*pf"}
     for key, entry in result["scores"].items():
-        auc = "n/a (needs picked and passed-over candidates with this score)" if entry["auc"] is None else f"{entry['auc']:.3f}{_interval(entry['ci95'])}"
+        auc = (
+            "n/a (needs picked and passed-over candidates with this score)"
+            if entry["auc"] is None
+            else f"{entry['auc']:.3f}{_interval(entry['ci95'])}"
+        )
         undefined = f" ({entry['undefined']} undefined, left out)" if entry["undefined"] else ""
         lines.append(f"  {names[key]:<16} {auc}{undefined}")
     lines.append(f"suggested thresholds (the highest that keeps {result['keep']:.0%} of what you picked):")
@@ -158,10 +204,13 @@ def calibration_text(result: dict[str, Any]) -> str:
         passed = suggestion["passed_over"]
         share = f" ({suggestion['passed_over_rejected'] / passed:.0%})" if passed else ""
         lines.append(
-            f"  min_{key} {suggestion['threshold']:.3f}: keeps {suggestion['picked_kept']} of {suggestion['picked']} picked, "
+            f"  min_{key} {suggestion['threshold']:.3f}: keeps {suggestion['picked_kept']} of {suggestion['picked']} "
+            "picked, "
             f"rejects {suggestion['passed_over_rejected']} of {passed} passed over{share}"
         )
-    lines.append("  (the picks are taken as independent; candidates of one round are not, so the intervals are optimistic)")
+    lines.append(
+        "  (the picks are taken as independent; candidates of one round are not, so the intervals are optimistic)"
+    )
     lines.extend(f"warning: {w}" for w in result["warnings"])
     left_out = left_out_line(result.get("left_out") or {})
     if left_out:

@@ -161,7 +161,10 @@ def compare(
         same_mean, same_std = _moments(positives)
         cross_mean, cross_std = _moments(negatives)
         entry = {
-            "n": int(truth.size), "auc": None, "ci95": None, "tied_pairs": 0,
+            "n": int(truth.size),
+            "auc": None,
+            "ci95": None,
+            "tied_pairs": 0,
             "same_subject": {"n": int(positives.size), "mean": same_mean, "std": same_std},
             "cross_subject": {"n": int(negatives.size), "mean": cross_mean, "std": cross_std},
         }
@@ -170,9 +173,12 @@ def compare(
             entry.update(auc=counts.auc(), tied_pairs=counts.tied_pairs())
             if draws is not None:
                 block = max(1, _BLOCK_ELEMENTS // int(truth.size))
-                aucs = np.concatenate([
-                    counts.resampled(draws[0][i : i + block], draws[1][i : i + block]) for i in range(0, int(bootstrap), block)
-                ])
+                aucs = np.concatenate(
+                    [
+                        counts.resampled(draws[0][i : i + block], draws[1][i : i + block])
+                        for i in range(0, int(bootstrap), block)
+                    ]
+                )
                 entry["ci95"] = _interval(aucs)
         results[name] = entry
     return results

@@ -152,7 +152,11 @@ def _read_csv(path: str) -> tuple[list[str], list[tuple[int, dict[str, Any]]]]:
             if not any(cell.strip() for cell in cells):
                 continue
             if len(cells) > len(columns):
-                raise _fail(path, f"line {line}", f"{len(cells)} cells for {len(columns)} columns: quote cells that contain commas")
+                raise _fail(
+                    path,
+                    f"line {line}",
+                    f"{len(cells)} cells for {len(columns)} columns: quote cells that contain commas",
+                )
             record = {name: (cells[i] if i < len(cells) else "") for i, name in enumerate(columns) if name}
             rows.append((line, record))
     return columns, rows
@@ -191,7 +195,8 @@ def _same_subject(path: str, line: int, value: Any) -> bool | None:
     if text in ("0", "false"):
         return False
     raise _fail(
-        path, f"line {line}, column '{IDENTITY_COLUMN}'",
+        path,
+        f"line {line}, column '{IDENTITY_COLUMN}'",
         f"expected 1 (same subject as the reference) or 0 (another subject), got {value!r}",
     )
 
@@ -210,7 +215,9 @@ def _named_raters(path: str, columns: list[str]) -> dict[str, list[str]]:
     return raters
 
 
-def _row_ratings(path: str, line: int, record: dict, raters: dict[str, list[str]], pooled_form: dict[str, bool]) -> dict:
+def _row_ratings(
+    path: str, line: int, record: dict, raters: dict[str, list[str]], pooled_form: dict[str, bool]
+) -> dict:
     """The row's ratings per aspect (rater -> rating; "" for the pooled column), noting new rater names."""
     ratings: dict[str, dict[str, float]] = {}
     for aspect in ASPECTS:
@@ -241,7 +248,9 @@ def _row_ratings(path: str, line: int, record: dict, raters: dict[str, list[str]
     return ratings
 
 
-def _row(path: str, folder: str, index: int, line: int, record: dict, ratings: dict, missing: dict[str, str]) -> ManifestRow:
+def _row(
+    path: str, folder: str, index: int, line: int, record: dict, ratings: dict, missing: dict[str, str]
+) -> ManifestRow:
     """One checked row: texts read, paths resolved against the manifest's folder, files checked (see ``missing``)."""
     missing_here = [c for c in REQUIRED_COLUMNS if c not in record]
     if missing_here:
@@ -250,8 +259,10 @@ def _row(path: str, folder: str, index: int, line: int, record: dict, ratings: d
     ref_masks = _paths(path, line, "ref_mask", record["ref_mask"])
     if len(ref_masks) != len(refs):
         raise _fail(
-            path, f"line {line}, column 'ref_mask'",
-            f"{len(ref_masks)} masks for {len(refs)} reference views: give one mask per view, separated by '{PATH_SEPARATOR}'",
+            path,
+            f"line {line}, column 'ref_mask'",
+            f"{len(ref_masks)} masks for {len(refs)} reference views: give one mask per view, separated by "
+            f"'{PATH_SEPARATOR}'",
         )
     out = _text(path, line, "out", record["out"], required=True)
     out_mask = _text(path, line, "out_mask", record["out_mask"], required=False)
@@ -270,13 +281,24 @@ def _row(path: str, folder: str, index: int, line: int, record: dict, ratings: d
     subject = _text(path, line, "subject", record["subject"], required=False) or ""
     extra = further_subjects(path, folder, line, record, missing, subject, out_mask)
     return ManifestRow(
-        index=index, line=line, ref=refs, ref_mask=ref_masks, out=out, out_mask=out_mask,
+        index=index,
+        line=line,
+        ref=refs,
+        ref_mask=ref_masks,
+        out=out,
+        out_mask=out_mask,
         prompt=_text(path, line, "prompt", record["prompt"], required=False) or "",
-        subject=subject, extra_subjects=extra,
+        subject=subject,
+        extra_subjects=extra,
         method=_text(path, line, "method", record.get("method"), required=False) or DEFAULT_METHOD,
-        seed=_seed(path, line, record.get("seed")), id=_text(path, line, "id", record.get("id"), required=False),
-        ratings=ratings, same_subject=_same_subject(path, line, record.get(IDENTITY_COLUMN)),
-        ref_paths=ref_paths, ref_mask_paths=ref_mask_paths, out_path=out_path, out_mask_path=out_mask_path,
+        seed=_seed(path, line, record.get("seed")),
+        id=_text(path, line, "id", record.get("id"), required=False),
+        ratings=ratings,
+        same_subject=_same_subject(path, line, record.get(IDENTITY_COLUMN)),
+        ref_paths=ref_paths,
+        ref_mask_paths=ref_mask_paths,
+        out_path=out_path,
+        out_mask_path=out_mask_path,
     )
 
 
@@ -308,7 +330,11 @@ def read_manifest(path: str | os.PathLike) -> Manifest:
 
 
 def parse_records(
-    path: str, folder: str, columns: list[str], records: list[tuple[int, dict[str, Any]]], indices: list[int] | None = None
+    path: str,
+    folder: str,
+    columns: list[str],
+    records: list[tuple[int, dict[str, Any]]],
+    indices: list[int] | None = None,
 ) -> Manifest:
     """Rows given as (line, {column: value}) checked, paths resolved against ``folder`` (a file's or a batch's rows).
 
@@ -329,7 +355,9 @@ def parse_records(
         rows.append(_row(path, folder, index, line, record, ratings, missing_files))
     if missing_files:
         raise missing_files_error(
-            f"manifest '{path}'", list(missing_files.values()), "fix the paths (relative ones are resolved against the manifest's folder)"
+            f"manifest '{path}'",
+            list(missing_files.values()),
+            "fix the paths (relative ones are resolved against the manifest's folder)",
         )
     _check_identity_labels(path, rows)
     for aspect in ASPECTS:

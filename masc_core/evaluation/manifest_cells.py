@@ -76,7 +76,8 @@ def _shown(name: str, resolved: str) -> str:
 
 
 def _check_file(path: str, line: int, column: str, name: str, resolved: str, missing: dict[str, str]) -> None:
-    """A folder is refused at once; a missing file is noted in ``missing`` (where it first occurs), to be listed with the others."""
+    """A folder is refused at once; a missing file is noted in ``missing`` (where it first occurs), to be listed with
+    the others."""
     if not os.path.exists(resolved):
         missing.setdefault(resolved, f"line {line}, column '{column}': file {_shown(name, resolved)}")
     elif os.path.isdir(resolved):

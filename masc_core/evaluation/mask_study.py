@@ -39,7 +39,9 @@ def parse_sources(text: str) -> tuple[str, ...]:
     names = [part.strip().lower() for part in str(text).split(",") if part.strip()]
     unknown = [n for n in names if n not in CHOICES]
     if unknown:
-        raise MascInputError(f"--mask-sources: '{unknown[0]}' is not a mask source: use {', '.join(CHOICES)} (comma-separated)")
+        raise MascInputError(
+            f"--mask-sources: '{unknown[0]}' is not a mask source: use {', '.join(CHOICES)} (comma-separated)"
+        )
     if len(set(names)) != len(names):
         raise MascInputError("--mask-sources names a source twice: give each once")
     if len(names) < 2:
@@ -63,7 +65,9 @@ def valid(record: EvalRecord, source: str, aspect: str, min_foreground: float) -
     return all(share is not None and share >= min_foreground for share in shares)
 
 
-def intersected(records: Sequence[EvalRecord], sources: Sequence[str], aspect: str, min_foreground: float) -> list[EvalRecord]:
+def intersected(
+    records: Sequence[EvalRecord], sources: Sequence[str], aspect: str, min_foreground: float
+) -> list[EvalRecord]:
     """The rows every source gave a valid mask and score for ``aspect``."""
     return [r for r in records if all(valid(r, s, aspect, min_foreground) for s in sources)]
 
@@ -91,7 +95,11 @@ def aspect_table(records: Sequence[EvalRecord], sources: Sequence[str], aspect: 
             values = np.array([r.value(name) for r in rated], dtype=np.float64)
             mapping = agreement.fit_mapping(values, options.rating_scale, options.rating_map)
             agreement_figures[source] = agreement.compare(
-                {name: values}, human, {name: mapping}, bootstrap=options.bootstrap, seed=options.seed,
+                {name: values},
+                human,
+                {name: mapping},
+                bootstrap=options.bootstrap,
+                seed=options.seed,
                 label=f"mask-sources/{aspect}/{source}",
             )[name]
     identity: dict[str, dict] = {}
@@ -99,7 +107,10 @@ def aspect_table(records: Sequence[EvalRecord], sources: Sequence[str], aspect: 
         truth = [bool(r.same_subject) for r in labelled]
         for source, name in names.items():
             identity[source] = discrimination.compare(
-                {name: [r.value(name) for r in labelled]}, truth, bootstrap=options.bootstrap, seed=options.seed,
+                {name: [r.value(name) for r in labelled]},
+                truth,
+                bootstrap=options.bootstrap,
+                seed=options.seed,
                 label=f"mask-sources/identity/{source}",
             )[name]
     first = sources[0]
@@ -108,8 +119,12 @@ def aspect_table(records: Sequence[EvalRecord], sources: Sequence[str], aspect: 
         entry: dict[str, Any] = {"column": name, "n": len(keys), "mean": float(np.mean(values)) if values else None}
         if source in agreement_figures:
             figures = agreement_figures[source]
-            entry.update(rated=len(rated), krippendorff_alpha=figures["krippendorff_alpha"], spearman=figures["spearman"],
-                         ci95=figures["ci95"])
+            entry.update(
+                rated=len(rated),
+                krippendorff_alpha=figures["krippendorff_alpha"],
+                spearman=figures["spearman"],
+                ci95=figures["ci95"],
+            )
         if source in identity:
             entry.update(pairs=len(labelled), auc=identity[source]["auc"], auc_ci95=identity[source]["ci95"])
         block["sources"][source] = entry
@@ -118,7 +133,8 @@ def aspect_table(records: Sequence[EvalRecord], sources: Sequence[str], aspect: 
         entry = block["sources"][source]
         entry["delta"] = {
             figure: _delta(entry.get(figure), reference.get(figure))
-            for figure in ("mean", "krippendorff_alpha", "spearman", "auc") if figure in entry
+            for figure in ("mean", "krippendorff_alpha", "spearman", "auc")
+            if figure in entry
         }
     if not keys:
         block["note"] = "no row has a valid mask and a defined score under every source"
@@ -146,15 +162,19 @@ FIGURES = (("mean", "mean"), ("alpha", "krippendorff_alpha"), ("rho", "spearman"
 
 def table_lines(block: dict[str, Any]) -> list[str]:
     """The study as text: one table per aspect, a row per source, each figure beside its delta."""
-    lines = [f"mask sources (deltas from {block['baseline']}; on the keys valid under every source, masks >= "
-             f"{100 * block['min_foreground']:g}%):"]
+    lines = [
+        f"mask sources (deltas from {block['baseline']}; on the keys valid under every source, masks >= "
+        f"{100 * block['min_foreground']:g}%):"
+    ]
     width = max(8, *(len(s) for s in block["sources"]))
     for aspect, table in block["aspects"].items():
         lines.append(f"  {aspect.upper()}: {table['keys']} of {table['rows']} keys")
         lines.append(f"    {'source':<{width}}" + "".join(f"  {label:>7}  {'delta':>7}" for label, _ in FIGURES))
         for source, entry in table["sources"].items():
             delta = entry["delta"]
-            cells = "".join(f"  {_cell(entry.get(key)):>7}  {_cell(delta.get(key), signed=True):>7}" for _, key in FIGURES)
+            cells = "".join(
+                f"  {_cell(entry.get(key)):>7}  {_cell(delta.get(key), signed=True):>7}" for _, key in FIGURES
+            )
             lines.append(f"    {source:<{width}}{cells}")
         if table.get("note"):
             lines.append(f"    note: {table['note']}")

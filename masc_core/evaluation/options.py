@@ -74,8 +74,15 @@ class EngineOptions:
         if self.name not in ENGINES:
             raise MascInputError(f"--engine '{self.name}' is not one of {', '.join(ENGINES)}")
         if self.name != "ray":
-            given = [flag for flag, value in (("--address", self.address), ("--workers", self.workers),
-                                              ("--gpus-per-worker", self.gpus_per_worker or None)) if value is not None]
+            given = [
+                flag
+                for flag, value in (
+                    ("--address", self.address),
+                    ("--workers", self.workers),
+                    ("--gpus-per-worker", self.gpus_per_worker or None),
+                )
+                if value is not None
+            ]
             if given:
                 raise MascInputError(f"{given[0]} is an option of --engine ray: add --engine ray, or leave it out")
         if self.workers is not None and self.workers < 1:
@@ -84,7 +91,9 @@ class EngineOptions:
             raise MascInputError(f"--gpus-per-worker is {self.gpus_per_worker:g}: give 0 (CPU) or more")
         if self.gpus_per_worker and precision == "auto":
             # 'auto' depends on the GPU model, which this process may not have: it must name the bits.
-            raise MascInputError("--precision auto with --gpus-per-worker: the GPUs are the workers', give fp32, bf16 or fp16")
+            raise MascInputError(
+                "--precision auto with --gpus-per-worker: the GPUs are the workers', give fp32, bf16 or fp16"
+            )
 
 
 def scoring_identity(options: EvalOptions, device=None) -> dict:
@@ -102,7 +111,9 @@ def scoring_identity(options: EvalOptions, device=None) -> dict:
     folder, source = checkpoints.resolve(options.model)
     info = siglip_checkpoint.inspect(folder, source)
     spec = PreprocessSpec.from_configs(
-        naflex=info.naflex, vision_config=info.vision_config, preprocessor_config=info.preprocessor_config,
+        naflex=info.naflex,
+        vision_config=info.vision_config,
+        preprocessor_config=info.preprocessor_config,
         max_num_patches=options.max_patches,
     )
     dtype = resolve_dtype(options.precision, device if device is not None else resolve_device(options.device))

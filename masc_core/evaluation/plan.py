@@ -141,7 +141,10 @@ def shard_groups(groups: list[Group], shard: tuple[int, int] | None) -> list[Gro
 def manifest_digest(manifest: Manifest) -> str:
     """Identity of a manifest's content (rows, labels, ratings), to check that shards belong together."""
     # same_subject joins only when given, so the digest of a manifest without it is what it always was.
-    return digest([
-        [row_content(r), r.method, r.seed, r.id, r.ratings] + ([r.same_subject] if r.same_subject is not None else [])
-        for r in manifest.rows
-    ])
+    return digest(
+        [
+            [row_content(r), r.method, r.seed, r.id, r.ratings]
+            + ([r.same_subject] if r.same_subject is not None else [])
+            for r in manifest.rows
+        ]
+    )

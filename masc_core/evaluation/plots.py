@@ -87,10 +87,17 @@ def _agreement_plot(path: str, records: list[EvalRecord], aspect: str, block: di
             label = "pooled rating"
             if rater is not None:
                 stats = block["by_rater"][rater]["metrics"][name]
-                label = f"{rater}: α {format_score(stats['krippendorff_alpha'], 3)}, ρ {format_score(stats['spearman'], 3)} (n={len(picked)})"
+                label = (
+                    f"{rater}: α {format_score(stats['krippendorff_alpha'], 3)}, ρ "
+                    f"{format_score(stats['spearman'], 3)} (n={len(picked)})"
+                )
             axis.scatter(x, y, s=10, alpha=0.5, label=label)
         stats = block["metrics"][name]
-        axis.set_title(f"{name}: α {format_score(stats['krippendorff_alpha'], 3)}, ρ {format_score(stats['spearman'], 3)} (n={stats['n']})", fontsize=10)
+        axis.set_title(
+            f"{name}: α {format_score(stats['krippendorff_alpha'], 3)}, ρ {format_score(stats['spearman'], 3)} "
+            f"(n={stats['n']})",
+            fontsize=10,
+        )
         axis.set_xlabel(name)
         axis.set_ylabel(f"human {aspect.upper()} rating")
         axis.legend(fontsize=7, loc="best")
@@ -106,7 +113,12 @@ def _methods_plot(path: str, summary: dict) -> str:
     methods = summary["methods"]
     panels = [(aspect.upper(), [m for m in ASPECT_METRICS[aspect] if m in summary["metrics"]]) for aspect in ASPECTS]
     if "cp_mean" in summary["metrics"] or "blend" in summary["metrics"]:
-        panels.append(("several subjects (cp = cp_min; blend = blend rate)", [m for m in SEVERAL_SUBJECT_PANEL if m in summary["metrics"]]))
+        panels.append(
+            (
+                "several subjects (cp = cp_min; blend = blend rate)",
+                [m for m in SEVERAL_SUBJECT_PANEL if m in summary["metrics"]],
+            )
+        )
     figure, axes = _figure(len(panels), width=max(5.0, 1.6 * len(methods) + 2.5))
     for axis, (title, names) in zip(axes, panels):
         width = 0.8 / max(1, len(names))
@@ -140,7 +152,9 @@ def _roc_plot(path: str, records: list[EvalRecord], block: dict) -> str:
     axis.plot([0, 1], [0, 1], color="grey", linestyle=":", linewidth=0.8)
     axis.set_xlabel("false positive rate (cross-subject pairs called same)")
     axis.set_ylabel("true positive rate (same-subject pairs called same)")
-    axis.set_title(f"identity: {block['same_subject']} same- vs {block['cross_subject']} cross-subject pairs", fontsize=10)
+    axis.set_title(
+        f"identity: {block['same_subject']} same- vs {block['cross_subject']} cross-subject pairs", fontsize=10
+    )
     axis.set_aspect("equal")
     axis.legend(fontsize=8, loc="lower right")
     return _save(figure, path)
@@ -157,7 +171,9 @@ def _mask_sources_plot(path: str, block: dict) -> str:
         errors = None
         if rated:
             intervals = [(e.get("ci95") or {}).get("krippendorff_alpha") for _, e in entries]
-            errors = np.array([[v - i[0], i[1] - v] if i and not math.isnan(v) else [0.0, 0.0] for v, i in zip(values, intervals)]).T
+            errors = np.array(
+                [[v - i[0], i[1] - v] if i and not math.isnan(v) else [0.0, 0.0] for v, i in zip(values, intervals)]
+            ).T
         axis.bar(np.arange(len(entries)), values, 0.6, yerr=errors, capsize=4, alpha=0.8)
         axis.set_xticks(np.arange(len(entries)), [name for name, _ in entries], fontsize=9)
         what = "Krippendorff alpha (95% CI)" if rated else "mean score"
@@ -180,7 +196,9 @@ def write_plots(folder: str, records: list[EvalRecord], summary: dict[str, Any])
     written = [_methods_plot(os.path.join(folder, PLOT_FILES["methods"]), summary)]
     for aspect, block in (summary.get("agreement") or {}).items():
         if block.get("metrics"):
-            written.append(_agreement_plot(os.path.join(folder, PLOT_FILES[f"agreement_{aspect}"]), records, aspect, block))
+            written.append(
+                _agreement_plot(os.path.join(folder, PLOT_FILES[f"agreement_{aspect}"]), records, aspect, block)
+            )
     identity = summary.get("identity")
     note = None
     if identity and identity.get("metrics") and identity.get("auc") is not None:

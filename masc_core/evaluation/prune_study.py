@@ -1,4 +1,5 @@
-"""``prune-report``: from a study's score log, how far a candidate's preview at each judged step predicts its final score.
+"""``prune-report``: from a study's score log, how far a candidate's preview at each judged step predicts its final
+score.
 
 A study (MaSC Sample Until with ``prune_study``) judges every candidate at
 several steps and finishes all of them, so each log row holds the previews'
@@ -29,7 +30,16 @@ import numpy as np
 from ..errors import MascInputError
 from ..selection.ranking import ranking_key
 from ..metric.scores import ImageScore
-from .agreement import DEFAULT_BOOTSTRAP, DEFAULT_SEED, _interval, require, resampled, spearman, spearman_resampled, stable_seed
+from .agreement import (
+    DEFAULT_BOOTSTRAP,
+    DEFAULT_SEED,
+    _interval,
+    require,
+    resampled,
+    spearman,
+    spearman_resampled,
+    stable_seed,
+)
 from .score_log import left_out_line, log_key, log_score
 
 
@@ -74,7 +84,10 @@ def _rounds(rows: Iterable[dict[str, Any]]) -> tuple[dict[tuple, list[dict[str, 
     for row in rows:
         previews = row.get("previews")
         if isinstance(previews, str):  # a CSV cell: not parsed back (use the .jsonl log)
-            raise MascInputError("prune-report reads .jsonl score logs (a CSV cell does not keep the previews' structure): log the study to a .jsonl file")
+            raise MascInputError(
+                "prune-report reads .jsonl score logs (a CSV cell does not keep the previews' structure): log the "
+                "study to a .jsonl file"
+            )
         if previews is None or previews == [] or row.get("cp") is None and row.get("pf") is None:
             continue
         problem = _row_problem(row)
@@ -85,58 +98,128 @@ def _rounds(rows: Iterable[dict[str, Any]]) -> tuple[dict[tuple, list[dict[str, 
     return grouped, left_out
 
 
-def prune_report(rows: Iterable[dict[str, Any]], *, keep: int = 4, best: int = 1, by: str = "cp", cp_weight: float = 1.0,
-                 pf_weight: float = 1.0, bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = DEFAULT_SEED, source: str = "the log") -> dict[str, Any]:
-    """Per judged step: rho of preview against final CP and PF, and how often ``keep`` of a round kept its final ``best``."""
+def prune_report(
+    rows: Iterable[dict[str, Any]],
+    *,
+    keep: int = 4,
+    best: int = 1,
+    by: str = "cp",
+    cp_weight: float = 1.0,
+    pf_weight: float = 1.0,
+    bootstrap: int = DEFAULT_BOOTSTRAP,
+    seed: int = DEFAULT_SEED,
+    source: str = "the log",
+) -> dict[str, Any]:
+    """Per judged step: rho of preview against final CP and PF, and how often ``keep`` of a round kept its final
+    ``best``."""
     if best > keep:
-        raise MascInputError(f"--best {best} is more than --keep {keep}: keeping {keep} can keep at most {keep} of the final best")
+        raise MascInputError(
+            f"--best {best} is more than --keep {keep}: keeping {keep} can keep at most {keep} of the final best"
+        )
     rounds, left_out = _rounds(rows)
     if not rounds:
         also = f" ({left_out_line(left_out)})" if left_out else ""
-        raise MascInputError(f"{source} holds no candidates with previews and final scores{also}: run MaSC Sample Until with prune_study on, log its scores to a .jsonl file, then report")
+        raise MascInputError(
+            f"{source} holds no candidates with previews and final scores{also}: run MaSC Sample Until with "
+            "prune_study on, log its scores to a .jsonl file, then report"
+        )
     require("scipy.stats")
     steps = sorted({(p["step"], p["steps"]) for members in rounds.values() for row in members for p in row["previews"]})
-    result_steps = []
-    for step, total in steps:
-        pairs = {"cp": ([], []), "pf": ([], [])}
-        kept_best, considered, sizes = [], 0, []
-        for members in rounds.values():
-            at = [(row, next((p for p in row["previews"] if p["step"] == step and p["steps"] == total), None)) for row in members]
-            at = [(row, p) for row, p in at if p is not None]
-            for row, p in at:
-                for name in ("cp", "pf"):
-                    if row.get(name) is not None and p.get(name) is not None:
-                        pairs[name][0].append(p[name])
-                        pairs[name][1].append(row[name])
-            finals = [(row, _key(row.get("cp"), row.get("pf"), by, cp_weight, pf_weight), _key(p.get("cp"), p.get("pf"), by, cp_weight, pf_weight)) for row, p in at]
-            finals = [f for f in finals if f[1] is not None and f[2] is not None]
-            if len(finals) <= keep:
-                continue  # keeping this many prunes nothing in this round
-            considered += 1
-            sizes.append(len(finals))
-            final_best = {id(f[0]) for f in sorted(finals, key=lambda f: -f[1])[:best]}
-            preview_kept = {id(f[0]) for f in sorted(finals, key=lambda f: -f[2])[:keep]}
-            kept_best.append(final_best <= preview_kept)
-        entry: dict[str, Any] = {"step": step, "steps": total, "fraction": step / total, "rounds": considered,
-                                 "round_size": int(np.median(sizes)) if sizes else None}
-        rng = np.random.default_rng(stable_seed(seed, f"step {step}/{total}"))
-        for name, (preview, final) in pairs.items():
-            rho, _ = spearman(preview, final) if len(preview) >= 3 else (None, None)
-            ci = None
-            if rho is not None and bootstrap > 0:
-                x, y = np.asarray(preview, dtype=np.float64), np.asarray(final, dtype=np.float64)
-                ci = _interval(resampled(rng, x.size, bootstrap, lambda draws: spearman_resampled(x, y, draws)))
-            entry[f"rho_{name}"] = {"n": len(preview), "rho": rho, "ci95": ci}
-        if considered:
-            hits = np.asarray(kept_best, dtype=np.float64)
-            ci = _interval(resampled(rng, hits.size, bootstrap, lambda draws: hits[draws].mean(axis=1))) if bootstrap > 0 and hits.size > 1 else None
-            entry["kept_best"] = {"keep": keep, "best": best, "hits": int(hits.sum()), "rounds": considered,
-                                  "rate": float(hits.mean()), "ci95": ci}
-        else:
-            entry["kept_best"] = None
-        result_steps.append(entry)
-    return {"source": source, "rounds": len(rounds), "candidates": sum(len(m) for m in rounds.values()), "by": by,
-            "keep": keep, "best": best, "bootstrap": bootstrap, "seed": seed, "steps": result_steps, "left_out": dict(left_out)}
+    options = dict(
+        keep=keep, best=best, by=by, cp_weight=cp_weight, pf_weight=pf_weight, bootstrap=bootstrap, seed=seed
+    )
+    result_steps = [_step_entry(rounds, step, total, **options) for step, total in steps]
+    return {
+        "source": source,
+        "rounds": len(rounds),
+        "candidates": sum(len(m) for m in rounds.values()),
+        "by": by,
+        "keep": keep,
+        "best": best,
+        "bootstrap": bootstrap,
+        "seed": seed,
+        "steps": result_steps,
+        "left_out": dict(left_out),
+    }
+
+
+def _step_entry(
+    rounds: dict,
+    step: int,
+    total: int,
+    *,
+    keep: int,
+    best: int,
+    by: str,
+    cp_weight: float,
+    pf_weight: float,
+    bootstrap: int,
+    seed: int,
+) -> dict[str, Any]:
+    """One judged step's rows of the report: rho of preview against final CP and PF (with bootstrap intervals) and
+    how often keeping ``keep`` of a round by its preview kept the round's final ``best``."""
+    pairs = {"cp": ([], []), "pf": ([], [])}
+    kept_best, considered, sizes = [], 0, []
+    for members in rounds.values():
+        at = [
+            (row, next((p for p in row["previews"] if p["step"] == step and p["steps"] == total), None))
+            for row in members
+        ]
+        at = [(row, p) for row, p in at if p is not None]
+        for row, p in at:
+            for name in ("cp", "pf"):
+                if row.get(name) is not None and p.get(name) is not None:
+                    pairs[name][0].append(p[name])
+                    pairs[name][1].append(row[name])
+        finals = [
+            (
+                row,
+                _key(row.get("cp"), row.get("pf"), by, cp_weight, pf_weight),
+                _key(p.get("cp"), p.get("pf"), by, cp_weight, pf_weight),
+            )
+            for row, p in at
+        ]
+        finals = [f for f in finals if f[1] is not None and f[2] is not None]
+        if len(finals) <= keep:
+            continue  # keeping this many prunes nothing in this round
+        considered += 1
+        sizes.append(len(finals))
+        final_best = {id(f[0]) for f in sorted(finals, key=lambda f: -f[1])[:best]}
+        preview_kept = {id(f[0]) for f in sorted(finals, key=lambda f: -f[2])[:keep]}
+        kept_best.append(final_best <= preview_kept)
+    entry: dict[str, Any] = {
+        "step": step,
+        "steps": total,
+        "fraction": step / total,
+        "rounds": considered,
+        "round_size": int(np.median(sizes)) if sizes else None,
+    }
+    rng = np.random.default_rng(stable_seed(seed, f"step {step}/{total}"))
+    for name, (preview, final) in pairs.items():
+        rho, _ = spearman(preview, final) if len(preview) >= 3 else (None, None)
+        ci = None
+        if rho is not None and bootstrap > 0:
+            x, y = np.asarray(preview, dtype=np.float64), np.asarray(final, dtype=np.float64)
+            ci = _interval(resampled(rng, x.size, bootstrap, lambda draws: spearman_resampled(x, y, draws)))
+        entry[f"rho_{name}"] = {"n": len(preview), "rho": rho, "ci95": ci}
+    if considered:
+        hits = np.asarray(kept_best, dtype=np.float64)
+        ci = (
+            _interval(resampled(rng, hits.size, bootstrap, lambda draws: hits[draws].mean(axis=1)))
+            if bootstrap > 0 and hits.size > 1
+            else None
+        )
+        entry["kept_best"] = {
+            "keep": keep,
+            "best": best,
+            "hits": int(hits.sum()),
+            "rounds": considered,
+            "rate": float(hits.mean()),
+            "ci95": ci,
+        }
+    else:
+        entry["kept_best"] = None
+    return entry
 
 
 def _ci(ci) -> str:
@@ -144,24 +227,33 @@ def _ci(ci) -> str:
 
 
 def prune_report_text(result: dict[str, Any]) -> str:
-    lines = [f"{result['candidates']} candidates in {result['rounds']} rounds of {result['source']} (ranked by {result['by']})",
-             "step       rho CP (preview vs final)    rho PF                       keeping the best"]
+    lines = [
+        f"{result['candidates']} candidates in {result['rounds']} rounds of {result['source']} (ranked by "
+        f"{result['by']})",
+        "step       rho CP (preview vs final)    rho PF                       keeping the best",
+    ]
     for entry in result["steps"]:
         rho = []
         for name in ("cp", "pf"):
             figure = entry[f"rho_{name}"]
-            rho.append("n/a" if figure["rho"] is None else f"{figure['rho']:+.2f}{_ci(figure['ci95'])} (n {figure['n']})")
+            rho.append(
+                "n/a" if figure["rho"] is None else f"{figure['rho']:+.2f}{_ci(figure['ci95'])} (n {figure['n']})"
+            )
         kept = entry["kept_best"]
         if kept is None:
             kept_text = f"n/a (no round has more than {result['keep']} candidates)"
         else:
             interval = "" if not kept["ci95"] else f" [{kept['ci95'][0]:.0%}, {kept['ci95'][1]:.0%}]"
-            kept_text = (f"{kept['keep']} of {entry['round_size']} kept the final best {kept['best']} in {kept['hits']} of "
-                         f"{kept['rounds']} rounds ({kept['rate']:.0%}{interval})")
+            kept_text = (
+                f"{kept['keep']} of {entry['round_size']} kept the final best {kept['best']} in {kept['hits']} of "
+                f"{kept['rounds']} rounds ({kept['rate']:.0%}{interval})"
+            )
         where = f"{entry['step']}/{entry['steps']} ({entry['fraction']:.0%})"
         lines.append(f"{where:<10} {rho[0]:<28} {rho[1]:<28} {kept_text}")
-    lines.append("prune_at is safe where rho is high and keeping prune_keep kept the final best in (nearly) every round; "
-                 "the intervals take candidates (rho) and rounds (kept) as independent")
+    lines.append(
+        "prune_at is safe where rho is high and keeping prune_keep kept the final best in (nearly) every round; "
+        "the intervals take candidates (rho) and rounds (kept) as independent"
+    )
     left_out = left_out_line(result.get("left_out") or {})
     if left_out:
         lines.append(left_out)

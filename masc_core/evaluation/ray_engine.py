@@ -88,13 +88,16 @@ def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
         return
     host, _, port = address.split("://", 1)[-1].rpartition(":")
     if not host or not port.isdigit():
-        raise MascInputError(f"--address '{address}' is not HOST:PORT (the head's address, as 'ray start --head' prints it) or auto")
+        raise MascInputError(
+            f"--address '{address}' is not HOST:PORT (the head's address, as 'ray start --head' prints it) or auto"
+        )
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
     except OSError as exc:
         reason = "timed out" if isinstance(exc, socket.timeout) else (exc.strerror or str(exc) or type(exc).__name__)
         raise RayEngineError(
-            f"cannot reach a Ray cluster at {address}: {reason}; start one with 'ray start --head' there, or leave out --address for a local one"
+            f"cannot reach a Ray cluster at {address}: {reason}; start one with 'ray start --head' there, or leave out "
+            "--address for a local one"
         ) from None
 
 
@@ -106,10 +109,18 @@ def worker_error(exc: BaseException) -> MascError:
         kind = {"MascInputError": MascInputError, "MascModelError": MascModelError}.get(found.group(1), RayEngineError)
         return kind(found.group(2))
     for name, message in _ERROR_LINE.findall(text):
-        if not name.startswith(("ray.", "Ray")) and name.rsplit(".", 1)[-1] not in ("UserCodeException", "SystemException"):
-            return RayEngineError(f"a Ray worker failed: {name.rsplit('.', 1)[-1]}: {message.strip()} (rerun to resume; Ray's logs are in /tmp/ray)")
+        if not name.startswith(("ray.", "Ray")) and name.rsplit(".", 1)[-1] not in (
+            "UserCodeException",
+            "SystemException",
+        ):
+            return RayEngineError(
+                f"a Ray worker failed: {name.rsplit('.', 1)[-1]}: {message.strip()} (rerun to resume; Ray's logs are "
+                "in /tmp/ray)"
+            )
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    return RayEngineError(f"the Ray run failed: {type(exc).__name__}: {first} (rerun to resume; Ray's logs are in /tmp/ray)")
+    return RayEngineError(
+        f"the Ray run failed: {type(exc).__name__}: {first} (rerun to resume; Ray's logs are in /tmp/ray)"
+    )
 
 
 def _init_failure(address: str | None, exc: Exception, log: str) -> str:
@@ -237,18 +248,31 @@ class RayEngine:
         per_gpu = self.settings.gpus_per_worker
         if per_gpu:
             if gpus < per_gpu:
-                raise RayEngineError(f"--gpus-per-worker {per_gpu:g}: the Ray cluster has {gpus:g} GPUs; use --gpus-per-worker 0 for CPU workers")
+                raise RayEngineError(
+                    f"--gpus-per-worker {per_gpu:g}: the Ray cluster has {gpus:g} GPUs; use --gpus-per-worker 0 for "
+                    "CPU workers"
+                )
             workers = self.settings.workers or max(1, int(gpus // per_gpu))
             if workers * per_gpu > gpus or per_gpu > max((n.get("GPU", 0.0) for n in nodes), default=0.0):
-                raise RayEngineError(f"{workers} workers x {per_gpu:g} GPUs need more than the Ray cluster's {gpus:g} GPUs ({len(nodes)} nodes): use fewer --workers")
+                raise RayEngineError(
+                    f"{workers} workers x {per_gpu:g} GPUs need more than the Ray cluster's {gpus:g} GPUs "
+                    f"({len(nodes)} nodes): use fewer --workers"
+                )
             cpus_each = 1
         else:
             workers = self.settings.workers or max(1, int(cpus))
             cpus_each = max(1, min(int(cpus // workers), int(max((n.get("CPU", 0.0) for n in nodes), default=cpus))))
         if workers * cpus_each > cpus:
-            raise RayEngineError(f"{workers} workers need {workers * cpus_each} CPUs; the Ray cluster has {cpus:g}: use fewer --workers")
-        return {"workers": workers, "cpus_per_worker": cpus_each, "gpus_per_worker": per_gpu, "nodes": len(nodes),
-                "address": self.settings.address or "local"}
+            raise RayEngineError(
+                f"{workers} workers need {workers * cpus_each} CPUs; the Ray cluster has {cpus:g}: use fewer --workers"
+            )
+        return {
+            "workers": workers,
+            "cpus_per_worker": cpus_each,
+            "gpus_per_worker": per_gpu,
+            "nodes": len(nodes),
+            "address": self.settings.address or "local",
+        }
 
     # ------------------------------------------------------------ score
 
@@ -271,28 +295,40 @@ class RayEngine:
         tables = []
         for unit in units:
             rows = [(key, row) for key, chunk in unit for row in chunk.rows]
-            tables.append(pa.table({
-                "row": pa.array([row.index for _, row in rows], pa.int64()),
-                "line": pa.array([row.line for _, row in rows], pa.int64()),
-                "chunk": pa.array([key for key, _ in rows], pa.int64()),
-                "ref": pa.array([list(row.ref) for _, row in rows], paths),
-                "ref_mask": pa.array([list(row.ref_mask) for _, row in rows], paths),
-                "out": pa.array([row.out for _, row in rows], strings),
-                "out_mask": pa.array([row.out_mask for _, row in rows], strings),
-                "prompt": pa.array([row.prompt for _, row in rows], strings),
-                "subject": pa.array([row.subject for _, row in rows], strings),
-            }))
+            tables.append(
+                pa.table(
+                    {
+                        "row": pa.array([row.index for _, row in rows], pa.int64()),
+                        "line": pa.array([row.line for _, row in rows], pa.int64()),
+                        "chunk": pa.array([key for key, _ in rows], pa.int64()),
+                        "ref": pa.array([list(row.ref) for _, row in rows], paths),
+                        "ref_mask": pa.array([list(row.ref_mask) for _, row in rows], paths),
+                        "out": pa.array([row.out for _, row in rows], strings),
+                        "out_mask": pa.array([row.out_mask for _, row in rows], strings),
+                        "prompt": pa.array([row.prompt for _, row in rows], strings),
+                        "subject": pa.array([row.subject for _, row in rows], strings),
+                    }
+                )
+            )
         return self.ray.data.from_arrow(tables)
 
     def scorer_settings(self) -> dict:
         """``BatchScorer``'s constructor arguments: the run's options, the manifest's folder, one row per chunk."""
         options = self.options
         return dict(
-            model=options.model, device=options.device, precision=options.precision, max_patches=options.max_patches,
-            batch_size=options.batch_size, chunk_size=options.chunk_size, baselines=list(options.baselines),
-            folders=dict(options.folders), min_foreground=options.summary.min_foreground,
-            base_dir=os.path.dirname(os.path.abspath(self.manifest.path)), source=self.manifest.path,
-            threads=self.layout["cpus_per_worker"], output="chunks",
+            model=options.model,
+            device=options.device,
+            precision=options.precision,
+            max_patches=options.max_patches,
+            batch_size=options.batch_size,
+            chunk_size=options.chunk_size,
+            baselines=list(options.baselines),
+            folders=dict(options.folders),
+            min_foreground=options.summary.min_foreground,
+            base_dir=os.path.dirname(os.path.abspath(self.manifest.path)),
+            source=self.manifest.path,
+            threads=self.layout["cpus_per_worker"],
+            output="chunks",
         )
 
     def score(self, todo: list[tuple[Group, Chunk]], done) -> None:
@@ -303,16 +339,22 @@ class RayEngine:
         with warnings.catch_warnings():  # max_restarts via ray_remote_args is deprecated in 2.60 but still the only way
             warnings.simplefilter("ignore", DeprecationWarning)
             scored = self._dataset(units).map_batches(
-                BatchScorer, fn_constructor_kwargs=self.scorer_settings(), batch_size=None, batch_format="numpy",
+                BatchScorer,
+                fn_constructor_kwargs=self.scorer_settings(),
+                batch_size=None,
+                batch_format="numpy",
                 compute=ray.data.ActorPoolStrategy(size=layout["workers"], max_tasks_in_flight_per_actor=1),
-                num_cpus=layout["cpus_per_worker"], num_gpus=layout["gpus_per_worker"] or None,
+                num_cpus=layout["cpus_per_worker"],
+                num_gpus=layout["gpus_per_worker"] or None,
                 # A worker that dies fails the run (it resumes) instead of being restarted with its unit.
                 max_restarts=0,
             )
         try:
             with contextlib.redirect_stdout(sys.stderr):
                 for batch in scored.iter_batches(batch_size=None, batch_format="numpy"):
-                    for key, text, cost in zip(batch["chunk"].tolist(), batch["records"].tolist(), batch["cost"].tolist()):
+                    for key, text, cost in zip(
+                        batch["chunk"].tolist(), batch["records"].tolist(), batch["cost"].tolist()
+                    ):
                         cost = json.loads(cost)
                         self.first_ready = min(self.first_ready or cost["ready_at"], cost["ready_at"])
                         chunk = pending.pop(int(key), None)
@@ -368,7 +410,10 @@ class RayEngine:
         loading = workers.get("loading_models", 0.0) + workers.get("loading_files", 0.0)
         peaks = [w.get("peak_rss_mib") for w in self.costs["workers"].values() if w.get("peak_rss_mib") is not None]
         cuda = [w["peak_cuda_mib"] for w in self.costs["workers"].values() if w.get("peak_cuda_mib") is not None]
-        memory = {"peak_rss_mib": max(peaks) if peaks else None, "driver_peak_rss_mib": peak_memory().get("peak_rss_mib")}
+        memory = {
+            "peak_rss_mib": max(peaks) if peaks else None,
+            "driver_peak_rss_mib": peak_memory().get("peak_rss_mib"),
+        }
         if cuda:
             memory["peak_cuda_mib"] = max(cuda)
         working = total - startup
@@ -379,12 +424,21 @@ class RayEngine:
             "forwards": dict(self.costs["forwards"]),
             "memory": memory,
             "seconds": {
-                "total": total, "startup": startup, "loading": loading,
-                "loading_models": workers.get("loading_models", 0.0), "loading_files": workers.get("loading_files", 0.0),
-                "encoding": workers.get("encoding", 0.0), "scoring": workers.get("scoring", 0.0) + clock.seconds["scoring"],
+                "total": total,
+                "startup": startup,
+                "loading": loading,
+                "loading_models": workers.get("loading_models", 0.0),
+                "loading_files": workers.get("loading_files", 0.0),
+                "encoding": workers.get("encoding", 0.0),
+                "scoring": workers.get("scoring", 0.0) + clock.seconds["scoring"],
             },
-            "engine": dict(self.layout, name="ray", units=self.costs["units"], chunks=self.costs["chunks"],
-                           worker_chunks={pid: w["chunks"] for pid, w in self.costs["workers"].items()}),
+            "engine": dict(
+                self.layout,
+                name="ray",
+                units=self.costs["units"],
+                chunks=self.costs["chunks"],
+                worker_chunks={pid: w["chunks"] for pid, w in self.costs["workers"].items()},
+            ),
         }
 
     def close(self) -> None:

@@ -112,18 +112,36 @@ class EvalRecord:
     def to_dict(self) -> dict[str, Any]:
         """The results.jsonl object, keys in the file's order (MaSC's own columns first)."""
         data: dict[str, Any] = {
-            "row": self.row, "id": self.id, "method": self.method, "seed": self.seed, "subject": self.subject,
-            "prompt": self.prompt, "encoded_prompt": self.encoded_prompt, "subject_found": self.subject_found,
-            "ref": list(self.ref), "ref_mask": list(self.ref_mask), "out": self.out, "out_mask": self.out_mask,
+            "row": self.row,
+            "id": self.id,
+            "method": self.method,
+            "seed": self.seed,
+            "subject": self.subject,
+            "prompt": self.prompt,
+            "encoded_prompt": self.encoded_prompt,
+            "subject_found": self.subject_found,
+            "ref": list(self.ref),
+            "ref_mask": list(self.ref_mask),
+            "out": self.out,
+            "out_mask": self.out_mask,
         }
         data.update({name: self.metrics.get(name) for name in MASC_COLUMNS if name in self.metrics})
-        data.update(cp_per_reference=list(self.cp_per_reference), cp_undefined=self.cp_undefined, pf_undefined=self.pf_undefined)
+        data.update(
+            cp_per_reference=list(self.cp_per_reference), cp_undefined=self.cp_undefined, pf_undefined=self.pf_undefined
+        )
         data.update({name: value for name, value in self.metrics.items() if name not in MASC_COLUMNS})
         data.update(
-            baseline_undefined=dict(self.metric_undefined), out_foreground=self.out_foreground,
-            ref_foreground=list(self.ref_foreground), small_out_mask=self.small_out_mask, small_ref_mask=self.small_ref_mask,
-            filtered=self.filtered, human_cp=self.human_cp, human_pf=self.human_pf, ratings=self.ratings,
-            same_subject=self.same_subject, fingerprint=self.fingerprint,
+            baseline_undefined=dict(self.metric_undefined),
+            out_foreground=self.out_foreground,
+            ref_foreground=list(self.ref_foreground),
+            small_out_mask=self.small_out_mask,
+            small_ref_mask=self.small_ref_mask,
+            filtered=self.filtered,
+            human_cp=self.human_cp,
+            human_pf=self.human_pf,
+            ratings=self.ratings,
+            same_subject=self.same_subject,
+            fingerprint=self.fingerprint,
         )
         if self.subjects is not None:  # only then: single-subject results keep their bytes
             data.update(subjects=self.subjects, blends=list(self.blends or []))
@@ -142,14 +160,48 @@ class EvalRecord:
 
 
 _FIELDS = (
-    "row", "id", "method", "seed", "subject", "prompt", "encoded_prompt", "subject_found", "ref", "ref_mask", "out",
-    "out_mask", "cp_per_reference", "cp_undefined", "pf_undefined", "out_foreground", "ref_foreground",
-    "small_out_mask", "small_ref_mask", "filtered", "human_cp", "human_pf", "ratings", "same_subject", "fingerprint",
-    "subjects", "blends",
+    "row",
+    "id",
+    "method",
+    "seed",
+    "subject",
+    "prompt",
+    "encoded_prompt",
+    "subject_found",
+    "ref",
+    "ref_mask",
+    "out",
+    "out_mask",
+    "cp_per_reference",
+    "cp_undefined",
+    "pf_undefined",
+    "out_foreground",
+    "ref_foreground",
+    "small_out_mask",
+    "small_ref_mask",
+    "filtered",
+    "human_cp",
+    "human_pf",
+    "ratings",
+    "same_subject",
+    "fingerprint",
+    "subjects",
+    "blends",
 )
 _NULLABLE = {
-    "id", "seed", "encoded_prompt", "subject_found", "out_mask", "cp_undefined", "pf_undefined", "out_foreground",
-    "human_cp", "human_pf", "same_subject", "subjects", "blends",
+    "id",
+    "seed",
+    "encoded_prompt",
+    "subject_found",
+    "out_mask",
+    "cp_undefined",
+    "pf_undefined",
+    "out_foreground",
+    "human_cp",
+    "human_pf",
+    "same_subject",
+    "subjects",
+    "blends",
 }
 
 
@@ -212,10 +264,26 @@ def open_results_log(path: str) -> AppendLog:
 # ---------------------------------------------------------------- CSV
 
 _LEADING_COLUMNS = (
-    "row", "id", "method", "seed", "subject", "prompt", "encoded_prompt", "ref", "ref_mask", "out", "out_mask",
+    "row",
+    "id",
+    "method",
+    "seed",
+    "subject",
+    "prompt",
+    "encoded_prompt",
+    "ref",
+    "ref_mask",
+    "out",
+    "out_mask",
 )
 _TRAILING_COLUMNS = (
-    "out_foreground", "ref_foreground", "small_out_mask", "small_ref_mask", "filtered", "human_cp", "human_pf",
+    "out_foreground",
+    "ref_foreground",
+    "small_out_mask",
+    "small_ref_mask",
+    "filtered",
+    "human_cp",
+    "human_pf",
 )
 
 
@@ -254,7 +322,8 @@ def csv_cell(value: Any, *, spreadsheet: bool = True) -> str:
 
 
 def csv_columns(records: list[EvalRecord], metrics: Iterable[str]) -> list[str]:
-    """Columns of results.csv: labels and paths, the metrics, flags and ratings, per-rater ratings, identity labels, reasons."""
+    """Columns of results.csv: labels and paths, the metrics, flags and ratings, per-rater ratings, identity labels,
+    reasons."""
     raters: dict[str, list[str]] = {"cp": [], "pf": []}
     for record in records:
         for aspect, given in record.ratings.items():

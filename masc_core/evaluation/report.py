@@ -23,12 +23,14 @@ def timing_lines(report) -> list[str]:
             "workers' time, added up: " + phases,
             f"ray: {engine.get('workers')} workers x {engine.get('cpus_per_worker')} CPU"
             + (f" + {engine['gpus_per_worker']:g} GPU" if engine.get("gpus_per_worker") else "")
-            + f" on {engine.get('nodes')} node(s) ({engine.get('address')}); {engine.get('chunks')} chunks in {engine.get('units')} units",
+            + f" on {engine.get('nodes')} node(s) ({engine.get('address')}); {engine.get('chunks')} chunks in "
+            f"{engine.get('units')} units",
         ]
     else:
         if report.merged_shards:
             head = (
-                f"merged {report.merged_shards} shards, {report.rows_total} rows; the shards together scored {report.rows_scored} "
+                f"merged {report.merged_shards} shards, {report.rows_total} rows; the shards together scored "
+                f"{report.rows_scored} "
                 f"rows in {seconds.get('total', 0.0):.1f} s of work"
             )
         else:
@@ -40,7 +42,11 @@ def timing_lines(report) -> list[str]:
             head += f", {rate:.2f} images/s (excluding model loading)"
         lines = [head, f"time: {phases}, other {seconds.get('other', 0.0):.1f} s"]
     memory = report.timing.get("memory") or {}
-    peaks = [f"{memory[key] / 1024:.2f} GiB {label}" for key, label in (("peak_rss_mib", "resident"), ("peak_cuda_mib", "CUDA")) if memory.get(key)]
+    peaks = [
+        f"{memory[key] / 1024:.2f} GiB {label}"
+        for key, label in (("peak_rss_mib", "resident"), ("peak_cuda_mib", "CUDA"))
+        if memory.get(key)
+    ]
     if peaks:
         where = " (the largest shard)" if report.merged_shards else " (the largest worker)" if engine else ""
         lines.append("peak memory: " + ", ".join(peaks) + where)
@@ -66,7 +72,9 @@ def summary_tables(summary: dict) -> str:
     name_width = max([6] + [len(m) for m in methods])
     cells = {m: {k: _mean_cell(v) for k, v in block["metrics"].items()} for m, block in methods.items()}
     widths = {k: max([len(k)] + [len(cells[m][k]) for m in methods]) for k in metrics}
-    lines.append(f"{'method':<{name_width}}  {'rows':>5}  {'kept':>5}  " + "  ".join(f"{k:>{widths[k]}}" for k in metrics))
+    lines.append(
+        f"{'method':<{name_width}}  {'rows':>5}  {'kept':>5}  " + "  ".join(f"{k:>{widths[k]}}" for k in metrics)
+    )
     for method, block in methods.items():
         lines.append(
             f"{method:<{name_width}}  {block['rows']:>5}  {block['kept']:>5}  "
@@ -74,14 +82,16 @@ def summary_tables(summary: dict) -> str:
         )
     filtered = summary["filter"]
     lines.append(
-        f"filter: {filtered['dropped']} of {summary['rows']} rows dropped (mask < {100 * filtered['min_foreground']:g}% "
+        f"filter: {filtered['dropped']} of {summary['rows']} rows dropped (mask < "
+        f"{100 * filtered['min_foreground']:g}% "
         f"of the image: {filtered['small_out_mask']} outputs, {filtered['small_ref_mask']} with a small reference mask)"
     )
     for aspect, block in (summary.get("agreement") or {}).items():
         lines.append("")
         scale = summary["options"]["rating_scale"]
         lines.append(
-            f"agreement with human {aspect.upper()} ratings (n={block['n']} rows; alpha after {summary['options']['rating_map']} "
+            f"agreement with human {aspect.upper()} ratings (n={block['n']} rows; alpha after "
+            f"{summary['options']['rating_map']} "
             f"mapping onto {scale[0]:g}..{scale[1]:g}):"
         )
         if not block.get("metrics"):
@@ -90,13 +100,15 @@ def summary_tables(summary: dict) -> str:
         lines.append(f"  {'metric':<17}  {'alpha':>7}  {'95% CI':<18}  {'rho':>7}  {'95% CI':<18}")
         for name, stats in block["metrics"].items():
             lines.append(
-                f"  {name:<17}  {format_score(stats['krippendorff_alpha'], 3):>7}  {_interval_cell(stats['ci95']['krippendorff_alpha']):<18}  "
+                f"  {name:<17}  {format_score(stats['krippendorff_alpha'], 3):>7}  "
+                f"{_interval_cell(stats['ci95']['krippendorff_alpha']):<18}  "
                 f"{format_score(stats['spearman'], 3):>7}  {_interval_cell(stats['ci95']['spearman']):<18}"
             )
         if "inter_rater" in block:
             ceiling = block["inter_rater"]
             lines.append(
-                f"  human inter-rater alpha: {format_score(ceiling['krippendorff_alpha'], 3)} {_interval_cell(ceiling['ci95'])} "
+                f"  human inter-rater alpha: {format_score(ceiling['krippendorff_alpha'], 3)} "
+                f"{_interval_cell(ceiling['ci95'])} "
                 f"({len(ceiling['raters'])} raters, {ceiling['n']} rows rated twice or more)"
             )
     lines += identity_lines(summary)
@@ -136,7 +148,10 @@ def identity_lines(summary: dict) -> list[str]:
     ]
     excluded = _excluded_text(block, summary["filter"]["min_foreground"])
     if "metrics" in block:
-        lines.append(f"  {'metric':<17}  {'AUC':>6}  {'95% CI':<16}  {'same-subject':>16}  {'cross-subject':>16}  {'tied pairs':>10}")
+        lines.append(
+            f"  {'metric':<17}  {'AUC':>6}  {'95% CI':<16}  {'same-subject':>16}  {'cross-subject':>16}  "
+            f"{'tied pairs':>10}"
+        )
         for name, stats in block["metrics"].items():
             auc = "n/a" if stats["auc"] is None else f"{stats['auc']:.3f}"
             interval = "" if not stats["ci95"] else f"[{stats['ci95'][0]:.3f}, {stats['ci95'][1]:.3f}]"
@@ -151,10 +166,8 @@ def identity_lines(summary: dict) -> list[str]:
     by_method = block.get("by_method") or {}
     if by_method:
         headline = block["headline"]
-        cells = [
-            f"{method} {'n/a' if entry['metrics'][headline]['auc'] is None else format(entry['metrics'][headline]['auc'], '.3f')}"
-            for method, entry in by_method.items()
-        ]
+        aucs = {method: entry["metrics"][headline]["auc"] for method, entry in by_method.items()}
+        cells = [f"{method} {'n/a' if auc is None else format(auc, '.3f')}" for method, auc in aucs.items()]
         lines.append(f"  AUC of {headline} per method: " + ", ".join(cells))
     for method, entry in by_method.items():
         if entry.get("note"):

@@ -74,7 +74,11 @@ def _target_folder(out_dir: str, shard: tuple[int, int] | None) -> str:
 
 def _run_description(manifest: Manifest, identity: dict, options: EvalOptions, scope_rows: int, complete: bool) -> dict:
     return {
-        "manifest": {"path": os.path.abspath(manifest.path), "rows": len(manifest.rows), "digest": manifest_digest(manifest)},
+        "manifest": {
+            "path": os.path.abspath(manifest.path),
+            "rows": len(manifest.rows),
+            "digest": manifest_digest(manifest),
+        },
         "shard": list(options.shard) if options.shard else None,
         "scope_rows": scope_rows,
         "complete": complete,
@@ -115,8 +119,12 @@ def _remove(folder: str, names: Sequence[str]) -> None:
 def chunks_to_score(groups, stored: dict[int, EvalRecord]) -> list:
     """(group, chunk) pairs whose rows are not all stored with their current fingerprint."""
     return [
-        (group, chunk) for group in groups for chunk in group.chunks
-        if not all(r.index in stored and stored[r.index].fingerprint == f for r, f in zip(chunk.rows, chunk.fingerprints))
+        (group, chunk)
+        for group in groups
+        for chunk in group.chunks
+        if not all(
+            r.index in stored and stored[r.index].fingerprint == f for r, f in zip(chunk.rows, chunk.fingerprints)
+        )
     ]
 
 
@@ -156,7 +164,11 @@ def make_engine(settings: EngineOptions, options: EvalOptions):
 
 
 def evaluate(
-    manifest_path: str, out_dir: str, options: EvalOptions, *, progress: ProgressCallback | None = None,
+    manifest_path: str,
+    out_dir: str,
+    options: EvalOptions,
+    *,
+    progress: ProgressCallback | None = None,
     engine: EngineOptions | None = None,
 ) -> EvalReport:
     """Score a manifest into ``out_dir`` (results.jsonl/csv, summary.json, run.json, timing.json); resume if possible.
@@ -179,11 +191,15 @@ def evaluate(
     scored = 0
     try:
         if todo:
-            scoring.start(options, clock, manifest)  # models loaded (or the cluster joined) before the folder is touched
+            scoring.start(
+                options, clock, manifest
+            )  # models loaded (or the cluster joined) before the folder is touched
         os.makedirs(target, exist_ok=True)
         if options.fresh:
             _remove(target, (results.RESULTS_JSONL, results.RESULTS_CSV, results.SUMMARY_JSON, results.TIMING_JSON))
-        files.write_json(os.path.join(target, results.RUN_JSON), _run_description(manifest, identity, options, len(scope), False))
+        files.write_json(
+            os.path.join(target, results.RUN_JSON), _run_description(manifest, identity, options, len(scope), False)
+        )
         if progress:
             progress(skipped, len(scope), 0, clock.elapsed)
         if todo:
@@ -204,9 +220,15 @@ def evaluate(
     finally:
         scoring.close()
     min_foreground = options.summary.min_foreground
-    records = canonical([stored[row.index].relabel(row, min_foreground) for row in sorted(scope, key=lambda r: r.index)])
-    written, summary = write_outputs(target, records, options.metric_names, options.summary if options.shard is None else None)
-    files.write_json(os.path.join(target, results.RUN_JSON), _run_description(manifest, identity, options, len(scope), True))
+    records = canonical(
+        [stored[row.index].relabel(row, min_foreground) for row in sorted(scope, key=lambda r: r.index)]
+    )
+    written, summary = write_outputs(
+        target, records, options.metric_names, options.summary if options.shard is None else None
+    )
+    files.write_json(
+        os.path.join(target, results.RUN_JSON), _run_description(manifest, identity, options, len(scope), True)
+    )
     timing = scoring.timing(clock, scored, skipped)
     files.write_json(os.path.join(target, results.TIMING_JSON), timing)
     written += [os.path.join(target, results.RUN_JSON), os.path.join(target, results.TIMING_JSON)]
@@ -234,7 +256,9 @@ def read_shard_runs(out_dir: str, shard_dirs: Sequence[str] | None = None) -> li
     """(folder, run.json) of every shard of one complete, consistent split, or a one-line error."""
     folders = list(shard_dirs) if shard_dirs else sorted(glob.glob(os.path.join(out_dir, "shard-*-of-*")))
     if not folders:
-        raise MascInputError(f"no shard folders to merge in '{out_dir}': run eval with --shard i/n first, or name the shard folders")
+        raise MascInputError(
+            f"no shard folders to merge in '{out_dir}': run eval with --shard i/n first, or name the shard folders"
+        )
     runs = []
     for folder in folders:
         run = files.read_json(os.path.join(folder, results.RUN_JSON), "shard run file")
@@ -248,12 +272,16 @@ def read_shard_runs(out_dir: str, shard_dirs: Sequence[str] | None = None) -> li
     for key, what in (("scoring_digest", "model or scoring options"), ("summary_options", "summary options")):
         for folder, run in runs:
             if run[key] != first[key]:
-                raise MascInputError(f"shard '{folder}' was run with other {what} than '{runs[0][0]}': rerun it with the same options")
+                raise MascInputError(
+                    f"shard '{folder}' was run with other {what} than '{runs[0][0]}': rerun it with the same options"
+                )
     for folder, run in runs:
         if run["manifest"]["digest"] != first["manifest"]["digest"]:
             raise MascInputError(f"shard '{folder}' was run on another manifest than '{runs[0][0]}'")
         if run["shard"][1] != count:
-            raise MascInputError(f"shard '{folder}' is one of {run['shard'][1]}, not of {count}: merge shards of one split")
+            raise MascInputError(
+                f"shard '{folder}' is one of {run['shard'][1]}, not of {count}: merge shards of one split"
+            )
     indices = sorted(run["shard"][0] for _, run in runs)
     if indices != list(range(count)):
         missing = sorted(set(range(count)) - set(indices))
@@ -271,18 +299,28 @@ def merge(out_dir: str, shard_dirs: Sequence[str] | None = None) -> EvalReport:
     for folder, run in runs:
         shard_records = results.read_records(os.path.join(folder, results.RESULTS_JSONL))
         if len(shard_records) != run["scope_rows"]:
-            raise MascInputError(f"shard '{folder}' has {len(shard_records)} result rows for {run['scope_rows']}: rerun it")
+            raise MascInputError(
+                f"shard '{folder}' has {len(shard_records)} result rows for {run['scope_rows']}: rerun it"
+            )
         records.update(shard_records)
     total = first["manifest"]["rows"]
     if sorted(records) != list(range(total)):
-        raise MascInputError(f"the shards hold {len(records)} distinct rows for a manifest of {total}: rerun the shards")
+        raise MascInputError(
+            f"the shards hold {len(records)} distinct rows for a manifest of {total}: rerun the shards"
+        )
     os.makedirs(out_dir, exist_ok=True)
     rows = [records[i] for i in range(total)]
-    written, summary = write_outputs(out_dir, rows, first["metrics"], SummaryOptions.from_dict(first["summary_options"]))
-    merged_run = dict(first, shard=None, scope_rows=total, complete=True, merged_from=[os.path.abspath(f) for f, _ in runs])
+    written, summary = write_outputs(
+        out_dir, rows, first["metrics"], SummaryOptions.from_dict(first["summary_options"])
+    )
+    merged_run = dict(
+        first, shard=None, scope_rows=total, complete=True, merged_from=[os.path.abspath(f) for f, _ in runs]
+    )
     files.write_json(os.path.join(out_dir, results.RUN_JSON), merged_run)
     timing = sum_timings([os.path.join(f, results.TIMING_JSON) for f, _ in runs])
     timing["merge_seconds"] = clock.elapsed
     files.write_json(os.path.join(out_dir, results.TIMING_JSON), timing)
     written += [os.path.join(out_dir, results.RUN_JSON), os.path.join(out_dir, results.TIMING_JSON)]
-    return EvalReport(out_dir, total, timing["rows_scored"], timing["rows_skipped"], timing, summary, written, len(runs), rows)
+    return EvalReport(
+        out_dir, total, timing["rows_scored"], timing["rows_skipped"], timing, summary, written, len(runs), rows
+    )

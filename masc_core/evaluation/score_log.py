@@ -47,10 +47,33 @@ from .append_log import AppendLog, LogFormat, csv_record_end, jsonl_format, json
 from .records import csv_cell, csv_lines, record_line
 
 SINGLE_SUBJECT_COLUMNS = (
-    "time", "run", "node", "node_id", "index", "id", "method", "seed", "subject", "prompt", "encoded_prompt",
-    "subject_found", "cp", "pf", "cp_per_reference", "cp_undefined", "pf_undefined", "out_foreground",
-    "ref_foreground", "small_out_mask", "small_ref_mask", "filtered", "verdict", "output", "encoder",
-    "encoder_digest", "metric_version",
+    "time",
+    "run",
+    "node",
+    "node_id",
+    "index",
+    "id",
+    "method",
+    "seed",
+    "subject",
+    "prompt",
+    "encoded_prompt",
+    "subject_found",
+    "cp",
+    "pf",
+    "cp_per_reference",
+    "cp_undefined",
+    "pf_undefined",
+    "out_foreground",
+    "ref_foreground",
+    "small_out_mask",
+    "small_ref_mask",
+    "filtered",
+    "verdict",
+    "output",
+    "encoder",
+    "encoder_digest",
+    "metric_version",
 )
 """The columns of CSV logs written before several subjects per image (MaSC 0.2.0 and earlier)."""
 SUBJECT_COLUMNS = ("subjects", "blends")
@@ -85,21 +108,44 @@ def log_rows(batch: ScoreBatch, *, time: str, run: str, node_id: Any = None, met
     rows = []
     for position, score in enumerate(batch.scores):
         small_out = score.foreground_fraction is not None and score.foreground_fraction < batch.min_foreground
-        rows.append({
-            "time": time, "run": run, "node": context.node, "node_id": None if node_id is None else str(node_id),
-            "index": score.index, "id": f"{run}#{score.index}", "method": method, "seed": seeds[position],
-            "subject": context.subject, "prompt": score.prompt, "encoded_prompt": score.encoded_prompt,
-            "subject_found": score.subject_found, "cp": defined_number(score.cp), "pf": defined_number(score.pf),
-            "cp_per_reference": [defined_number(v) for v in score.cp_per_reference],
-            "cp_undefined": score.cp_undefined, "pf_undefined": score.pf_undefined,
-            "out_foreground": defined_number(score.foreground_fraction), "ref_foreground": ref_foreground,
-            "small_out_mask": small_out, "small_ref_mask": small_ref, "filtered": small_out or small_ref,
-            "verdict": verdicts[position], "output": outputs[position], "encoder": encoder.get("model"),
-            "encoder_digest": encoder.get("digest"), "metric_version": __version__,
-            "subjects": subject_figures(score.subjects), "blends": list(score.blends) if score.subjects is not None else None,
-            "cp_band": score.cp_band, "pf_band": score.pf_band, "label": labels[position],
-            "previews": score.previews, "evaluations": evaluations[position],
-        })
+        rows.append(
+            {
+                "time": time,
+                "run": run,
+                "node": context.node,
+                "node_id": None if node_id is None else str(node_id),
+                "index": score.index,
+                "id": f"{run}#{score.index}",
+                "method": method,
+                "seed": seeds[position],
+                "subject": context.subject,
+                "prompt": score.prompt,
+                "encoded_prompt": score.encoded_prompt,
+                "subject_found": score.subject_found,
+                "cp": defined_number(score.cp),
+                "pf": defined_number(score.pf),
+                "cp_per_reference": [defined_number(v) for v in score.cp_per_reference],
+                "cp_undefined": score.cp_undefined,
+                "pf_undefined": score.pf_undefined,
+                "out_foreground": defined_number(score.foreground_fraction),
+                "ref_foreground": ref_foreground,
+                "small_out_mask": small_out,
+                "small_ref_mask": small_ref,
+                "filtered": small_out or small_ref,
+                "verdict": verdicts[position],
+                "output": outputs[position],
+                "encoder": encoder.get("model"),
+                "encoder_digest": encoder.get("digest"),
+                "metric_version": __version__,
+                "subjects": subject_figures(score.subjects),
+                "blends": list(score.blends) if score.subjects is not None else None,
+                "cp_band": score.cp_band,
+                "pf_band": score.pf_band,
+                "label": labels[position],
+                "previews": score.previews,
+                "evaluations": evaluations[position],
+            }
+        )
     return rows
 
 
@@ -116,7 +162,10 @@ def _filename_problem(name: str) -> str | None:
     if len(name) > MAX_FILENAME_CHARS:
         return f"is {len(name):,} characters long: give at most {MAX_FILENAME_CHARS}"
     if not name.isprintable() or "\\" in name:
-        return "holds a control character, NUL or backslash: use letters, digits, spaces, '-', '_', '.' and '/' between folders"
+        return (
+            "holds a control character, NUL or backslash: use letters, digits, spaces, '-', '_', '.' and '/' "
+            "between folders"
+        )
     if not name.endswith(LOG_SUFFIXES):
         return "must end in .jsonl or .csv (the log's format)"
     parts = name.split("/")
@@ -144,17 +193,24 @@ def log_path(folder: str, filename: str) -> str:
     root = os.path.realpath(folder)
     path = os.path.realpath(os.path.join(root, name))
     if os.path.commonpath([root, path]) != root:  # a link inside the output folder that points out of it
-        raise MascInputError(f"filename {shown(filename)} leaves the output folder: give a name inside it (subfolders allowed, no '..')")
+        raise MascInputError(
+            f"filename {shown(filename)} leaves the output folder: give a name inside it (subfolders allowed, no '..')"
+        )
     if os.path.isdir(path):
         raise MascInputError(f"filename {shown(filename)} is a folder in the output folder: give a file name")
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
     except OSError as error:
-        raise MascInputError(f"filename {shown(filename)}: its folder cannot be made in the output folder ({error.strerror}): give another name") from None
+        raise MascInputError(
+            f"filename {shown(filename)}: its folder cannot be made in the output folder ({error.strerror}): give "
+            "another name"
+        ) from None
     return path
 
 
-_HEADERS = {csv_lines([list(columns)]).encode("utf-8"): columns for columns in HEADER_HISTORY}  # as the rows are written
+_HEADERS = {
+    csv_lines([list(columns)]).encode("utf-8"): columns for columns in HEADER_HISTORY
+}  # as the rows are written
 _CSV_HEADER = csv_lines([list(LOG_COLUMNS)]).encode("utf-8")
 
 
@@ -163,6 +219,7 @@ def _csv_recognise(first: bytes | None, head: bytes) -> bool:
     if first is not None:
         return first + b"\n" in _HEADERS
     return _CSV_HEADER.startswith(head)
+
 
 JSONL_LOG = jsonl_format(
     "MaSC score log (its first line is not a row MaSC Log Scores writes)",
@@ -178,7 +235,8 @@ CSV_LOG = LogFormat(
 
 
 def log_text(path: str, rows: list[dict[str, Any]], columns: tuple[str, ...] = LOG_COLUMNS) -> str:
-    """``rows`` as the log at ``path`` holds them: JSON lines, or CSV records in ``columns`` (text cells spreadsheet-safe)."""
+    """``rows`` as the log at ``path`` holds them: JSON lines, or CSV records in ``columns`` (text cells
+    spreadsheet-safe)."""
     if path.endswith(".jsonl"):
         return "".join(record_line(row) for row in rows)
     return csv_lines([csv_cell(row[column]) for column in columns] for row in rows)
@@ -194,8 +252,15 @@ def _csv_columns(path: str, rows: list[dict[str, Any]], label: str) -> tuple[str
     columns = _HEADERS.get(first, LOG_COLUMNS)
     lost = [c for c in LOG_COLUMNS if c not in columns and any(row[c] is not None for row in rows)]
     if lost:
-        what = ("per-subject" if lost[0] in SUBJECT_COLUMNS else "mask-band" if lost[0] in BAND_COLUMNS
-                else "pick-label" if lost[0] in LABEL_COLUMNS else "pruning")
+        what = (
+            "per-subject"
+            if lost[0] in SUBJECT_COLUMNS
+            else "mask-band"
+            if lost[0] in BAND_COLUMNS
+            else "pick-label"
+            if lost[0] in LABEL_COLUMNS
+            else "pruning"
+        )
         raise MascInputError(
             f"{label} is a score log from an earlier MaSC, without the {what} columns ({', '.join(lost)}): give these "
             "scores a new filename; the file was left as it was"
@@ -269,7 +334,9 @@ def read_log(path: str) -> list[dict[str, Any]]:
             try:
                 row = parse_json(line)
             except JSONUnreadable as why:  # deep nesting, NaN, a 5,000-digit number: refused like any other non-JSON
-                raise MascInputError(f"{label} line {number} is not JSON MaSC Log Scores writes ({why}): not a score log") from None
+                raise MascInputError(
+                    f"{label} line {number} is not JSON MaSC Log Scores writes ({why}): not a score log"
+                ) from None
             if not isinstance(row, dict) or not {"time", "run", "metric_version"} <= set(row):
                 raise MascInputError(f"{label} line {number} is not a row MaSC Log Scores writes")
             rows.append(row)

@@ -35,8 +35,11 @@ class RowScorer:
         self.clock = clock or Stopwatch()
         with self.clock.phase("loading_models"):
             encoder = MascEncoder.load(
-                options.model, device=options.device, precision=options.precision,
-                max_num_patches=options.max_patches, batch_size=options.batch_size,
+                options.model,
+                device=options.device,
+                precision=options.precision,
+                max_num_patches=options.max_patches,
+                batch_size=options.batch_size,
             )
             self.models = metrics.Models(encoder, options.batch_size)
             self.baselines = [
@@ -51,7 +54,10 @@ class RowScorer:
 
     def forwards(self) -> dict:
         """Inputs each model encoded (repeated images and prompts within a chunk are encoded once)."""
-        counts = {"siglip_images": self.encoder.forward_counts["images"], "siglip_texts": self.encoder.forward_counts["texts"]}
+        counts = {
+            "siglip_images": self.encoder.forward_counts["images"],
+            "siglip_texts": self.encoder.forward_counts["texts"],
+        }
         for _, metric in self.baselines:
             counts.update(metric.forwards())
         return counts
@@ -61,10 +67,17 @@ class RowScorer:
         with self.clock.phase("loading_files"):
             refs, ref_masks, views = [], [], []
             for k, (ref_paths, mask_paths) in enumerate(
-                [(first.ref_paths, first.ref_mask_paths)] + [(s.ref_paths, s.ref_mask_paths) for s in first.extra_subjects], start=1
+                [(first.ref_paths, first.ref_mask_paths)]
+                + [(s.ref_paths, s.ref_mask_paths) for s in first.extra_subjects],
+                start=1,
             ):  # every subject's views, in subject order
-                refs += [load_image_file(p, f"manifest line {first.line}, column '{column('ref', k)}'") for p in ref_paths]
-                ref_masks += [load_mask_file(p, f"manifest line {first.line}, column '{column('ref_mask', k)}'") for p in mask_paths]
+                refs += [
+                    load_image_file(p, f"manifest line {first.line}, column '{column('ref', k)}'") for p in ref_paths
+                ]
+                ref_masks += [
+                    load_mask_file(p, f"manifest line {first.line}, column '{column('ref_mask', k)}'")
+                    for p in mask_paths
+                ]
                 views.append(len(ref_paths))
         with self.clock.phase("encoding"):
             encoder = self.encoder
@@ -90,7 +103,9 @@ class RowScorer:
         with self.clock.phase("loading_files"):
             outs = [load_image_file(r.out_path, f"manifest line {r.line}, column 'out'") for r in rows]
             masks = [
-                load_mask_file(r.out_mask_path, f"manifest line {r.line}, column 'out_mask'") if r.out_mask_path else None
+                load_mask_file(r.out_mask_path, f"manifest line {r.line}, column 'out_mask'")
+                if r.out_mask_path
+                else None
                 for r in rows
             ]
         prompts = [r.prompt for r in rows]
@@ -100,9 +115,13 @@ class RowScorer:
         with self.clock.phase("loading_files"):
             subject_masks = [_subject_masks(r, mask) for r, mask in zip(rows, masks)]
         return metrics.ChunkInputs(
-            outs, [None if m is None else np.maximum.reduce(m) for m in subject_masks], prompts, subjects,
+            outs,
+            [None if m is None else np.maximum.reduce(m) for m in subject_masks],
+            prompts,
+            subjects,
             strip_each(prompts, [all_names_of(r) for r in rows]),
-            subject_names=[[r.subject] + [s.subject for s in r.extra_subjects] for r in rows], subject_masks=subject_masks,
+            subject_names=[[r.subject] + [s.subject for s in r.extra_subjects] for r in rows],
+            subject_masks=subject_masks,
         )
 
     def score_chunk(self, chunk: Chunk) -> list[EvalRecord]:
@@ -134,7 +153,8 @@ class RowScorer:
 
 
 def _subject_masks(row: ManifestRow, first: np.ndarray | None) -> list[np.ndarray] | None:
-    """Every subject's output mask of a several-subject row (the manifest gives all or none), checked to share a size."""
+    """Every subject's output mask of a several-subject row (the manifest gives all or none), checked to share a
+    size."""
     if first is None:
         return None
     masks = [first]
@@ -142,20 +162,37 @@ def _subject_masks(row: ManifestRow, first: np.ndarray | None) -> list[np.ndarra
         mask = load_mask_file(subject.out_mask_path, f"manifest line {row.line}, column '{column('out_mask', k)}'")
         if mask.shape != first.shape:
             raise MascInputError(
-                f"manifest line {row.line}, column '{column('out_mask', k)}': the mask is {mask.shape[1]}x{mask.shape[0]} but "
+                f"manifest line {row.line}, column '{column('out_mask', k)}': the mask is "
+                f"{mask.shape[1]}x{mask.shape[0]} but "
                 f"out_mask is {first.shape[1]}x{first.shape[0]}: give every subject's mask at the output's size"
             )
         masks.append(mask)
     return masks
 
 
-def _record(row: ManifestRow, fingerprint: str, score: ImageScore, ref_fractions: list[float], min_foreground: float) -> EvalRecord:
+def _record(
+    row: ManifestRow, fingerprint: str, score: ImageScore, ref_fractions: list[float], min_foreground: float
+) -> EvalRecord:
     record = EvalRecord(
-        row=row.index, id=row.id, method=row.method, seed=row.seed, subject=row.subject, prompt=row.prompt,
-        encoded_prompt=score.encoded_prompt, subject_found=score.subject_found, ref=list(row.ref),
-        ref_mask=list(row.ref_mask), out=row.out, out_mask=row.out_mask, metrics={"cp": score.cp, "pf": score.pf},
-        cp_per_reference=list(score.cp_per_reference), cp_undefined=score.cp_undefined, pf_undefined=score.pf_undefined,
-        out_foreground=score.foreground_fraction, ref_foreground=list(ref_fractions), fingerprint=fingerprint,
+        row=row.index,
+        id=row.id,
+        method=row.method,
+        seed=row.seed,
+        subject=row.subject,
+        prompt=row.prompt,
+        encoded_prompt=score.encoded_prompt,
+        subject_found=score.subject_found,
+        ref=list(row.ref),
+        ref_mask=list(row.ref_mask),
+        out=row.out,
+        out_mask=row.out_mask,
+        metrics={"cp": score.cp, "pf": score.pf},
+        cp_per_reference=list(score.cp_per_reference),
+        cp_undefined=score.cp_undefined,
+        pf_undefined=score.pf_undefined,
+        out_foreground=score.foreground_fraction,
+        ref_foreground=list(ref_fractions),
+        fingerprint=fingerprint,
     )
     if score.subjects is not None:  # several subjects: cp above is their cp_min
         record.metrics["cp_mean"] = summarize([s["cp"] for s in score.subjects])[1]

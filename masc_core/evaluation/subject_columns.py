@@ -68,17 +68,35 @@ def _numbers(path: str, line: int, record: dict) -> list[int]:
     if not numbers:
         return []
     if numbers[0] < 2:
-        raise _fail(path, f"line {line}, column 'subject_{numbers[0]}'", "subjects after the first are numbered from 2 (subject_2, ref_2, ...)")
+        raise _fail(
+            path,
+            f"line {line}, column 'subject_{numbers[0]}'",
+            "subjects after the first are numbered from 2 (subject_2, ref_2, ...)",
+        )
     if numbers[-1] > MAX_SUBJECTS:
-        raise _fail(path, f"line {line}, column 'subject_{numbers[-1]}'", f"at most {MAX_SUBJECTS} subjects per image are supported")
+        raise _fail(
+            path,
+            f"line {line}, column 'subject_{numbers[-1]}'",
+            f"at most {MAX_SUBJECTS} subjects per image are supported",
+        )
     gaps = [k for k in range(2, numbers[-1] + 1) if k not in found]
     if gaps:
-        raise _fail(path, f"line {line}", f"gives subject {numbers[-1]} but not subject {gaps[0]}: number the subjects 2, 3, ... without gaps")
+        raise _fail(
+            path,
+            f"line {line}",
+            f"gives subject {numbers[-1]} but not subject {gaps[0]}: number the subjects 2, 3, ... without gaps",
+        )
     return numbers
 
 
 def further_subjects(
-    path: str, folder: str, line: int, record: dict, missing: dict[str, str], first_subject: str, first_out_mask: str | None
+    path: str,
+    folder: str,
+    line: int,
+    record: dict,
+    missing: dict[str, str],
+    first_subject: str,
+    first_out_mask: str | None,
 ) -> tuple[RowSubject, ...]:
     """Subjects 2..K of one manifest row, read and checked (files noted in ``missing`` as the first subject's are)."""
     subjects = []
@@ -91,17 +109,26 @@ def further_subjects(
         ref_masks = _paths(path, line, column("ref_mask", k), record.get(column("ref_mask", k)))
         if len(ref_masks) != len(refs):
             raise _fail(
-                path, f"line {line}, column '{column('ref_mask', k)}'",
-                f"{len(ref_masks)} masks for {len(refs)} reference views: give one mask per view, separated by '{PATH_SEPARATOR}'",
+                path,
+                f"line {line}, column '{column('ref_mask', k)}'",
+                f"{len(ref_masks)} masks for {len(refs)} reference views: give one mask per view, separated by "
+                f"'{PATH_SEPARATOR}'",
             )
         out_mask = _text(path, line, column("out_mask", k), record.get(column("out_mask", k)), required=False)
         subject = RowSubject(
-            subject=names, ref=refs, ref_mask=ref_masks, out_mask=out_mask,
-            ref_paths=tuple(_resolve(folder, p) for p in refs), ref_mask_paths=tuple(_resolve(folder, p) for p in ref_masks),
+            subject=names,
+            ref=refs,
+            ref_mask=ref_masks,
+            out_mask=out_mask,
+            ref_paths=tuple(_resolve(folder, p) for p in refs),
+            ref_mask_paths=tuple(_resolve(folder, p) for p in ref_masks),
             out_mask_path=_resolve(folder, out_mask) if out_mask else None,
         )
-        for stem, written, resolved in (("ref", refs, subject.ref_paths), ("ref_mask", ref_masks, subject.ref_mask_paths),
-                                        ("out_mask", (out_mask,) if out_mask else (), (subject.out_mask_path,) if out_mask else ())):
+        for stem, written, resolved in (
+            ("ref", refs, subject.ref_paths),
+            ("ref_mask", ref_masks, subject.ref_mask_paths),
+            ("out_mask", (out_mask,) if out_mask else (), (subject.out_mask_path,) if out_mask else ()),
+        ):
             for name, full in zip(written, resolved):
                 _check_file(path, line, column(stem, k), name, full, missing)
         subjects.append(subject)
@@ -110,23 +137,35 @@ def further_subjects(
     return tuple(subjects)
 
 
-def _check_row(path: str, line: int, first_subject: str, first_out_mask: str | None, subjects: list[RowSubject]) -> None:
+def _check_row(
+    path: str, line: int, first_subject: str, first_out_mask: str | None, subjects: list[RowSubject]
+) -> None:
     """Every subject named, no name shared, output masks for all or none."""
     if not parse_subject_names(first_subject):
-        raise _fail(path, f"line {line}, column 'subject'", "is empty: with several subjects each needs its name (PF strips them all)")
+        raise _fail(
+            path,
+            f"line {line}, column 'subject'",
+            "is empty: with several subjects each needs its name (PF strips them all)",
+        )
     owner: dict[str, int] = {}
     for k, names in enumerate([first_subject] + [s.subject for s in subjects], start=1):
         for name in parse_subject_names(names):
             other = owner.setdefault(name.lower(), k)
             if other != k:
-                raise _fail(path, f"line {line}, column '{column('subject', k)}'",
-                            f"the name '{name}' is also subject {other}'s: each name must belong to one subject")
+                raise _fail(
+                    path,
+                    f"line {line}, column '{column('subject', k)}'",
+                    f"the name '{name}' is also subject {other}'s: each name must belong to one subject",
+                )
     masks = [first_out_mask] + [s.out_mask for s in subjects]
     given = [m is not None for m in masks]
     if any(given) and not all(given):
         k = given.index(False) + 1
-        raise _fail(path, f"line {line}, column '{column('out_mask', k)}'",
-                    "is empty while another subject of the row has its output mask: give every subject's out_mask, or none")
+        raise _fail(
+            path,
+            f"line {line}, column '{column('out_mask', k)}'",
+            "is empty while another subject of the row has its output mask: give every subject's out_mask, or none",
+        )
 
 
 def all_names_of(row) -> list[str]:

@@ -51,7 +51,9 @@ class SummaryOptions:
 
     def __post_init__(self):
         if not 0.0 <= float(self.min_foreground) <= 1.0:
-            raise MascInputError(f"--min-foreground is {self.min_foreground}: give a share of the image between 0 and 1")
+            raise MascInputError(
+                f"--min-foreground is {self.min_foreground}: give a share of the image between 0 and 1"
+            )
         low, high = self.rating_scale
         if not float(high) > float(low):
             raise MascInputError(f"--rating-scale {low:g} {high:g} is empty: give LOW < HIGH")
@@ -128,7 +130,8 @@ def _statistics(records: list[EvalRecord], metrics: list[str]) -> dict:
 def agreement_rows(records: list[EvalRecord], aspect: str, names: list[str]) -> list[EvalRecord]:
     """The rows an aspect's agreement compares: kept, rated, every metric ``names`` defined (the same rows for all)."""
     return [
-        r for r in records
+        r
+        for r in records
         if r.human(aspect) is not None and not r.filtered and all(r.value(m) is not None for m in names)
     ]
 
@@ -136,12 +139,15 @@ def agreement_rows(records: list[EvalRecord], aspect: str, names: list[str]) -> 
 def identity_rows(records: list[EvalRecord], names: list[str]) -> list[EvalRecord]:
     """The pairs the identity AUCs are computed on: labelled, kept, every concept metric ``names`` defined."""
     return [
-        r for r in records
+        r
+        for r in records
         if r.same_subject is not None and not r.filtered and all(r.value(m) is not None for m in names)
     ]
 
 
-def _aspect_agreement(records: list[EvalRecord], aspect: str, metrics: list[str], options: SummaryOptions) -> dict | None:
+def _aspect_agreement(
+    records: list[EvalRecord], aspect: str, metrics: list[str], options: SummaryOptions
+) -> dict | None:
     names = [m for m in ASPECT_METRICS[aspect] if m in metrics]
     if not names:
         return None
@@ -179,7 +185,9 @@ def _aspect_agreement(records: list[EvalRecord], aspect: str, metrics: list[str]
     overall = compare(units, [r.human(aspect) for r in units], aspect)
     headline = overall[names[0]]
     block.update(
-        krippendorff_alpha=headline["krippendorff_alpha"], spearman=headline["spearman"], ci95=headline["ci95"],
+        krippendorff_alpha=headline["krippendorff_alpha"],
+        spearman=headline["spearman"],
+        ci95=headline["ci95"],
         metrics=overall,
     )
     methods = list(dict.fromkeys(r.method for r in units))
@@ -188,7 +196,8 @@ def _aspect_agreement(records: list[EvalRecord], aspect: str, metrics: list[str]
         for method in methods:
             rows = [r for r in units if r.method == method]
             block["by_method"][method] = {
-                "n": len(rows), "metrics": compare(rows, [r.human(aspect) for r in rows], f"{aspect}/method/{method}")
+                "n": len(rows),
+                "metrics": compare(rows, [r.human(aspect) for r in rows], f"{aspect}/method/{method}"),
             }
     raters = list(dict.fromkeys(k for r in units for k in r.ratings.get(aspect, {}) if k))
     if raters:
@@ -247,8 +256,11 @@ def _identity(records: list[EvalRecord], metrics: list[str], options: SummaryOpt
 
     def compare(rows: list[EvalRecord], label: str) -> dict:
         return discrimination.compare(
-            {m: [r.value(m) for r in rows] for m in names}, [bool(r.same_subject) for r in rows],
-            bootstrap=options.bootstrap, seed=options.seed, label=label,
+            {m: [r.value(m) for r in rows] for m in names},
+            [bool(r.same_subject) for r in rows],
+            bootstrap=options.bootstrap,
+            seed=options.seed,
+            label=label,
         )
 
     if not units:

@@ -35,7 +35,9 @@ class Stopwatch:
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
 
-    def report(self, rows_scored: int, rows_skipped: int, forwards: dict | None = None, memory: dict | None = None) -> dict:
+    def report(
+        self, rows_scored: int, rows_skipped: int, forwards: dict | None = None, memory: dict | None = None
+    ) -> dict:
         total = self.elapsed
         loading = self.seconds["loading_models"] + self.seconds["loading_files"]
         working = total - self.seconds["loading_models"]

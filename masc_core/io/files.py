@@ -101,7 +101,8 @@ def read_json(path: str, what: str, *, error: type[MascError] = MascInputError, 
 
 
 def replace_atomically(path: str, write: Callable[[str], None]) -> None:
-    """``write`` fills a temporary file beside ``path``, which then replaces ``path``: a kill never leaves half a file."""
+    """``write`` fills a temporary file beside ``path``, which then replaces ``path``: a kill never leaves half a
+    file."""
     temporary = f"{path}.tmp-{os.getpid()}"
     write(temporary)
     os.replace(temporary, path)

@@ -79,7 +79,9 @@ def find_text(handle, key: str, limit: int) -> str | None:
             start = handle.tell()
             if handle.read(len(keyword)) == keyword:
                 if length > limit:
-                    raise PngTextError(f"has a '{key}' text chunk of {length:,} bytes, more than the {limit >> 20} MB read here")
+                    raise PngTextError(
+                        f"has a '{key}' text chunk of {length:,} bytes, more than the {limit >> 20} MB read here"
+                    )
                 data = handle.read(length - len(keyword))
                 if len(data) < length - len(keyword):
                     raise PngTextError(f"ends inside its '{key}' text chunk (the file is cut short)")

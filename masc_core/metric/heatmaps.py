@@ -54,8 +54,15 @@ from .scores import ScoreBatch
 # Viridis, sampled at 9 points (perceptually uniform, readable in grayscale).
 _VIRIDIS = np.array(
     [
-        [68, 1, 84], [71, 44, 122], [59, 81, 139], [44, 113, 142], [33, 144, 141],
-        [39, 173, 129], [92, 200, 99], [170, 220, 50], [253, 231, 37],
+        [68, 1, 84],
+        [71, 44, 122],
+        [59, 81, 139],
+        [44, 113, 142],
+        [33, 144, 141],
+        [39, 173, 129],
+        [92, 200, 99],
+        [170, 220, 50],
+        [253, 231, 37],
     ],
     dtype=np.float32,
 )
@@ -110,7 +117,8 @@ def _nearest_sources(cells: int, length: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Muting:
-    """Which pixels of a map are grey (muted patches) and which are coloured, as rectangles (top, bottom, left, right)."""
+    """Which pixels of a map are grey (muted patches) and which are coloured, as rectangles (top, bottom, left,
+    right)."""
 
     blocks: list[tuple[int, int, int, int]]
     """Rectangles covering exactly the muted pixels."""
@@ -145,8 +153,12 @@ def muting(muted, size: tuple[int, int]) -> Muting:
     shown_rows, shown_cols = np.flatnonzero((~cells).any(axis=1)), np.flatnonzero((~cells).any(axis=0))
     coloured = None
     if shown_rows.size:
-        coloured = (int(row_edges[shown_rows[0]]), int(row_edges[shown_rows[-1] + 1]),
-                    int(col_edges[shown_cols[0]]), int(col_edges[shown_cols[-1] + 1]))
+        coloured = (
+            int(row_edges[shown_rows[0]]),
+            int(row_edges[shown_rows[-1] + 1]),
+            int(col_edges[shown_cols[0]]),
+            int(col_edges[shown_cols[-1] + 1]),
+        )
         if coloured[1] <= coloured[0] or coloured[3] <= coloured[2]:
             coloured = None
     return Muting(blocks, coloured)
@@ -267,8 +279,15 @@ class HeatmapImages:
 
 
 def render_heatmaps(
-    batch: ScoreBatch, references: Sequence[np.ndarray], outputs: Sequence[np.ndarray], *, captions: bool = True,
-    reference: bool = True, presence: bool = True, attention: bool = True, device: str | torch.device | None = None,
+    batch: ScoreBatch,
+    references: Sequence[np.ndarray],
+    outputs: Sequence[np.ndarray],
+    *,
+    captions: bool = True,
+    reference: bool = True,
+    presence: bool = True,
+    attention: bool = True,
+    device: str | torch.device | None = None,
 ) -> HeatmapImages:
     """Paint the heatmaps of ``batch`` (scored with ``heatmaps=True``) over its images.
 
@@ -340,4 +359,3 @@ def _draw_captions(batch: ScoreBatch, pictures: dict, views: int) -> None:
     for kind in ("presence", "attention"):
         for score, image in zip(batch.scores, pictures[kind]):
             draw_caption(image, caption(score))
-

@@ -55,8 +55,7 @@ def mask_to_float(mask: Any, name: str = "mask") -> np.ndarray:
         array = array[:, :, 0]
     if array.ndim != 2:
         raise MascInputError(
-            f"{name} has shape {tuple(array.shape)}: a mask is one channel [H,W] (or [1,H,W]); "
-            "convert it to grayscale"
+            f"{name} has shape {tuple(array.shape)}: a mask is one channel [H,W] (or [1,H,W]); convert it to grayscale"
         )
     if array.shape[0] < 1 or array.shape[1] < 1:
         raise MascInputError(f"{name} is empty (shape {tuple(array.shape)}): pass a mask with pixels")
@@ -139,7 +138,9 @@ def foreground_fraction(mask: np.ndarray) -> float:
 def check_threshold(threshold: Any, name: str = "threshold") -> float:
     """A probability threshold in 0..1, or a one-line MascInputError naming ``name``."""
     if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not math.isfinite(float(threshold)):
-        raise MascInputError(f"{name} {threshold!r} is not a number: pass a probability in 0..1 such as {DEFAULT_MASK_THRESHOLD}")
+        raise MascInputError(
+            f"{name} {threshold!r} is not a number: pass a probability in 0..1 such as {DEFAULT_MASK_THRESHOLD}"
+        )
     if not 0.0 <= float(threshold) <= 1.0:
         raise MascInputError(
             f"{name} {threshold!r} is outside 0..1: pass a probability such as {DEFAULT_MASK_THRESHOLD} "
@@ -151,7 +152,9 @@ def check_threshold(threshold: Any, name: str = "threshold") -> float:
 def check_dilation(dilation: Any, name: str = "dilation") -> int:
     """A dilation in whole pixels >= 0, or a one-line MascInputError naming ``name``."""
     if isinstance(dilation, bool) or not isinstance(dilation, numbers.Real) or not float(dilation).is_integer():
-        raise MascInputError(f"{name} {dilation!r} is not a whole number of pixels: pass 0 (none) or a positive integer")
+        raise MascInputError(
+            f"{name} {dilation!r} is not a whole number of pixels: pass 0 (none) or a positive integer"
+        )
     if dilation < 0:
         raise MascInputError(f"{name} {dilation!r} is negative: pass 0 (none) or a positive number of pixels")
     return int(dilation)

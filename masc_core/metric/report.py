@@ -52,7 +52,10 @@ def score_table(scores: Sequence[ImageScore], names: Sequence[str] | None = None
         share = "     -" if score.foreground_fraction is None else format_share(score.foreground_fraction)
         columns = f"  {format_band(score.cp_band):>18}  {format_band(score.pf_band):>18}" if bands else ""
         notes = "; ".join(score_notes(score) + (score.band_notes if bands else []))
-        lines.append(f"{label:<{width}}  {format_score(score.cp):>7}  {format_score(score.pf):>7}  {share:>6}{columns}  {notes}".rstrip())
+        lines.append(
+            f"{label:<{width}}  {format_score(score.cp):>7}  {format_score(score.pf):>7}  {share:>6}{columns} "
+            f" {notes}".rstrip()
+        )
     return "\n".join(lines)
 
 
@@ -62,7 +65,8 @@ def key_columns_header(key_label: str) -> str:
 
 
 def key_columns(cp: float | None, pf: float | None, key: float | None, fraction: float | None) -> str:
-    """CP, PF, the ranking key and the mask share, aligned under ``key_columns_header`` (ranking and sampling tables)."""
+    """CP, PF, the ranking key and the mask share, aligned under ``key_columns_header`` (ranking and sampling
+    tables)."""
     return f"{format_score(cp):>7}  {format_score(pf):>7}  {format_score(key):>7}  {format_share(fraction)}"
 
 
@@ -76,8 +80,14 @@ def ranking_table(ranking, names: Sequence[str] | None = None) -> str:
     width = max([len(header)] + [len(label) for label in labels.values()])
     lines = [f"rank  {header:<{width}}  {key_columns_header(ranking.key_label)}  status"]
     for position, item in enumerate(ranking.items, start=1):
-        status = "selected" if item.index in ranking.selected else ("passed" if item.passed else "; ".join(item.reasons))
-        lines.append(f"{position:>4}  {labels[item.index]:<{width}}  {key_columns(item.cp, item.pf, item.key, item.foreground_fraction)}  {status}")
+        status = (
+            "selected" if item.index in ranking.selected else ("passed" if item.passed else "; ".join(item.reasons))
+        )
+        lines.append(
+            f"{position:>4}  "
+            f"{labels[item.index]:<{width}}  {key_columns(item.cp, item.pf, item.key, item.foreground_fraction)}  "
+            f"{status}"
+        )
     return "\n".join(lines)
 
 
@@ -92,8 +102,11 @@ def caption(score: ImageScore) -> str:
 
 
 def subject_line(figures: Sequence[dict], blends: Sequence[str] = ()) -> str:
-    """Each subject's CP and mask share on one line (``ImageScore.subjects`` or a saved record's), then one line per blend."""
-    line = "  ".join(f"{f['subject']} CP {format_score(f.get('cp'))} mask {format_share(f.get('mask')).strip()}" for f in figures)
+    """Each subject's CP and mask share on one line (``ImageScore.subjects`` or a saved record's), then one line per
+    blend."""
+    line = "  ".join(
+        f"{f['subject']} CP {format_score(f.get('cp'))} mask {format_share(f.get('mask')).strip()}" for f in figures
+    )
     # Subject names come from a subjects file or a shared workflow: escaped, so each line stays one visible line.
     return "\n".join(printable(text) for text in [line] + [f"blend: {b}" for b in blends])
 
@@ -111,5 +124,10 @@ def subjects_table(batch, names: Sequence[str] | None = None) -> str:
         notes += [f"{s.subject}: {s.cp_undefined}" for s in item.subjects if s.cp_undefined]
         if item.pf_undefined:
             notes.append(f"PF: {item.pf_undefined}")
-        lines.append(f"{name:<{width}}  {format_score(item.cp_min):>7}  {format_score(item.cp_mean):>7}  {format_score(item.pf):>7}{per}  {'; '.join(notes)}".rstrip())
-    return "\n".join(printable(line) for line in lines)  # names from a subjects file: no control sequence reaches a terminal
+        lines.append(
+            f"{name:<{width}}  {format_score(item.cp_min):>7}  {format_score(item.cp_mean):>7}  "
+            f"{format_score(item.pf):>7}{per}  {'; '.join(notes)}".rstrip()
+        )
+    return "\n".join(
+        printable(line) for line in lines
+    )  # names from a subjects file: no control sequence reaches a terminal

@@ -78,9 +78,16 @@ def image_record(
 ) -> dict[str, Any]:
     """One image's line of a node entry (JSON-ready; undefined scores are null)."""
     record = {
-        "index": score.index, "seed": seed, "cp": defined_number(score.cp), "pf": defined_number(score.pf),
-        "mask": defined_number(score.foreground_fraction), "verdict": verdict, "output": output, "pixels": pixels,
-        "cp_undefined": score.cp_undefined, "pf_undefined": score.pf_undefined,
+        "index": score.index,
+        "seed": seed,
+        "cp": defined_number(score.cp),
+        "pf": defined_number(score.pf),
+        "mask": defined_number(score.foreground_fraction),
+        "verdict": verdict,
+        "output": output,
+        "pixels": pixels,
+        "cp_undefined": score.cp_undefined,
+        "pf_undefined": score.pf_undefined,
     }
     if score.subjects is not None:
         record["subjects"] = subject_figures(score.subjects)
@@ -122,7 +129,11 @@ def node_entry(
             image_record(s, verdict=v, seed=seed, output=o, pixels=p)
             for s, v, seed, o, p in zip(batch.scores, verdicts, seeds, outputs, pixels)
         ],
-        **({} if context.ledger is None else {"ledger": {k: v for k, v in context.ledger.items() if k != "per_candidate"}}),
+        **(
+            {}
+            if context.ledger is None
+            else {"ledger": {k: v for k, v in context.ledger.items() if k != "per_candidate"}}
+        ),
     }
 
 
@@ -191,24 +202,38 @@ def _shape_problem(entry: Any) -> str | None:
             if not isinstance(node.get(key), _OPTIONAL_TEXT):
                 return f"node {printable(node_id)!r}: '{key}' is not text"
         encoder = node.get("encoder")
-        if encoder is not None and not (isinstance(encoder, dict) and all(isinstance(encoder.get(k), _OPTIONAL_TEXT) for k in ("model", "digest"))):
+        if encoder is not None and not (
+            isinstance(encoder, dict) and all(isinstance(encoder.get(k), _OPTIONAL_TEXT) for k in ("model", "digest"))
+        ):
             return f"node {printable(node_id)!r}: 'encoder' is not an object of texts"
         images = node.get("images", [])
         if not isinstance(images, list) or not all(isinstance(image, dict) for image in images):
             return f"node {printable(node_id)!r}: 'images' is not a list of objects"
         for image in images:
-            if not (_is_int(image.get("index"), True) and _is_int(image.get("seed"), True) and _is_int(image.get("output"), True)):
+            if not (
+                _is_int(image.get("index"), True)
+                and _is_int(image.get("seed"), True)
+                and _is_int(image.get("output"), True)
+            ):
                 return f"node {printable(node_id)!r}: an image's index, seed or output is not a whole number"
             if not (_is_score(image.get("cp")) and _is_score(image.get("pf")) and _is_share(image.get("mask"))):
-                return f"node {printable(node_id)!r}: an image's cp, pf or mask is not a number in its range (-1 to 1; a share 0 to 1)"
-            if not all(isinstance(image.get(k), _OPTIONAL_TEXT) for k in ("verdict", "pixels", "cp_undefined", "pf_undefined")):
+                return (
+                    f"node {printable(node_id)!r}: an image's cp, pf or mask is not a number in its range (-1 to "
+                    "1; a share 0 to 1)"
+                )
+            if not all(
+                isinstance(image.get(k), _OPTIONAL_TEXT) for k in ("verdict", "pixels", "cp_undefined", "pf_undefined")
+            ):
                 return f"node {printable(node_id)!r}: an image's verdict, pixels or reasons are not text"
             problem = _subjects_problem(image) or _bands_problem(image) or _previews_problem(image)
             if problem:
                 return f"node {printable(node_id)!r}: an image's {problem}"
         ledger = node.get("ledger")
-        if ledger is not None and not (isinstance(ledger, dict) and all(_is_int(ledger.get(k), False) for k in ("steps", "spent", "in_full", "pruned", "candidates"))
-                                           and _is_int(ledger.get("replayed"), True)):
+        if ledger is not None and not (
+            isinstance(ledger, dict)
+            and all(_is_int(ledger.get(k), False) for k in ("steps", "spent", "in_full", "pruned", "candidates"))
+            and _is_int(ledger.get("replayed"), True)
+        ):
             return f"node {printable(node_id)!r}: 'ledger' is not an object of whole numbers"
     return None
 
@@ -221,8 +246,13 @@ def _previews_problem(image: dict) -> str | None:
     if not isinstance(previews, list) or not all(isinstance(p, dict) for p in previews):
         return "'previews' is not a list of objects"
     for preview in previews:
-        if not all(_is_int(preview.get(k), False) for k in ("round", "step", "steps")) or not all(_is_score(preview.get(k)) for k in ("cp", "pf")):
-            return "'previews' has an entry whose round, step or steps is not a whole number, or whose cp or pf is not a number"
+        if not all(_is_int(preview.get(k), False) for k in ("round", "step", "steps")) or not all(
+            _is_score(preview.get(k)) for k in ("cp", "pf")
+        ):
+            return (
+                "'previews' has an entry whose round, step or steps is not a whole number, or whose cp or pf is "
+                "not a number"
+            )
     return None
 
 
@@ -230,7 +260,9 @@ def _bands_problem(image: dict) -> str | None:
     """What is wrong with an image record's optional mask-sensitivity bands, or None."""
     for key in ("cp_band", "pf_band"):
         band = image.get(key)
-        if band is not None and not (isinstance(band, list) and len(band) == 2 and all(v is not None and _is_score(v) for v in band)):
+        if band is not None and not (
+            isinstance(band, list) and len(band) == 2 and all(v is not None and _is_score(v) for v in band)
+        ):
             return f"'{key}' is not a [low, high] pair of numbers"
     return None
 
@@ -242,7 +274,9 @@ def _subjects_problem(image: dict) -> str | None:
         if not isinstance(subjects, list) or not all(isinstance(s, dict) for s in subjects):
             return "'subjects' is not a list of objects"
         for entry in subjects:
-            if not isinstance(entry.get("subject"), str) or not (_is_score(entry.get("cp")) and _is_share(entry.get("mask"))):
+            if not isinstance(entry.get("subject"), str) or not (
+                _is_score(entry.get("cp")) and _is_share(entry.get("mask"))
+            ):
                 return "'subjects' has an entry without a subject name, or with a cp or mask that is not a number"
     if not isinstance(blends, list) or not all(isinstance(b, str) for b in blends):
         return "'blends' is not a list of texts"
@@ -269,13 +303,19 @@ def parse_entry(text: str) -> dict[str, Any]:
     except JSONTooDeep:
         raise _Unreadable(f"has a '{ENTRY_KEY}' text chunk nested too deeply: it was not written by MaSC") from None
     except JSONUnreadable as exc:
-        raise _Unreadable(f"has a '{ENTRY_KEY}' text chunk that is not JSON MaSC writes ({printable(first_line(exc))})") from None
+        raise _Unreadable(
+            f"has a '{ENTRY_KEY}' text chunk that is not JSON MaSC writes ({printable(first_line(exc))})"
+        ) from None
     if isinstance(entry, dict) and "format" in entry and not (_is_int(entry["format"]) and entry["format"] == FORMAT):
         shown_format = printable(json.dumps(entry["format"]))[:40]
-        raise _Unreadable(f"holds MaSC scores in format {shown_format}; this version reads format {FORMAT}: update MaSC")
+        raise _Unreadable(
+            f"holds MaSC scores in format {shown_format}; this version reads format {FORMAT}: update MaSC"
+        )
     problem = _shape_problem(entry)
     if problem is not None:
-        raise _Unreadable(f"has a '{ENTRY_KEY}' text chunk in an unknown layout ({problem}): it was not written by MaSC")
+        raise _Unreadable(
+            f"has a '{ENTRY_KEY}' text chunk in an unknown layout ({problem}): it was not written by MaSC"
+        )
     return entry
 
 
@@ -307,7 +347,10 @@ def read_png(path: str | os.PathLike) -> tuple[dict[str, Any], str]:
     path = os.fspath(path)
     shown_path = printable(path)
     if os.path.isdir(path):
-        raise MascInputError(f"'{shown_path}' is a folder: pass PNG files saved by ComfyUI's Save Image (a shell glob such as folder/*.png)")
+        raise MascInputError(
+            f"'{shown_path}' is a folder: pass PNG files saved by ComfyUI's Save Image (a shell glob such as "
+            "folder/*.png)"
+        )
     if not os.path.isfile(path):
         raise MascInputError(f"'{shown_path}' does not exist: pass a PNG saved by ComfyUI's Save Image")
     try:
@@ -354,7 +397,8 @@ def _image_line(image: dict) -> str:
     cp_band = f" {format_band(image['cp_band'])}" if image.get("cp_band") else ""
     pf_band = f" {format_band(image['pf_band'])}" if image.get("pf_band") else ""
     line = (
-        f"#{image.get('index')}  {seed}  {cp} {format_score(image.get('cp'))}{cp_band}  PF {format_score(image.get('pf'))}{pf_band}  "
+        f"#{image.get('index')}  {seed}  {cp} {format_score(image.get('cp'))}{cp_band}  PF "
+        f"{format_score(image.get('pf'))}{pf_band}  "
         f"mask {format_share(image.get('mask')).strip()}  {printable(image.get('verdict') or '')}"
     )
     if image.get("subjects") is not None:
@@ -370,9 +414,14 @@ def _node_header(node_id: str, node: dict) -> str:
     stripped = node.get("stripped_prompt")
     ledger = node.get("ledger")
     replayed = f", {ledger['replayed']} replayed" if ledger and ledger.get("replayed") else ""
-    spent = f", {ledger['spent']} of {ledger['in_full']} model evaluations ({ledger['pruned']} pruned{replayed})" if ledger else ""
+    spent = (
+        f", {ledger['spent']} of {ledger['in_full']} model evaluations ({ledger['pruned']} pruned{replayed})"
+        if ledger
+        else ""
+    )
     return (
-        f"{printable(node.get('node'))} (node {printable(node_id)}): {model}, metric {printable(node.get('metric_version'))}, "
+        f"{printable(node.get('node'))} (node {printable(node_id)}): {model}, metric "
+        f"{printable(node.get('metric_version'))}, "
         f"PF text {printable(repr(stripped))}{spent}"
     )
 
@@ -389,7 +438,9 @@ def describe(path: str, entry: dict[str, Any], digest: str, *, every: bool = Fal
         lines.append(f"  this image: {_image_line(image)}")
         lines.append(f"    from {_node_header(node_id, node)}")
     if not found:
-        lines.append("  this file's pixels match no scored image (changed after scoring?): every score in its metadata follows")
+        lines.append(
+            "  this file's pixels match no scored image (changed after scoring?): every score in its metadata follows"
+        )
     if every or not found:
         for node_id, node in entry["nodes"].items():
             lines.append(f"  {_node_header(node_id, node)}")

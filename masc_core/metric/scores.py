@@ -79,14 +79,16 @@ class ImageScore:
     blends: list[str] = field(default_factory=list)
     """Several subjects: the blend warnings (``masc_core.metric.subjects.blend_warnings``)."""
     cp_band: list[float] | None = None
-    """[low, high]: CP with the reference mask eroded and dilated by one patch, and CP itself (``score_images(bands=True)``)."""
+    """[low, high]: CP with the reference mask eroded and dilated by one patch, and CP itself
+    (``score_images(bands=True)``)."""
     pf_band: list[float] | None = None
     """[low, high]: PF with the output mask eroded and dilated by one patch, and PF itself."""
     band_notes: list[str] = field(default_factory=list)
     """Why a band lacks a side (a mask too small to erode, or dilated over the whole image)."""
     previews: list[dict[str, Any]] | None = None
     """MaSC Sample Until with pruning or a study: the scores of this candidate's denoised preview at each step it
-    was judged (``masc_core.selection.pruning.preview_record``); None otherwise. A pruned candidate has no final scores."""
+    was judged (``masc_core.selection.pruning.preview_record``); None otherwise. A pruned candidate has no final
+    scores."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (NaN never appears; undefined is null)."""
@@ -103,7 +105,10 @@ def subject_figures(subjects: Sequence[dict[str, Any]] | None) -> list[dict[str,
     """``ImageScore.subjects`` JSON-ready: each subject's label, CP and mask share (undefined is null)."""
     if subjects is None:
         return None
-    return [{"subject": s["subject"], "cp": defined_number(s.get("cp")), "mask": defined_number(s.get("mask"))} for s in subjects]
+    return [
+        {"subject": s["subject"], "cp": defined_number(s.get("cp")), "mask": defined_number(s.get("mask"))}
+        for s in subjects
+    ]
 
 
 @dataclass
@@ -149,7 +154,8 @@ class ScoreContext:
     kept: list[int] | None = None
     """Positions of the images a node passed on, in its output order (MaSC Sample Until's kept candidates)."""
     ledger: dict[str, Any] | None = None
-    """MaSC Sample Until with pruning: model evaluations spent and in full (``masc_core.selection.pruning.Ledger.to_dict``)."""
+    """MaSC Sample Until with pruning: model evaluations spent and in full
+    (``masc_core.selection.pruning.Ledger.to_dict``)."""
     labels: list[str | None] | None = None
     """Per image, the artist's label from MaSC Pick ("picked", "passed over"); None where the artist chose nothing."""
 
@@ -195,7 +201,13 @@ class ScoreBatch:
             scores=[replace(self.scores[p], index=i) for i, p in enumerate(positions)],
             references=self.references,
             min_foreground=self.min_foreground,
-            context=replace(context, seeds=pick(context.seeds), verdicts=pick(context.verdicts), labels=pick(context.labels), kept=None),
+            context=replace(
+                context,
+                seeds=pick(context.seeds),
+                verdicts=pick(context.verdicts),
+                labels=pick(context.labels),
+                kept=None,
+            ),
         )
 
     def to_dict(self) -> dict[str, Any]:

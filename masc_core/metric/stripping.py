@@ -43,7 +43,9 @@ def collapse_whitespace(text: str) -> str:
     return _WHITESPACE.sub(" ", text).strip()
 
 
-def parse_subject_names(subject: str | Iterable[str] | None, *, limit: int = MAX_NAMES, what: str = "subject") -> list[str]:
+def parse_subject_names(
+    subject: str | Iterable[str] | None, *, limit: int = MAX_NAMES, what: str = "subject"
+) -> list[str]:
     """Subject names from a string ("sks dog, dog": comma-separated) or an iterable of names.
 
     Empty entries are dropped; duplicates (ignoring case) are kept once. More than ``limit`` names is one
@@ -61,7 +63,8 @@ def parse_subject_names(subject: str | Iterable[str] | None, *, limit: int = MAX
             names.append(name)
     if len(names) > limit:
         raise MascInputError(
-            f"{what} lists {len(names):,} names: a subject takes at most {limit} (its name and a few others, comma-separated)"
+            f"{what} lists {len(names):,} names: a subject takes at most {limit} (its name and a few others, "
+            "comma-separated)"
         )
     return names
 
@@ -118,11 +121,13 @@ def subject_prompts(subject: Any, name: str = "subject") -> list[str]:
     """The text prompts for a segmenter (CLIPSeg, SAM3): the subject's name(s), "sks dog, dog" or a list of names."""
     if not isinstance(subject, (str, list, tuple)):
         raise MascInputError(
-            f"{name} is a {type(subject).__name__}: give the subject's name as text, e.g. 'dog' (several: 'sks dog, dog')"
+            f"{name} is a {type(subject).__name__}: give the subject's name as text, e.g. 'dog' (several: 'sks dog, "
+            "dog')"
         )
     names = parse_subject_names(subject, what=name)
     if not names:
         raise MascInputError(
-            f"{name} is empty: give the subject's name as the segmenter's text prompt, e.g. 'dog' (several: 'sks dog, dog')"
+            f"{name} is empty: give the subject's name as the segmenter's text prompt, e.g. 'dog' (several: 'sks dog, "
+            "dog')"
         )
     return names

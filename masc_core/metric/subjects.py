@@ -62,13 +62,18 @@ def check_subjects(subjects: Sequence[Subject]) -> list[Subject]:
         subjects = [subjects]
     subjects = list(subjects or [])
     if not subjects:
-        raise MascInputError("subjects is empty: declare at least one subject (its names, reference and reference mask)")
+        raise MascInputError(
+            "subjects is empty: declare at least one subject (its names, reference and reference mask)"
+        )
     if len(subjects) > MAX_SUBJECTS:
         raise MascInputError(f"{len(subjects)} subjects: at most {MAX_SUBJECTS} are supported in one image")
     owner: dict[str, int] = {}
     for k, subject in enumerate(subjects):
         if not isinstance(subject, Subject):
-            raise MascInputError(f"subjects[{k}] is a {type(subject).__name__}: give masc_core.Subject(names, references, reference_masks)")
+            raise MascInputError(
+                f"subjects[{k}] is a {type(subject).__name__}: give masc_core.Subject(names, references, "
+                "reference_masks)"
+            )
         names = subject.name_list
         if not names:
             raise MascInputError(f"subjects[{k}] has no name: give the subject's name(s), e.g. 'sks dog, dog'")
@@ -76,7 +81,8 @@ def check_subjects(subjects: Sequence[Subject]) -> list[Subject]:
             other = owner.setdefault(name.lower(), k)
             if other != k:
                 raise MascInputError(
-                    f"the name '{name}' is given to subjects[{other}] and subjects[{k}]: each name must belong to one subject"
+                    f"the name '{name}' is given to subjects[{other}] and subjects[{k}]: each name must belong to one "
+                    "subject"
                 )
     return subjects
 
@@ -183,15 +189,22 @@ class MultiSubjectScore:
         if reject_blends and self.blends:
             cp, cp_undefined = None, "blend: " + self.blends[0]
         return ImageScore(
-            index=self.index, cp=cp, pf=self.pf, cp_undefined=cp_undefined,
+            index=self.index,
+            cp=cp,
+            pf=self.pf,
+            cp_undefined=cp_undefined,
             cp_per_reference=list(self.subjects[0].cp_per_reference) if len(self.subjects) == 1 else [],
-            pf_undefined=self.pf_undefined, prompt=self.prompt, encoded_prompt=self.encoded_prompt,
+            pf_undefined=self.pf_undefined,
+            prompt=self.prompt,
+            encoded_prompt=self.encoded_prompt,
             subject_found=None if self.prompt is None else self.prompt != self.encoded_prompt,
             foreground_fraction=min(shares) if shares else None,
             small_foreground=any(s.small_foreground for s in self.subjects),
-            background_patches=self.background_patches, grid=self.grid,
+            background_patches=self.background_patches,
+            grid=self.grid,
             subjects=[{"subject": s.subject, "cp": s.cp, "mask": s.foreground_fraction} for s in self.subjects]
-            if len(self.subjects) > 1 else None,  # one subject is single-subject MaSC, field for field
+            if len(self.subjects) > 1
+            else None,  # one subject is single-subject MaSC, field for field
             blends=list(self.blends),
         )
 
@@ -259,14 +272,26 @@ class SubjectBatch:
         scores = []
         for item in self.scores:
             own = item.subjects[k]
-            scores.append(ImageScore(
-                index=item.index, cp=own.cp, pf=item.pf, cp_per_reference=list(own.cp_per_reference),
-                cp_undefined=own.cp_undefined, pf_undefined=item.pf_undefined, prompt=item.prompt,
-                encoded_prompt=item.encoded_prompt, foreground_fraction=own.foreground_fraction,
-                small_foreground=own.small_foreground, background_patches=item.background_patches, grid=item.grid,
-            ))
+            scores.append(
+                ImageScore(
+                    index=item.index,
+                    cp=own.cp,
+                    pf=item.pf,
+                    cp_per_reference=list(own.cp_per_reference),
+                    cp_undefined=own.cp_undefined,
+                    pf_undefined=item.pf_undefined,
+                    prompt=item.prompt,
+                    encoded_prompt=item.encoded_prompt,
+                    foreground_fraction=own.foreground_fraction,
+                    small_foreground=own.small_foreground,
+                    background_patches=item.background_patches,
+                    grid=item.grid,
+                )
+            )
         maps = self.heatmaps[k] if self.heatmaps is not None else None
-        return ScoreBatch(scores=scores, references=self.subjects[k].references, heatmaps=maps, min_foreground=self.min_foreground)
+        return ScoreBatch(
+            scores=scores, references=self.subjects[k].references, heatmaps=maps, min_foreground=self.min_foreground
+        )
 
     def image_scores(self, reject_blends: bool = False) -> list[ImageScore]:
         """Per output, the single-subject view (``MultiSubjectScore.as_image_score``) for ranking and thresholds."""
@@ -275,15 +300,21 @@ class SubjectBatch:
     def as_score_batch(self, reject_blends: bool = False) -> ScoreBatch:
         """The batch as single-subject code takes it (MaSC Select Best, Gate, Log Scores, Sample Until's loop):
         ``image_scores`` and every subject's reference views, in subject order."""
-        return ScoreBatch(scores=self.image_scores(reject_blends), min_foreground=self.min_foreground,
-                          references=[r for info in self.subjects for r in info.references])
+        return ScoreBatch(
+            scores=self.image_scores(reject_blends),
+            min_foreground=self.min_foreground,
+            references=[r for info in self.subjects for r in info.references],
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "results": [s.to_dict() for s in self.scores],
             "subjects": [
-                {"subject": info.subject, "names": info.names,
-                 "references": [dict(asdict(r), grid=list(r.grid)) for r in info.references]}
+                {
+                    "subject": info.subject,
+                    "names": info.names,
+                    "references": [dict(asdict(r), grid=list(r.grid)) for r in info.references],
+                }
                 for info in self.subjects
             ],
             "min_foreground": self.min_foreground,

@@ -72,4 +72,10 @@ class LRUCache:
         return len(self._items)
 
     def stats(self) -> dict:
-        return {"entries": len(self), "bytes": self._bytes, "max_bytes": self.max_bytes, "hits": self.hits, "misses": self.misses}
+        return {
+            "entries": len(self),
+            "bytes": self._bytes,
+            "max_bytes": self.max_bytes,
+            "hits": self.hits,
+            "misses": self.misses,
+        }

@@ -84,7 +84,10 @@ def transformers_config(info: CheckpointFolder, class_name: str):
 
         return getattr(transformers, class_name).from_dict(dict(info.config))
     except Exception as exc:  # a config transformers' own class refuses
-        raise MascModelError(f"{info.named}: config.json cannot be read as a {class_name} ({first_line(exc)}): re-download the checkpoint") from None
+        raise MascModelError(
+            f"{info.named}: config.json cannot be read as a {class_name} ({first_line(exc)}): re-download the "
+            "checkpoint"
+        ) from None
 
 
 def read_config(path: str, what: str) -> dict:
@@ -119,8 +122,10 @@ def download(repo_id: str, *, cache_dir: str | None = None, local_dir: str | Non
         # as the repository (models/masc/siglip2-so400m-patch16-naflex), which the loader finds under that id.
         if local_dir:
             folder = os.path.join(os.path.dirname(local_dir), repo_id.split("/")[-1])
-            elsewhere = (f"create the folder {folder} holding the files of https://huggingface.co/{repo_id} (config.json, "
-                         "the .safetensors weights, the tokenizer and preprocessor files) and run again")
+            elsewhere = (
+                f"create the folder {folder} holding the files of https://huggingface.co/{repo_id} (config.json, "
+                "the .safetensors weights, the tokenizer and preprocessor files) and run again"
+            )
         else:
             elsewhere = "download the folder on another machine and pass its path"
         raise MascModelError(
@@ -226,8 +231,13 @@ def read_folder(
     else:
         preprocessor = {}
     return cls(
-        folder=folder, source=source, config=config, preprocessor_config=preprocessor, weight_files=weights,
-        model_type=model_type, label=label,
+        folder=folder,
+        source=source,
+        config=config,
+        preprocessor_config=preprocessor,
+        weight_files=weights,
+        model_type=model_type,
+        label=label,
     )
 
 

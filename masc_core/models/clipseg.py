@@ -85,9 +85,13 @@ class ClipSegCheckpoint(checkpoints.CheckpointFolder):
 def inspect_clipseg(folder: str, source: str | None = None) -> ClipSegCheckpoint:
     """Check that ``folder`` is a usable CLIPSeg checkpoint, without loading weights."""
     info = checkpoints.read_folder(
-        folder, source, label="CLIPSeg model folder", model_types=("clipseg",),
+        folder,
+        source,
+        label="CLIPSeg model folder",
+        model_types=("clipseg",),
         wrong_type=f", not CLIPSeg: built-in masks need a CLIPSeg checkpoint such as {CLIPSEG_MODEL_ID}",
-        preprocessor_required=True, cls=ClipSegCheckpoint,
+        preprocessor_required=True,
+        cls=ClipSegCheckpoint,
     )
     names = set(os.listdir(folder))
     if "tokenizer.json" not in names and not {"vocab.json", "merges.txt"} <= names:
@@ -98,7 +102,8 @@ def inspect_clipseg(folder: str, source: str | None = None) -> ClipSegCheckpoint
     layers = int(info.vision_config.get("num_hidden_layers") or 12)
     if not info.extract_layers or min(info.extract_layers) < 0 or max(info.extract_layers) >= layers:
         raise MascModelError(
-            f"CLIPSeg model folder '{info.source}' has extract_layers {info.extract_layers} for a {layers}-layer vision "
+            f"CLIPSeg model folder '{info.source}' has extract_layers {info.extract_layers} for a {layers}-layer "
+            "vision "
             "tower: the config is inconsistent; re-download the checkpoint"
         )
     info.check_sizes(clipseg_sizes(info))
@@ -137,7 +142,9 @@ def clipseg_sizes(info: ClipSegCheckpoint) -> list[Size]:
         sizes += [
             Size(f"{tower}_config.hidden_size", cfg.hidden_size, prefix + norm + ".weight"),
             Size(f"{tower}_config.num_hidden_layers", cfg.num_hidden_layers, prefix + "encoder.layers.", axis=None),
-            Size(f"{tower}_config.intermediate_size", cfg.intermediate_size, prefix + "encoder.layers.0.mlp.fc1.weight"),
+            Size(
+                f"{tower}_config.intermediate_size", cfg.intermediate_size, prefix + "encoder.layers.0.mlp.fc1.weight"
+            ),
         ]
     patch, positions = vision.patch_size, "clip.vision_model.embeddings.position_embedding.weight"
     layers = len(config.extract_layers or ())
@@ -145,7 +152,11 @@ def clipseg_sizes(info: ClipSegCheckpoint) -> list[Size]:
         Size("vision_config.patch_size", patch, "clip.vision_model.embeddings.patch_embedding.weight", 2),
         Size("vision_config.image_size", vision.image_size, positions, expected=(vision.image_size // patch) ** 2 + 1),
         Size("text_config.vocab_size", text.vocab_size, "clip.text_model.embeddings.token_embedding.weight"),
-        Size("text_config.max_position_embeddings", text.max_position_embeddings, "clip.text_model.embeddings.position_embedding.weight"),
+        Size(
+            "text_config.max_position_embeddings",
+            text.max_position_embeddings,
+            "clip.text_model.embeddings.position_embedding.weight",
+        ),
         Size("projection_dim", config.projection_dim, "clip.text_projection.weight"),
         Size("reduce_dim", config.reduce_dim, "decoder.reduces.0.weight"),
         Size("len(extract_layers)", layers, "decoder.reduces.", axis=None),
@@ -258,7 +269,9 @@ class ClipSegSegmenter(Segmenter):
     def _encode_names(self, names: Sequence[str]) -> torch.Tensor:
         return self._text_embeddings(names)
 
-    def _batch_maps(self, pixels: torch.Tensor, chunk: Sequence[np.ndarray], conditional: torch.Tensor) -> Iterator[torch.Tensor]:
+    def _batch_maps(
+        self, pixels: torch.Tensor, chunk: Sequence[np.ndarray], conditional: torch.Tensor
+    ) -> Iterator[torch.Tensor]:
         logits = self._logits(pixels, conditional)
         for image, per_name in zip(chunk, logits):
             yield self._at_image_size(per_name, image.shape[:2])

@@ -31,7 +31,9 @@ def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
     except RuntimeError:
         raise MascInputError(f"device '{device}' is not a torch device: use auto, cpu, cuda, cuda:N or mps") from None
     if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise MascInputError(f"device '{device}' was asked for but CUDA is not available here: use --device cpu or auto")
+        raise MascInputError(
+            f"device '{device}' was asked for but CUDA is not available here: use --device cpu or auto"
+        )
     if resolved.type == "mps" and not mps_available():
         raise MascInputError(f"device '{device}' was asked for but MPS is not available here: use --device cpu or auto")
     return resolved
@@ -53,7 +55,9 @@ def resolve_dtype(precision: str | torch.dtype | None, device: torch.device) -> 
     return DTYPES[name]
 
 
-def place(module: torch.nn.Module, device: str | torch.device | None, precision: str | torch.dtype | None) -> torch.nn.Module:
+def place(
+    module: torch.nn.Module, device: str | torch.device | None, precision: str | torch.dtype | None
+) -> torch.nn.Module:
     """``module`` moved to the resolved device and precision (every loader ends with this)."""
     target = resolve_device(device)
     return module.to(device=target, dtype=resolve_dtype(precision, target))

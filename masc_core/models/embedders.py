@@ -32,15 +32,23 @@ DINO_MODEL_TYPES = {
 def inspect_folder(folder: str, option: str, model_types: Sequence[str]) -> dict:
     """Check a baseline checkpoint folder without loading weights; return its config."""
     return read_folder(
-        folder, None, label=option, model_types=tuple(model_types),
-        wrong_type=f": expected {' or '.join(model_types)}", preprocessor_required=True,
+        folder,
+        None,
+        label=option,
+        model_types=tuple(model_types),
+        wrong_type=f": expected {' or '.join(model_types)}",
+        preprocessor_required=True,
     ).config
 
 
 def _load(model_class, folder: str, option: str, ignore_missing: Sequence[str] = (), **kwargs):
     return load_pretrained(
-        model_class, folder, label=f"{option} '{folder}'", incomplete_hint="the checkpoint is incomplete",
-        unused=lambda key: any(key.startswith(prefix) for prefix in ignore_missing), **kwargs,
+        model_class,
+        folder,
+        label=f"{option} '{folder}'",
+        incomplete_hint="the checkpoint is incomplete",
+        unused=lambda key: any(key.startswith(prefix) for prefix in ignore_missing),
+        **kwargs,
     )
 
 
@@ -49,9 +57,13 @@ def _image_processor(folder: str, option: str):
 
     try:
         with quiet_transformers():
-            return transformers.AutoImageProcessor.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
+            return transformers.AutoImageProcessor.from_pretrained(
+                folder, local_files_only=True, trust_remote_code=False
+            )
     except Exception as exc:
-        raise MascModelError(f"{option} '{folder}': its image processor could not be loaded ({first_line(exc)})") from None
+        raise MascModelError(
+            f"{option} '{folder}': its image processor could not be loaded ({first_line(exc)})"
+        ) from None
 
 
 class _ImageEmbedder:
@@ -111,9 +123,13 @@ class ClipEmbedder(_ImageEmbedder):
         processor = _image_processor(folder, cls.option)
         try:
             with quiet_transformers():
-                tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
+                tokenizer = transformers.AutoTokenizer.from_pretrained(
+                    folder, local_files_only=True, trust_remote_code=False
+                )
         except Exception as exc:
-            raise MascModelError(f"{cls.option} '{folder}': its tokenizer could not be loaded ({first_line(exc)})") from None
+            raise MascModelError(
+                f"{cls.option} '{folder}': its tokenizer could not be loaded ({first_line(exc)})"
+            ) from None
         model = _load(transformers.CLIPModel, folder, cls.option)
         return cls(model, processor, tokenizer, device, dtype, batch_size)
 
@@ -129,7 +145,9 @@ class ClipEmbedder(_ImageEmbedder):
         rows: dict[str, torch.Tensor] = {}
         for start in range(0, len(order), self.batch_size):
             chunk = order[start : start + self.batch_size]
-            tokens = self.tokenizer(chunk, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
+            tokens = self.tokenizer(
+                chunk, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
+            )
             pooled = self.model.text_model(
                 input_ids=tokens["input_ids"].to(self.device), attention_mask=tokens["attention_mask"].to(self.device)
             ).pooler_output
@@ -150,7 +168,10 @@ class DinoEmbedder(_ImageEmbedder):
         config = inspect_folder(folder, cls.option, tuple(DINO_MODEL_TYPES))
         model_class = getattr(transformers, DINO_MODEL_TYPES[config["model_type"]], None)
         if model_class is None:
-            raise MascModelError(f"--dino '{folder}': transformers {transformers.__version__} cannot load '{config['model_type']}' models")
+            raise MascModelError(
+                f"--dino '{folder}': transformers {transformers.__version__} cannot load '{config['model_type']}' "
+                "models"
+            )
         processor = _image_processor(folder, cls.option)
         # DINO checkpoints carry no pooler: the embedding is the CLS token.
         extra = {"add_pooling_layer": False} if config["model_type"] == "vit" else {}

@@ -292,8 +292,11 @@ class MascEncoder(ModelPlacement):
         pooled = attended + head.mlp(head.layernorm(attended))
         return pooled[:, 0].float(), (weights[:, 0].float() if weights is not None else None)
 
-    def pool_regions(self, tokens: Sequence[ImageTokens], hidden: Sequence[torch.Tensor | None]) -> list[torch.Tensor | None]:
-        """The attention pool of each token set with its ``hidden`` patches excluded ([D] float32, or None if nothing is visible).
+    def pool_regions(
+        self, tokens: Sequence[ImageTokens], hidden: Sequence[torch.Tensor | None]
+    ) -> list[torch.Tensor | None]:
+        """The attention pool of each token set with its ``hidden`` patches excluded ([D] float32, or None if nothing is
+        visible).
 
         ``hidden[i]`` is a [L_i] bool tensor (True = excluded) or None for a
         global pool over every patch: the same-backbone baselines' regions.

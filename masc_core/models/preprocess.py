@@ -97,7 +97,9 @@ class PreprocessSpec:
         height = size.get("height") or size.get("shortest_edge") or vision_config.get("image_size")
         width = size.get("width") or size.get("shortest_edge") or vision_config.get("image_size")
         if not height or not width:
-            raise MascModelError("the checkpoint gives no input size (preprocessor_config.json 'size' or config image_size)")
+            raise MascModelError(
+                "the checkpoint gives no input size (preprocessor_config.json 'size' or config image_size)"
+            )
         if int(height) % patch_size or int(width) % patch_size:
             raise MascModelError(f"input size {height}x{width} is not a multiple of the patch size {patch_size}")
         return cls(image_size=(int(height), int(width)), **kwargs)
@@ -155,9 +157,7 @@ def resize_uint8(image: torch.Tensor, size: tuple[int, int], resample: str) -> t
         if native:
             out = F.interpolate(batch, size=list(size), mode=resample, align_corners=False, antialias=True)
         else:
-            out = F.interpolate(
-                batch.float(), size=list(size), mode=resample, align_corners=False, antialias=True
-            )
+            out = F.interpolate(batch.float(), size=list(size), mode=resample, align_corners=False, antialias=True)
             if resample == "bicubic":
                 out = out.clamp_(0, 255)
             out = out.round_().to(torch.uint8)

@@ -103,8 +103,9 @@ def check_transformers_has_sam3():
     return model_class
 
 
-def resolve_sam3(model: str | os.PathLike, *, what: str, cache_dir: str | None = None,
-                 local_dir: str | None = None) -> tuple[str, str]:
+def resolve_sam3(
+    model: str | os.PathLike, *, what: str, cache_dir: str | None = None, local_dir: str | None = None
+) -> tuple[str, str]:
     """``checkpoints.resolve`` for a SAM3 model: a failed download of the gated id also says how to get access."""
     try:
         return checkpoints.resolve(model, what=what, example=SAM3_MODEL_ID, cache_dir=cache_dir, local_dir=local_dir)
@@ -117,9 +118,13 @@ def resolve_sam3(model: str | os.PathLike, *, what: str, cache_dir: str | None =
 def inspect_sam3(folder: str, source: str | None = None) -> Sam3Checkpoint:
     """Check that ``folder`` is a usable SAM3 checkpoint, without loading weights."""
     info = checkpoints.read_folder(
-        folder, source, label="SAM3 model folder", model_types=("sam3", "sam3_video"),
+        folder,
+        source,
+        label="SAM3 model folder",
+        model_types=("sam3", "sam3_video"),
         wrong_type=f", not SAM3: SAM3 masks need a SAM3 checkpoint such as {SAM3_MODEL_ID}",
-        preprocessor_required=False, cls=Sam3Checkpoint,
+        preprocessor_required=False,
+        cls=Sam3Checkpoint,
     )
     names = set(os.listdir(folder))
     if "tokenizer.json" not in names and not {"vocab.json", "merges.txt"} <= names:
@@ -148,35 +153,57 @@ def sam3_sizes(info: Sam3Checkpoint) -> list[Size]:
     check_transformers_has_sam3()
     config = sam3_detector(info)
     prefix = info.weight_shapes().prefix_of("detr_decoder.query_embed.weight")
-    backbone, text = config.vision_config.backbone_config, config.text_config
-    decoder = config.detr_decoder_config
-    vit, where = "vision_config.backbone_config", prefix + "vision_encoder."
-    check_input_side(info.named, f"{vit}.image_size", backbone.image_size)
-    check_input_side(info.named, f"{vit}.pretrain_image_size", backbone.pretrain_image_size)
-    check_heads(info.named, vit, backbone.hidden_size, backbone.num_attention_heads)
-    patch = backbone.patch_size
-    return [
-        Size(f"{vit}.hidden_size", backbone.hidden_size, where + "backbone.embeddings.patch_embeddings.projection.weight"),
-        Size(f"{vit}.patch_size", patch, where + "backbone.embeddings.patch_embeddings.projection.weight", 2),
-        Size(f"{vit}.num_hidden_layers", backbone.num_hidden_layers, where + "backbone.layers.", axis=None),
-        Size(f"{vit}.intermediate_size", backbone.intermediate_size, where + "backbone.layers.0.mlp.fc1.weight"),
-        Size(f"{vit}.pretrain_image_size", backbone.pretrain_image_size, where + "backbone.embeddings.position_embeddings", 1,
-             expected=(backbone.pretrain_image_size // patch) ** 2),
-        Size("vision_config.fpn_hidden_size", config.vision_config.fpn_hidden_size, where + "neck.fpn_layers.0.proj2.weight"),
-        Size("len(vision_config.scale_factors)", len(config.vision_config.scale_factors), where + "neck.fpn_layers.", axis=None),
-        Size("text_config.vocab_size", text.vocab_size, prefix + "text_encoder.text_model.embeddings.token_embedding.weight"),
-        Size("text_config.hidden_size", text.hidden_size, prefix + "text_encoder.text_model.embeddings.token_embedding.weight", 1),
-        Size("text_config.max_position_embeddings", text.max_position_embeddings,
-             prefix + "text_encoder.text_model.embeddings.position_embedding.weight"),
-        Size("text_config.num_hidden_layers", text.num_hidden_layers, prefix + "text_encoder.text_model.encoder.layers.", axis=None),
+    text, decoder = config.text_config, config.detr_decoder_config
+    tokens, layers = prefix + "text_encoder.text_model.embeddings.", prefix + "text_encoder.text_model.encoder.layers."
+    return _vision_sizes(info, config.vision_config, prefix + "vision_encoder.") + [
+        Size("text_config.vocab_size", text.vocab_size, tokens + "token_embedding.weight"),
+        Size("text_config.hidden_size", text.hidden_size, tokens + "token_embedding.weight", 1),
+        Size("text_config.max_position_embeddings", text.max_position_embeddings, tokens + "position_embedding.weight"),
+        Size("text_config.num_hidden_layers", text.num_hidden_layers, layers, axis=None),
         Size("detr_decoder_config.num_queries", decoder.num_queries, prefix + "detr_decoder.query_embed.weight"),
         Size("detr_decoder_config.hidden_size", decoder.hidden_size, prefix + "detr_decoder.query_embed.weight", 1),
         Size("detr_decoder_config.num_layers", decoder.num_layers, prefix + "detr_decoder.layers.", axis=None),
-        Size("detr_encoder_config.num_layers", config.detr_encoder_config.num_layers, prefix + "detr_encoder.layers.", axis=None),
-        Size("geometry_encoder_config.num_layers", config.geometry_encoder_config.num_layers, prefix + "geometry_encoder.layers.",
-             axis=None),
-        Size("mask_decoder_config.hidden_size", config.mask_decoder_config.hidden_size,
-             prefix + "mask_decoder.prompt_cross_attn.q_proj.weight"),
+        Size(
+            "detr_encoder_config.num_layers",
+            config.detr_encoder_config.num_layers,
+            prefix + "detr_encoder.layers.",
+            axis=None,
+        ),
+        Size(
+            "geometry_encoder_config.num_layers",
+            config.geometry_encoder_config.num_layers,
+            prefix + "geometry_encoder.layers.",
+            axis=None,
+        ),
+        Size(
+            "mask_decoder_config.hidden_size",
+            config.mask_decoder_config.hidden_size,
+            prefix + "mask_decoder.prompt_cross_attn.q_proj.weight",
+        ),
+    ]
+
+
+def _vision_sizes(info: Sam3Checkpoint, vision, where: str) -> list[Size]:
+    """The ViT backbone's and the FPN neck's sizes (``where``: the vision encoder's weights' prefix)."""
+    backbone, vit = vision.backbone_config, "vision_config.backbone_config"
+    check_input_side(info.named, f"{vit}.image_size", backbone.image_size)
+    check_input_side(info.named, f"{vit}.pretrain_image_size", backbone.pretrain_image_size)
+    check_heads(info.named, vit, backbone.hidden_size, backbone.num_attention_heads)
+    patch, embedding = backbone.patch_size, where + "backbone.embeddings."
+    return [
+        Size(f"{vit}.hidden_size", backbone.hidden_size, embedding + "patch_embeddings.projection.weight"),
+        Size(f"{vit}.patch_size", patch, embedding + "patch_embeddings.projection.weight", 2),
+        Size(f"{vit}.num_hidden_layers", backbone.num_hidden_layers, where + "backbone.layers.", axis=None),
+        Size(f"{vit}.intermediate_size", backbone.intermediate_size, where + "backbone.layers.0.mlp.fc1.weight"),
+        Size(
+            f"{vit}.pretrain_image_size",
+            backbone.pretrain_image_size,
+            embedding + "position_embeddings",
+            1,
+            expected=(backbone.pretrain_image_size // patch) ** 2,
+        ),
+        Size("vision_config.fpn_hidden_size", vision.fpn_hidden_size, where + "neck.fpn_layers.0.proj2.weight"),
+        Size("len(vision_config.scale_factors)", len(vision.scale_factors), where + "neck.fpn_layers.", axis=None),
     ]
 
 
@@ -188,12 +215,23 @@ def sam3_preprocess_spec(info: Sam3Checkpoint) -> PreprocessSpec:
     backbone = info.backbone_config
     size = check_input_side(info.named, "vision_config.backbone_config.image_size", backbone.get("image_size") or 1008)
     config = {"size": {"height": size, "width": size}, "resample": 2, "image_mean": [0.5] * 3, "image_std": [0.5] * 3}
-    config.update({k: v for k, v in info.preprocessor_config.items() if k in ("size", "resample", "image_mean", "image_std", "rescale_factor")})
-    spec = PreprocessSpec.from_configs(naflex=False, vision_config={"patch_size": int(backbone.get("patch_size") or 14)},
-                                       preprocessor_config=config)
+    config.update(
+        {
+            k: v
+            for k, v in info.preprocessor_config.items()
+            if k in ("size", "resample", "image_mean", "image_std", "rescale_factor")
+        }
+    )
+    spec = PreprocessSpec.from_configs(
+        naflex=False, vision_config={"patch_size": int(backbone.get("patch_size") or 14)}, preprocessor_config=config
+    )
     height, width = spec.image_size
     if (height, width) != (size, size):
-        processor = "preprocessor_config.json" if os.path.isfile(os.path.join(info.folder, "preprocessor_config.json")) else "processor_config.json"
+        processor = (
+            "preprocessor_config.json"
+            if os.path.isfile(os.path.join(info.folder, "preprocessor_config.json"))
+            else "processor_config.json"
+        )
         raise MascModelError(
             f"{info.named}: {processor} asks {height}x{width} inputs, but the backbone takes {size}x{size} "
             "(config.json's vision_config.backbone_config.image_size): the processor config belongs to another "
@@ -206,7 +244,9 @@ def load_sam3_model(info: Sam3Checkpoint) -> torch.nn.Module:
     """The transformers SAM3 model of a checked checkpoint, float32, CPU, eval mode (the tracker's weights unread)."""
     model_class = check_transformers_has_sam3()
     model = checkpoints.load_pretrained(
-        model_class, info.folder, label=f"SAM3 model folder '{info.source}'",
+        model_class,
+        info.folder,
+        label=f"SAM3 model folder '{info.source}'",
         incomplete_hint="the checkpoint is incomplete or not a Sam3Model",
         unused=lambda key: key.startswith(("tracker_model.", "tracker_neck.")),
     )
@@ -220,8 +260,16 @@ class Sam3Segmenter(Segmenter):
     kind = "sam3"
     default_threshold = DEFAULT_PIXEL_THRESHOLD
 
-    def __init__(self, model: torch.nn.Module, info: Sam3Checkpoint, spec: PreprocessSpec, tokenizer: ClipTextTokenizer,
-                 *, score_threshold: float = DEFAULT_SCORE_THRESHOLD, batch_size: int = DEFAULT_BATCH_SIZE):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        info: Sam3Checkpoint,
+        spec: PreprocessSpec,
+        tokenizer: ClipTextTokenizer,
+        *,
+        score_threshold: float = DEFAULT_SCORE_THRESHOLD,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+    ):
         self.model, self.info, self.spec, self.tokenizer = model, info, spec, tokenizer
         self.score_threshold = check_threshold(score_threshold, "score_threshold")
         self.batch_size = max(1, int(batch_size))
@@ -275,7 +323,10 @@ class Sam3Segmenter(Segmenter):
     def _batch_maps(self, pixels: torch.Tensor, chunk: Sequence[np.ndarray], texts) -> Iterator[torch.Tensor]:
         per_name = self._instance_probabilities(pixels, texts)  # [names][B] -> (scores [Q], masks [Q, h, w])
         for position, image in enumerate(chunk):
-            maps = [merge_instances(*scores_masks[position], self.score_threshold, image.shape[:2]) for scores_masks in per_name]
+            maps = [
+                merge_instances(*scores_masks[position], self.score_threshold, image.shape[:2])
+                for scores_masks in per_name
+            ]
             yield torch.stack(maps).amax(dim=0)
 
     @torch.inference_mode()
@@ -283,7 +334,9 @@ class Sam3Segmenter(Segmenter):
         """Per name: (SAM3's projected text features [1, 32, D], attention mask [1, 32]), model device and dtype."""
         ids, attention = self.tokenizer(list(names))
         self.forward_counts["texts"] += len(names)
-        features = self.model.get_text_features(input_ids=ids.to(self.device), attention_mask=attention.to(self.device)).pooler_output
+        features = self.model.get_text_features(
+            input_ids=ids.to(self.device), attention_mask=attention.to(self.device)
+        ).pooler_output
         return [(features[i : i + 1], attention[i : i + 1].to(self.device)) for i in range(len(names))]
 
     @torch.inference_mode()
@@ -298,7 +351,8 @@ class Sam3Segmenter(Segmenter):
         for features, attention in texts:
             self.forward_counts["pairs"] += count
             output = self.model(
-                vision_embeds=vision, text_embeds=BaseModelOutputWithPooling(pooler_output=features.expand(count, -1, -1)),
+                vision_embeds=vision,
+                text_embeds=BaseModelOutputWithPooling(pooler_output=features.expand(count, -1, -1)),
                 attention_mask=attention.expand(count, -1),
             )
             scores = output.pred_logits.float().sigmoid()
@@ -309,7 +363,9 @@ class Sam3Segmenter(Segmenter):
         return results
 
 
-def merge_instances(scores: torch.Tensor, masks: torch.Tensor, score_threshold: float, size: tuple[int, int]) -> torch.Tensor:
+def merge_instances(
+    scores: torch.Tensor, masks: torch.Tensor, score_threshold: float, size: tuple[int, int]
+) -> torch.Tensor:
     """[H, W] probabilities: the per-pixel maximum over the instances scoring at least ``score_threshold``, resized
     (bilinear) to ``size``; zeros when none does."""
     kept = masks[scores >= score_threshold]

@@ -28,7 +28,6 @@ from .devices import ModelPlacement
 from .preprocess import prepare_image
 
 
-
 class Segmenter(ModelPlacement):
     """A loaded text-prompted segmentation model: images and a subject's names in, one mask per image out.
 
@@ -76,7 +75,8 @@ class Segmenter(ModelPlacement):
         """0/1 subject masks (float32 CPU tensors [H, W], one per image, at its size).
 
         A pixel is foreground when its probability (see :meth:`probabilities`) is >= ``threshold`` (0..1; 0 keeps
-        every pixel; None: the family's ``default_threshold``). ``dilation`` then grows the mask by that many pixels in every direction, which helps PF
+        every pixel; None: the family's ``default_threshold``). ``dilation`` then grows the mask by that many pixels in
+        every direction, which helps PF
         hide the subject's soft edges.
         """
         threshold = check_threshold(self.default_threshold if threshold is None else threshold)

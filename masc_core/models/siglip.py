@@ -188,7 +188,11 @@ class ProbeAttention(nn.Module):
         self.out_proj = nn.Linear(hidden, hidden)
 
     def forward(
-        self, queries: torch.Tensor, tokens: torch.Tensor, hidden: torch.Tensor | None = None, need_weights: bool = False
+        self,
+        queries: torch.Tensor,
+        tokens: torch.Tensor,
+        hidden: torch.Tensor | None = None,
+        need_weights: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``queries`` [B, Q, D] attend over ``tokens`` [B, L, D]; ``hidden`` [B, L] bool, True = not attended.
 
@@ -278,7 +282,9 @@ class SiglipModel(nn.Module):
         self.logit_bias = nn.Parameter(torch.empty(1))
 
     @torch.inference_mode()
-    def encode_images(self, pixels: torch.Tensor, grids: list[tuple[int, int]] | None = None, valid: torch.Tensor | None = None) -> torch.Tensor:
+    def encode_images(
+        self, pixels: torch.Tensor, grids: list[tuple[int, int]] | None = None, valid: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Patch tokens after the final layer norm, [B, L, D].
 
         NaFlex: ``pixels`` [B, L, P*P*C], ``grids`` each image's (rows, cols),

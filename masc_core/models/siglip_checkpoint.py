@@ -19,7 +19,15 @@ import os
 from dataclasses import dataclass
 
 from ..errors import MascModelError
-from .checkpoints import PAPER_MODEL_ID, CheckpointFolder, first_line, frozen, read_config, read_folder, read_safetensors
+from .checkpoints import (
+    PAPER_MODEL_ID,
+    CheckpointFolder,
+    first_line,
+    frozen,
+    read_config,
+    read_folder,
+    read_safetensors,
+)
 from .weight_shapes import Size, check_heads, check_input_side, whole_number
 
 SUPPORTED_MODEL_TYPES = ("siglip2", "siglip")
@@ -43,9 +51,13 @@ class CheckpointInfo(CheckpointFolder):
 def inspect(folder: str, source: str | None = None) -> CheckpointInfo:
     """Check that ``folder`` is a usable SigLIP/SigLIP2 checkpoint, without loading weights."""
     info = read_folder(
-        folder, source, label="model folder", model_types=SUPPORTED_MODEL_TYPES,
+        folder,
+        source,
+        label="model folder",
+        model_types=SUPPORTED_MODEL_TYPES,
         wrong_type=f", not SigLIP2: MaSC needs a SigLIP2 checkpoint such as {PAPER_MODEL_ID}",
-        preprocessor_required=False, cls=CheckpointInfo,
+        preprocessor_required=False,
+        cls=CheckpointInfo,
     )
     source = info.source
     if not isinstance(info.config.get("vision_config"), dict) or not isinstance(info.config.get("text_config"), dict):
@@ -56,13 +68,16 @@ def inspect(folder: str, source: str | None = None) -> CheckpointInfo:
     names = os.listdir(folder)
     if "tokenizer.json" not in names:
         hint = " (it has spiece.model: a SigLIP v1 tokenizer)" if "spiece.model" in names else ""
-        raise MascModelError(f"model folder '{source}' has no tokenizer.json{hint}: MaSC needs SigLIP2's Gemma tokenizer.json")
+        raise MascModelError(
+            f"model folder '{source}' has no tokenizer.json{hint}: MaSC needs SigLIP2's Gemma tokenizer.json"
+        )
     tokenizer_config_path = os.path.join(folder, "tokenizer_config.json")
     if os.path.isfile(tokenizer_config_path):
         declared = str(read_config(tokenizer_config_path, "tokenizer config").get("tokenizer_class") or "")
         if declared.startswith("SiglipTokenizer"):
             raise MascModelError(
-                f"model folder '{source}' is a SigLIP (v1) checkpoint: MaSC is defined on SigLIP2; use e.g. {PAPER_MODEL_ID}"
+                f"model folder '{source}' is a SigLIP (v1) checkpoint: MaSC is defined on SigLIP2; use e.g. "
+                f"{PAPER_MODEL_ID}"
             )
     if info.vision_config.get("vision_use_head") is False:
         raise MascModelError(
@@ -79,29 +94,61 @@ def siglip_sizes(info: CheckpointInfo) -> list[Size]:
     sizes = []
     for tower, cfg, norm in (("vision", vision, "post_layernorm"), ("text", text, "final_layer_norm")):
         width, prefix = cfg.get("hidden_size", 768), f"{tower}_model."
-        check_heads(label, f"{tower}_config", whole_number(label, f"{tower}_config.hidden_size", width), cfg.get("num_attention_heads", 12))
+        check_heads(
+            label,
+            f"{tower}_config",
+            whole_number(label, f"{tower}_config.hidden_size", width),
+            cfg.get("num_attention_heads", 12),
+        )
         sizes += [
             Size(f"{tower}_config.hidden_size", width, prefix + norm + ".weight"),
-            Size(f"{tower}_config.num_hidden_layers", cfg.get("num_hidden_layers", 12), prefix + "encoder.layers.", axis=None),
-            Size(f"{tower}_config.intermediate_size", cfg.get("intermediate_size", 3072), prefix + "encoder.layers.0.mlp.fc1.weight"),
+            Size(
+                f"{tower}_config.num_hidden_layers",
+                cfg.get("num_hidden_layers", 12),
+                prefix + "encoder.layers.",
+                axis=None,
+            ),
+            Size(
+                f"{tower}_config.intermediate_size",
+                cfg.get("intermediate_size", 3072),
+                prefix + "encoder.layers.0.mlp.fc1.weight",
+            ),
         ]
     patch = whole_number(label, "vision_config.patch_size", vision.get("patch_size", 16))
     channels = whole_number(label, "vision_config.num_channels", vision.get("num_channels", 3))
-    embedding, positions = "vision_model.embeddings.patch_embedding.weight", "vision_model.embeddings.position_embedding.weight"
+    embedding, positions = (
+        "vision_model.embeddings.patch_embedding.weight",
+        "vision_model.embeddings.position_embedding.weight",
+    )
     if info.naflex:
         count = whole_number(label, "vision_config.num_patches", vision.get("num_patches", 256))
         if math.isqrt(count) ** 2 != count:
-            raise MascModelError(f"{label}: config.json's vision_config.num_patches ({count}) is not a square grid: re-download the checkpoint")
-        sizes += [Size("vision_config.patch_size", patch, embedding, 1, expected=channels * patch * patch),
-                  Size("vision_config.num_patches", count, positions)]
+            raise MascModelError(
+                f"{label}: config.json's vision_config.num_patches ({count}) is not a square grid: re-download the "
+                "checkpoint"
+            )
+        sizes += [
+            Size("vision_config.patch_size", patch, embedding, 1, expected=channels * patch * patch),
+            Size("vision_config.num_patches", count, positions),
+        ]
     else:
         side = check_input_side(label, "vision_config.image_size", vision.get("image_size", 224))
-        sizes += [Size("vision_config.patch_size", patch, embedding, 2),
-                  Size("vision_config.image_size", side, positions, expected=(side // patch) ** 2)]
+        sizes += [
+            Size("vision_config.patch_size", patch, embedding, 2),
+            Size("vision_config.image_size", side, positions, expected=(side // patch) ** 2),
+        ]
     sizes += [
         Size("text_config.vocab_size", text.get("vocab_size", 32000), "text_model.embeddings.token_embedding.weight"),
-        Size("text_config.max_position_embeddings", text.get("max_position_embeddings", 64), "text_model.embeddings.position_embedding.weight"),
-        Size("text_config.projection_size", text.get("projection_size") or text.get("hidden_size", 768), "text_model.head.weight"),
+        Size(
+            "text_config.max_position_embeddings",
+            text.get("max_position_embeddings", 64),
+            "text_model.embeddings.position_embedding.weight",
+        ),
+        Size(
+            "text_config.projection_size",
+            text.get("projection_size") or text.get("hidden_size", 768),
+            "text_model.head.weight",
+        ),
     ]
     return sizes
 
@@ -123,14 +170,17 @@ def load_model(info: CheckpointInfo):
         with torch.device("meta"):
             model = SiglipModel(info.config, naflex=info.naflex)
     except (ValueError, TypeError) as exc:
-        raise MascModelError(f"{label} has a config this SigLIP2 implementation cannot build: {first_line(exc)}") from None
+        raise MascModelError(
+            f"{label} has a config this SigLIP2 implementation cannot build: {first_line(exc)}"
+        ) from None
     tensors = read_safetensors(info.folder, info.weight_files, label)
     expected = model.state_dict().keys()
     missing = sorted(k for k in expected if k not in tensors)
     if missing:
         shown = ", ".join(missing[:3]) + (" ..." if len(missing) > 3 else "")
         raise MascModelError(
-            f"{label} lacks {len(missing)} weights ({shown}): the checkpoint is incomplete or not a full SigLIP2 image-text model"
+            f"{label} lacks {len(missing)} weights ({shown}): the checkpoint is incomplete or not a full SigLIP2 "
+            "image-text model"
         )
     try:
         model.load_state_dict({k: tensors[k] for k in expected}, assign=True)
@@ -148,5 +198,6 @@ def check_input_size(info: CheckpointInfo, spec) -> None:
         height, width = spec.image_size
         raise MascModelError(
             f"{info.named}: preprocessor_config.json asks {height}x{width} inputs, but the vision tower takes "
-            f"{side}x{side} (config.json's vision_config.image_size): re-download the checkpoint or set its size to {side}"
+            f"{side}x{side} (config.json's vision_config.image_size): re-download the checkpoint or set its size to "
+            f"{side}"
         )

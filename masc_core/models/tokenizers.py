@@ -61,7 +61,8 @@ def require_token_id(tokenizer, token: str, role: str) -> int:
     token_id = tokenizer.token_to_id(token)
     if token_id is None:
         raise MascModelError(
-            f"the tokenizer has no id for its {role} {token!r}: the tokenizer files are inconsistent; re-download the checkpoint"
+            f"the tokenizer has no id for its {role} {token!r}: the tokenizer files are inconsistent; re-download the "
+            "checkpoint"
         )
     return token_id
 
@@ -217,14 +218,27 @@ class ClipTextTokenizer:
     """Turns prompts into CLIP token ids and an attention mask, padded to the longest prompt (or to
     ``max_length`` with ``pad_to_max_length``, as SAM3's processor pads its 32 tokens)."""
 
-    def __init__(self, vocab: dict[str, int], merges: list, tokenizer_config: dict, *, max_length: int,
-                 pad_to_max_length: bool = False):
-        special = {role: token_text(tokenizer_config.get(role), default) for role, default in DEFAULT_SPECIAL_TOKENS.items()}
+    def __init__(
+        self,
+        vocab: dict[str, int],
+        merges: list,
+        tokenizer_config: dict,
+        *,
+        max_length: int,
+        pad_to_max_length: bool = False,
+    ):
+        special = {
+            role: token_text(tokenizer_config.get(role), default) for role, default in DEFAULT_SPECIAL_TOKENS.items()
+        }
         tokenizer = build_clip_tokenizer(vocab, merges, special)
         pad_id = require_token_id(tokenizer, special["pad_token"], "pad_token")
         tokenizer.enable_truncation(max_length=max_length)
-        tokenizer.enable_padding(direction="right", pad_id=pad_id, pad_token=special["pad_token"],
-                                 length=max_length if pad_to_max_length else None)
+        tokenizer.enable_padding(
+            direction="right",
+            pad_id=pad_id,
+            pad_token=special["pad_token"],
+            length=max_length if pad_to_max_length else None,
+        )
         self._tokenizer = tokenizer
         self.max_length = max_length
 

@@ -127,8 +127,11 @@ def read_header(path: str, name: str, label: str) -> dict:
         shape = entry.get("shape") if isinstance(entry, dict) else None
         offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
         if (
-            not isinstance(shape, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
-            or not isinstance(offsets, list) or len(offsets) != 2 or not all(isinstance(n, int) for n in offsets)
+            not isinstance(shape, list)
+            or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
+            or not isinstance(offsets, list)
+            or len(offsets) != 2
+            or not all(isinstance(n, int) for n in offsets)
             or not 0 <= offsets[0] <= offsets[1] <= end
         ):
             raise MascModelError(
@@ -171,7 +174,8 @@ def check_sizes(label: str, weights: WeightShapes, sizes: list[Size]) -> None:
         if len(shape) <= size.axis or shape[size.axis] != expected:
             raise MascModelError(
                 f"{label}: config.json asks {size.field} = {asked}, but {weights.files[size.tensor]} holds "
-                f"{size.tensor} of shape {list(shape)}: the config does not belong to these weights; re-download the checkpoint"
+                f"{size.tensor} of shape {list(shape)}: the config does not belong to these weights; re-download the "
+                "checkpoint"
             )
 
 

@@ -119,9 +119,13 @@ def _read_inputs(images, reference, reference_mask, mask, prompt, subject, cp, p
     reference_masks: list[np.ndarray] = []
     if want_cp:
         if reference is None:
-            raise MascInputError("reference_image is missing: CP compares the output with a reference view of the subject")
+            raise MascInputError(
+                "reference_image is missing: CP compares the output with a reference view of the subject"
+            )
         if reference_mask is None:
-            raise MascInputError("reference_mask is missing: CP averages over the reference's foreground, give its mask")
+            raise MascInputError(
+                "reference_mask is missing: CP averages over the reference's foreground, give its mask"
+            )
         references = to_rgb_uint8_list(reference, "reference_image")
         reference_masks = masks_for_batch(reference_mask, len(references), "reference_mask")
     output_masks = masks_for_batch(mask, count, "mask") if mask is not None else None
@@ -133,7 +137,13 @@ def _read_inputs(images, reference, reference_mask, mask, prompt, subject, cp, p
 
 
 def _concept_preservation(
-    ref_tokens: Sequence[ImageTokens], reference_masks, out_padded, out_valid, *, heatmaps: bool, min_foreground: float,
+    ref_tokens: Sequence[ImageTokens],
+    reference_masks,
+    out_padded,
+    out_valid,
+    *,
+    heatmaps: bool,
+    min_foreground: float,
     keep_matches: bool = False,
 ) -> _ConceptResult:
     """Eq. 1, one pass per reference view, batched over the outputs; one host copy for all values.
@@ -195,7 +205,10 @@ def _reference_reason(reference: ReferenceInfo, count: int) -> str | None:
 
 
 def _image_scores(
-    inputs: _Inputs, out_tokens: Sequence[ImageTokens], concept: _ConceptResult, prompt: _PromptResult | None,
+    inputs: _Inputs,
+    out_tokens: Sequence[ImageTokens],
+    concept: _ConceptResult,
+    prompt: _PromptResult | None,
     min_foreground: float,
 ) -> list[ImageScore]:
     """One ImageScore per output, with a one-line reason for every undefined score."""
@@ -278,10 +291,17 @@ def score_images(
     ref_tokens, out_tokens = encoded[: len(inputs.references)], encoded[len(inputs.references) :]
     out_padded, out_valid = pad_tokens([t.tokens for t in out_tokens])
     concept = _concept_preservation(
-        ref_tokens, inputs.reference_masks, out_padded, out_valid, heatmaps=heatmaps, min_foreground=min_foreground,
+        ref_tokens,
+        inputs.reference_masks,
+        out_padded,
+        out_valid,
+        heatmaps=heatmaps,
+        min_foreground=min_foreground,
         keep_matches=bands,
     )
-    prompt_result = _prompt_following(encoder, out_tokens, out_padded, inputs, heatmaps=heatmaps) if inputs.want_pf else None
+    prompt_result = (
+        _prompt_following(encoder, out_tokens, out_padded, inputs, heatmaps=heatmaps) if inputs.want_pf else None
+    )
     scores = _image_scores(inputs, out_tokens, concept, prompt_result, min_foreground)
     if bands:
         _add_bands(encoder, scores, ref_tokens, out_tokens, out_padded, concept, prompt_result)
@@ -289,21 +309,27 @@ def score_images(
     return ScoreBatch(scores=scores, references=concept.references, heatmaps=maps, min_foreground=min_foreground)
 
 
-def _add_bands(encoder, scores, ref_tokens, out_tokens, out_padded, concept: _ConceptResult, prompt: _PromptResult | None) -> None:
+def _add_bands(
+    encoder, scores, ref_tokens, out_tokens, out_padded, concept: _ConceptResult, prompt: _PromptResult | None
+) -> None:
     """Each score's band over itself and its eroded- and dilated-mask variants (``mask_bands``), with notes."""
     if concept.per_reference_maps:
         cp = cp_variants(concept.per_reference_maps, concept.keep, [t.grid for t in ref_tokens])
         for n, item in enumerate(scores):
             item.cp_band = band(item.cp, [cp[v][n] for v in VARIANTS])
             if item.cp is not None and cp["eroded"][n] is None:
-                item.band_notes.append("CP: the reference mask eroded by one patch keeps no patch; the band is its dilated side")
+                item.band_notes.append(
+                    "CP: the reference mask eroded by one patch keeps no patch; the band is its dilated side"
+                )
     if prompt is not None and prompt.hidden_rows is not None and prompt.pooled_rows:
         grids = [t.grid for t in out_tokens]
         pf = pf_variants(encoder, out_padded, prompt.hidden_rows, grids, prompt.texts, prompt.pooled_rows)
         for n, item in enumerate(scores):
             item.pf_band = band(item.pf, [pf[v].get(n) for v in VARIANTS])
             if item.pf is not None and n not in pf["dilated"]:
-                item.band_notes.append("PF: the output mask dilated by one patch hides every patch; the band is its eroded side")
+                item.band_notes.append(
+                    "PF: the output mask dilated by one patch hides every patch; the band is its eroded side"
+                )
 
 
 def _heatmaps(out_tokens, ref_tokens, concept: _ConceptResult, prompt: _PromptResult | None) -> Heatmaps:
@@ -317,7 +343,9 @@ def _heatmaps(out_tokens, ref_tokens, concept: _ConceptResult, prompt: _PromptRe
     for i, tokens in enumerate(out_tokens):
         rows, cols = tokens.grid
         length = rows * cols
-        reference_match.append([per_reference_host[k][i].reshape(grid).astype(np.float32) for k, grid in enumerate(ref_grids)])
+        reference_match.append(
+            [per_reference_host[k][i].reshape(grid).astype(np.float32) for k, grid in enumerate(ref_grids)]
+        )
         if presence_host is not None:
             output_presence.append(presence_host[i, :length].reshape(rows, cols).astype(np.float32))
         else:

@@ -55,8 +55,9 @@ def band(value: float | None, variants: Sequence[float | None]) -> list[float] |
     return [float(min(defined)), float(max(defined))]
 
 
-def cp_variants(per_reference: Sequence[torch.Tensor], keeps: Sequence[torch.Tensor], grids: Sequence[tuple[int, int]]
-                ) -> dict[str, list[float | None]]:
+def cp_variants(
+    per_reference: Sequence[torch.Tensor], keeps: Sequence[torch.Tensor], grids: Sequence[tuple[int, int]]
+) -> dict[str, list[float | None]]:
     """Per variant, each output's CP (mean over views of the defined per-view values) with the reference masks changed.
 
     ``per_reference[k]`` [N, P_k]: Eq. 1's best match of each patch of view k (as CP computed them).
@@ -64,14 +65,22 @@ def cp_variants(per_reference: Sequence[torch.Tensor], keeps: Sequence[torch.Ten
     count = per_reference[0].shape[0] if per_reference else 0
     found: dict[str, list[float | None]] = {}
     for variant in VARIANTS:
-        rows = [concept_preservation(matches, morph(keep, grid, dilate=variant == "dilated")).cpu().tolist()
-                for matches, keep, grid in zip(per_reference, keeps, grids)]
+        rows = [
+            concept_preservation(matches, morph(keep, grid, dilate=variant == "dilated")).cpu().tolist()
+            for matches, keep, grid in zip(per_reference, keeps, grids)
+        ]
         found[variant] = [mean_of_defined(row[n] for row in rows) for n in range(count)]
     return found
 
 
-def pf_variants(encoder, out_padded: torch.Tensor, hidden_rows: Sequence[torch.Tensor], grids: Sequence[tuple[int, int]],
-                texts: torch.Tensor, rows: Sequence[int]) -> dict[str, dict[int, float]]:
+def pf_variants(
+    encoder,
+    out_padded: torch.Tensor,
+    hidden_rows: Sequence[torch.Tensor],
+    grids: Sequence[tuple[int, int]],
+    texts: torch.Tensor,
+    rows: Sequence[int],
+) -> dict[str, dict[int, float]]:
     """Per variant, PF of the outputs ``rows`` (those with a background) with their hidden patches changed.
 
     ``texts`` [len(rows), D]: the stripped prompts' embeddings, in ``rows`` order. An output whose variant

@@ -63,17 +63,23 @@ def _output_masks(output_masks, subjects: Sequence[Subject], count: int) -> list
         known = {name.lower() for s in subjects for name in s.name_list}
         unknown = sorted(key for key in by_name if key not in known)
         if unknown:
-            raise MascInputError(f"output_masks names {unknown[0]!r}, which is no subject's name: key the masks by a subject's name")
+            raise MascInputError(
+                f"output_masks names {unknown[0]!r}, which is no subject's name: key the masks by a subject's name"
+            )
         ordered = []
         for subject in subjects:
             found = [by_name[n.lower()] for n in subject.name_list if n.lower() in by_name]
             if len(found) != 1:
-                raise MascInputError(f"output_masks has {len(found)} entries for the {subject.label}: give exactly one per subject")
+                raise MascInputError(
+                    f"output_masks has {len(found)} entries for the {subject.label}: give exactly one per subject"
+                )
             ordered.append(found[0])
     else:
         ordered = list(output_masks)
         if len(ordered) != len(subjects):
-            raise MascInputError(f"output_masks has {len(ordered)} entries for {len(subjects)} subjects: give one per subject, in order")
+            raise MascInputError(
+                f"output_masks has {len(ordered)} entries for {len(subjects)} subjects: give one per subject, in order"
+            )
         ordered = every_or_none(subjects, ordered)
         if ordered is None:
             return None
@@ -107,7 +113,8 @@ def score_subjects(
     images: the outputs (as ``score_images`` takes them).
     subjects: ``Subject(names, references, reference_masks)`` per subject, K of them.
     output_masks: each subject's output masks (one per output, or one for all), a list in subject order (None
-        for every subject, or for none: ``every_or_none``) or a mapping keyed by one of the subject's names. Without them CP_k searches the whole output (no
+        for every subject, or for none: ``every_or_none``) or a mapping keyed by one of the subject's names. Without
+        them CP_k searches the whole output (no
         exclusivity, said in ``notes``), there is no region matrix, and PF is undefined.
     prompt: the generation prompt (one for all or one per output); every subject's names are stripped.
     heatmaps: also return each subject's patch maps (``SubjectBatch.heatmaps[k]``): which parts of its
@@ -122,45 +129,76 @@ def score_subjects(
     outputs = to_rgb_uint8_list(images, "image")
     count = len(outputs)
     views = [to_rgb_uint8_list(s.references, f"references of the {s.label}") for s in subjects]
-    view_masks = [masks_for_batch(s.reference_masks, len(v), f"reference_masks of the {s.label}") for s, v in zip(subjects, views)]
+    view_masks = [
+        masks_for_batch(s.reference_masks, len(v), f"reference_masks of the {s.label}") for s, v in zip(subjects, views)
+    ]
     masks = _output_masks(output_masks, subjects, count)
     prompts = _per_image(prompt, count, "prompt") if prompt is not None else [None] * count
 
     flat_views = [view for per_subject in views for view in per_subject]
     remember = [True] * len(flat_views) + [bool(cache_outputs)] * count
     encoded = encoder.encode_images(flat_views + outputs, progress=progress, remember=remember)
-    out_tokens = encoded[len(flat_views):]
+    out_tokens = encoded[len(flat_views) :]
     out_padded, out_valid = pad_tokens([t.tokens for t in out_tokens])
     grids = [t.grid for t in out_tokens]
     regions = _regions(masks, grids, out_valid.shape[1]).to(out_valid.device) if masks is not None else None
 
-    concept, infos, start = [], [], 0
-    for k, subject in enumerate(subjects):
-        ref_tokens = encoded[start:start + len(views[k])]
-        start += len(views[k])
-        searchable = out_valid
-        if regions is not None and len(subjects) > 1:  # own region wins where regions overlap
-            others = torch.stack([regions[l] for l in range(len(subjects)) if l != k]).any(dim=0)
-            searchable = out_valid & ~(others & ~regions[k])
-        result = _concept_preservation(ref_tokens, view_masks[k], out_padded, searchable, heatmaps=heatmaps, min_foreground=min_foreground)
-        matrix_row = None
-        if regions is not None:
-            matrix_row = [
-                _concept_preservation(ref_tokens, view_masks[k], out_padded, out_valid & regions[l], heatmaps=False,
-                                      min_foreground=min_foreground).values
-                for l in range(len(subjects))
-            ]
-        concept.append((ref_tokens, result, matrix_row))
-        infos.append(SubjectInfo(subject.label, subject.name_list, result.references))
+    concept, infos = _subjects_concept(
+        subjects,
+        encoded,
+        views,
+        view_masks,
+        out_padded,
+        out_valid,
+        regions,
+        heatmaps=heatmaps,
+        min_foreground=min_foreground,
+    )
 
     pf = None
     if prompt is not None:
         union = None if masks is None else [np.maximum.reduce([m[n] for m in masks]) for n in range(count)]
         inputs = _Inputs(outputs, [], [], union, prompts, [all_names(subjects)] * count, False, True)
         pf = _prompt_following(encoder, out_tokens, out_padded, inputs, heatmaps=heatmaps)
-    scores = [_output_score(n, subjects, concept, masks, regions, pf, prompts, grids[n], min_foreground) for n in range(count)]
+    scores = [
+        _output_score(n, subjects, concept, masks, regions, pf, prompts, grids[n], min_foreground) for n in range(count)
+    ]
     maps = [_heatmaps(out_tokens, ref_tokens, result, pf) for ref_tokens, result, _ in concept] if heatmaps else None
     return SubjectBatch(scores=scores, subjects=infos, min_foreground=min_foreground, heatmaps=maps)
+
+
+def _subjects_concept(
+    subjects, encoded, views, view_masks, out_padded, out_valid, regions, *, heatmaps: bool, min_foreground: float
+):
+    """Per subject: (its reference tokens, its CP over the output outside the other subjects' regions, its row of
+    the region matrix or None), and its ``SubjectInfo``."""
+    concept, infos, start = [], [], 0
+    for k, subject in enumerate(subjects):
+        ref_tokens = encoded[start : start + len(views[k])]
+        start += len(views[k])
+        searchable = out_valid
+        if regions is not None and len(subjects) > 1:  # own region wins where regions overlap
+            others = torch.stack([regions[l] for l in range(len(subjects)) if l != k]).any(dim=0)
+            searchable = out_valid & ~(others & ~regions[k])
+        result = _concept_preservation(
+            ref_tokens, view_masks[k], out_padded, searchable, heatmaps=heatmaps, min_foreground=min_foreground
+        )
+        matrix_row = None
+        if regions is not None:
+            matrix_row = [
+                _concept_preservation(
+                    ref_tokens,
+                    view_masks[k],
+                    out_padded,
+                    out_valid & regions[l],
+                    heatmaps=False,
+                    min_foreground=min_foreground,
+                ).values
+                for l in range(len(subjects))
+            ]
+        concept.append((ref_tokens, result, matrix_row))
+        infos.append(SubjectInfo(subject.label, subject.name_list, result.references))
+    return concept, infos
 
 
 def _output_score(n, subjects, concept, masks, regions, pf, prompts, grid, min_foreground) -> MultiSubjectScore:
@@ -184,7 +222,9 @@ def _output_score(n, subjects, concept, masks, regions, pf, prompts, grid, min_f
         item.notes.append(NO_EXCLUSIVITY)
     else:
         item.exclusive = len(subjects) > 1
-        item.region_matrix = [[mean_of_defined(view[n] for view in row) for row in matrix_row] for (_, _, matrix_row) in concept]
+        item.region_matrix = [
+            [mean_of_defined(view[n] for view in row) for row in matrix_row] for (_, _, matrix_row) in concept
+        ]
         item.blends = blend_warnings(labels, item.region_matrix)
         item.notes += _overlap_notes(labels, regions[:, n])
     if pf is not None:

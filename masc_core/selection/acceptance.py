@@ -33,7 +33,7 @@ from typing import Any, Callable, Sequence
 from ..errors import MascInputError
 from ..limits import ACCEPT, BATCH_SIZE, MAX_CANDIDATES
 from ..metric.masks import MIN_FOREGROUND_FRACTION
-from .ranking import KEEP_BUT_MARK, PassRules, uncertain_mark
+from .ranking import PassRules, uncertain_mark
 from ..metric.report import key_columns, key_columns_header, subject_line
 from ..metric.scores import ImageScore
 
@@ -71,7 +71,8 @@ class RunRules:
         MAX_CANDIDATES.check(self.max_candidates)
         if self.accept > self.max_candidates:
             raise MascInputError(
-                f"accept is {self.accept} but max_candidates is {self.max_candidates}: the budget cannot yield that many; "
+                f"accept is {self.accept} but max_candidates is {self.max_candidates}: the budget cannot yield that "
+                "many; "
                 "raise max_candidates or lower accept"
             )
         BATCH_SIZE.check(self.batch_size)
@@ -103,16 +104,30 @@ class RunRules:
     def describe(self) -> str:
         """The rules in one line, for the report."""
         return self.passing.describe(
-            f"; accept {self.accept} of at most {self.max_candidates}, {self.batch_size} per round; on shortfall: {self.on_shortfall}"
+            f"; accept {self.accept} of at most {self.max_candidates}, {self.batch_size} per round; on shortfall: "
+            f"{self.on_shortfall}"
         )
 
 
-def AcceptanceRules(seed: int, accept: int = 1, max_candidates: int = 16, batch_size: int = 1, *,  # noqa: N802
-                    on_shortfall: str = RETURN_BEST, **passing) -> RunRules:
+def AcceptanceRules(
+    seed: int,
+    accept: int = 1,
+    max_candidates: int = 16,
+    batch_size: int = 1,
+    *,  # noqa: N802
+    on_shortfall: str = RETURN_BEST,
+    **passing,
+) -> RunRules:
     """``RunRules`` from the flat keywords of earlier releases (``by``, ``min_cp``, ... are ``PassRules``' fields),
     kept for scripts that built a loop's rules this way. Not checked; ``AcceptanceLoop`` checks."""
-    return RunRules(passing=PassRules(**passing), accept=accept, max_candidates=max_candidates, batch_size=batch_size,
-                    on_shortfall=on_shortfall, seed=seed)
+    return RunRules(
+        passing=PassRules(**passing),
+        accept=accept,
+        max_candidates=max_candidates,
+        batch_size=batch_size,
+        on_shortfall=on_shortfall,
+        seed=seed,
+    )
 
 
 @dataclass
@@ -171,7 +186,12 @@ class Outcome:
 
 def _order(candidate: Candidate) -> tuple:
     """Best first: passing before failing, then by key (undefined last), then by sampling order."""
-    return (not candidate.passed, candidate.key is None, -(candidate.key if candidate.key is not None else 0.0), candidate.index)
+    return (
+        not candidate.passed,
+        candidate.key is None,
+        -(candidate.key if candidate.key is not None else 0.0),
+        candidate.index,
+    )
 
 
 class AcceptanceLoop:
@@ -210,8 +230,11 @@ class AcceptanceLoop:
             self._pending = [self.rules.seed + self.used + j for j in range(count)]
         return list(self._pending)
 
-    def add_round(self, scores: Sequence[ImageScore], take: Callable[[int], Any], pruned: dict[int, str] | None = None) -> None:
-        """Judge the round's scores (in ``next_seeds()`` order); ``take(j)`` gives round item j's payload if it is retained.
+    def add_round(
+        self, scores: Sequence[ImageScore], take: Callable[[int], Any], pruned: dict[int, str] | None = None
+    ) -> None:
+        """Judge the round's scores (in ``next_seeds()`` order); ``take(j)`` gives round item j's payload if it is
+        retained.
 
         ``pruned``: round item j -> why it was stopped before the last step. Such a candidate used the budget but
         never passes and is never kept (it has no final image).
@@ -230,10 +253,14 @@ class AcceptanceLoop:
                 new.append(Candidate(score.index, seed, score, None, False, [pruned[j]], pruned=pruned[j]))
                 continue
             item = judged[score.index]
-            new.append(Candidate(score.index, seed, score, item.key, item.passed, list(item.reasons), list(item.uncertain)))
+            new.append(
+                Candidate(score.index, seed, score, item.key, item.passed, list(item.reasons), list(item.uncertain))
+            )
         self.candidates.extend(new)
         self._pending = []
-        eligible = [(c, _NOT_TAKEN) for c in new if c.pruned is None and (c.passed or rules.on_shortfall == RETURN_BEST)]
+        eligible = [
+            (c, _NOT_TAKEN) for c in new if c.pruned is None and (c.passed or rules.on_shortfall == RETURN_BEST)
+        ]
         contenders = sorted(self._retained + eligible, key=lambda pair: _order(pair[0]))[: rules.accept]
         self._retained = [(c, take(c.index - first) if payload is _NOT_TAKEN else payload) for c, payload in contenders]
         self.peak_retained = max(self.peak_retained, len(self._retained))
@@ -252,8 +279,13 @@ class AcceptanceLoop:
             candidate.output = returned.get(candidate.index)
             candidate.verdict = _verdict(candidate, blocked, passed, rules.accept) + uncertain_mark(candidate.uncertain)
         return Outcome(
-            kept=kept, candidates=list(self.candidates), accept=rules.accept, max_candidates=rules.max_candidates,
-            stopped_early=not shortfall and self.used < rules.max_candidates, shortfall=shortfall, blocked=blocked,
+            kept=kept,
+            candidates=list(self.candidates),
+            accept=rules.accept,
+            max_candidates=rules.max_candidates,
+            stopped_early=not shortfall and self.used < rules.max_candidates,
+            shortfall=shortfall,
+            blocked=blocked,
         )
 
 
@@ -282,7 +314,10 @@ def pace_line(seconds: float, used: int, budget: int | None = None) -> str:
 
 def outcome_report(outcome: Outcome, rules: RunRules, pf_text: str | None = None) -> str:
     """The run as text: a summary line, the rules, one line per candidate in sampling order, the kept seeds."""
-    head = f"{min(outcome.passed, outcome.accept)} of {outcome.accept} accepted after {outcome.used} of {outcome.max_candidates} candidates"
+    head = (
+        f"{min(outcome.passed, outcome.accept)} of {outcome.accept} accepted after {outcome.used} of "
+        f"{outcome.max_candidates} candidates"
+    )
     if outcome.stopped_early:
         head += " (stopped early)"
     elif outcome.blocked:
@@ -293,7 +328,10 @@ def outcome_report(outcome: Outcome, rules: RunRules, pf_text: str | None = None
     width = max(4, len(str(max((c.seed for c in outcome.candidates), default=0))))
     lines.append(f"cand  {'seed':>{width}}  {key_columns_header(rules.key_label)}  verdict")
     for c in outcome.candidates:
-        lines.append(f"{c.index:>4}  {c.seed:>{width}}  {key_columns(c.score.cp, c.score.pf, c.key, c.score.foreground_fraction)}  {c.verdict}")
+        lines.append(
+            f"{c.index:>4}  "
+            f"{c.seed:>{width}}  {key_columns(c.score.cp, c.score.pf, c.key, c.score.foreground_fraction)}  {c.verdict}"
+        )
         if c.score.subjects is not None:  # several subjects: CP above is their cp_min
             lines += ["      " + part for part in subject_line(c.score.subjects, c.score.blends).split("\n")]
     if outcome.kept:

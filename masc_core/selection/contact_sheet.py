@@ -60,7 +60,11 @@ class Tile:
     def lines(self) -> list[str]:
         seed = self.label if self.label is not None else "seed ?" if self.seed is None else f"seed {self.seed}"
         mask = "" if self.mask is None else f"  mask {100 * self.mask:.0f}%"
-        return [f"#{self.index}  {seed}{mask}", f"CP {format_score(self.cp, 3)}  PF {format_score(self.pf, 3)}", self.verdict]
+        return [
+            f"#{self.index}  {seed}{mask}",
+            f"CP {format_score(self.cp, 3)}  PF {format_score(self.pf, 3)}",
+            self.verdict,
+        ]
 
 
 @lru_cache(maxsize=8)
@@ -138,8 +142,9 @@ def _cut(draw, text: str, font, width: int) -> str:
     return text + "…"
 
 
-def contact_sheet(images: Sequence[np.ndarray], tiles: Sequence[Tile], *, tile: int = 256, columns: int = 0,
-                  order: str = "rank") -> np.ndarray:
+def contact_sheet(
+    images: Sequence[np.ndarray], tiles: Sequence[Tile], *, tile: int = 256, columns: int = 0, order: str = "rank"
+) -> np.ndarray:
     """One RGB uint8 picture: a captioned tile per image, in ``order``, kept ones framed."""
     from PIL import Image, ImageDraw
 
@@ -154,20 +159,21 @@ def contact_sheet(images: Sequence[np.ndarray], tiles: Sequence[Tile], *, tile: 
     for slot, position in enumerate(ordered(tiles, order)):
         top, left = (slot // columns) * height, (slot % columns) * tile
         picture, (dy, dx) = tile_picture(np.asarray(images[position], dtype=np.uint8), tile)
-        sheet[top + dy:top + dy + picture.shape[0], left + dx:left + dx + picture.shape[1]] = picture
-        caption = Image.fromarray(sheet[top + tile:top + height, left:left + tile])
+        sheet[top + dy : top + dy + picture.shape[0], left + dx : left + dx + picture.shape[1]] = picture
+        caption = Image.fromarray(sheet[top + tile : top + height, left : left + tile])
         draw = ImageDraw.Draw(caption)
         for k, text in enumerate(tiles[position].lines()):
             draw.text((PAD, k * line), _cut(draw, text, font, tile - 2 * PAD), fill=(235, 235, 235), font=font)
-        sheet[top + tile:top + height, left:left + tile] = np.asarray(caption)
+        sheet[top + tile : top + height, left : left + tile] = np.asarray(caption)
         if tiles[position].kept:
-            frame = sheet[top:top + height, left:left + tile]
+            frame = sheet[top : top + height, left : left + tile]
             frame[:FRAME], frame[-FRAME:], frame[:, :FRAME], frame[:, -FRAME:] = (KEPT_COLOUR,) * 4
     return sheet
 
 
 def tiles_from(batch, *, by: str = "cp", cp_weight: float = 1.0, pf_weight: float = 1.0) -> list[Tile]:
-    """One Tile per scored image of a ``ScoreBatch``: its seed, scores, verdict and kept flag from the batch's context."""
+    """One Tile per scored image of a ``ScoreBatch``: its seed, scores, verdict and kept flag from the batch's
+    context."""
     from .ranking import rank
 
     count = len(batch.scores)
@@ -175,8 +181,16 @@ def tiles_from(batch, *, by: str = "cp", cp_weight: float = 1.0, pf_weight: floa
     keys = {item.index: item.key for item in rank(batch.scores, by=by, cp_weight=cp_weight, pf_weight=pf_weight).items}
     kept = set(batch.context.kept or [])
     return [
-        Tile(index=s.index, seed=seeds[p], cp=s.cp, pf=s.pf, mask=s.foreground_fraction, verdict=verdicts[p],
-             kept=p in kept or outputs[p] is not None, key=keys.get(s.index))
+        Tile(
+            index=s.index,
+            seed=seeds[p],
+            cp=s.cp,
+            pf=s.pf,
+            mask=s.foreground_fraction,
+            verdict=verdicts[p],
+            kept=p in kept or outputs[p] is not None,
+            key=keys.get(s.index),
+        )
         for p, s in enumerate(batch.scores)
     ]
 

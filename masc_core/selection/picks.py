@@ -54,7 +54,8 @@ OUTCOMES = (CHOSEN, TIMED_OUT, NO_BROWSER)
 POLL_SECONDS = 0.1
 """How often a waiting node checks for Cancel and for its page."""
 GRACE_SECONDS = 10.0
-"""How long a waiting node waits for its page's socket to come back (a reload takes a few seconds) before the default."""
+"""How long a waiting node waits for its page's socket to come back (a reload takes a few seconds) before the
+default."""
 SHOWN = IntRange("show", 1, 64)
 """How many candidates a dialog shows (and ``keep`` at most): a person can compare a few dozen tiles, not thousands.
 An answer is then a token, a node id and at most 64 small integers (the route's size cap is the nodes' side)."""
@@ -128,10 +129,15 @@ class PickBoard:
         self._clock = clock
 
     def announce(self, body: Any) -> int:
-        """A page says it can answer picks: ``{"client": its client id}``; ``PickRefused`` otherwise. Returns the count."""
+        """A page says it can answer picks: ``{"client": its client id}``; ``PickRefused`` otherwise. Returns the
+        count."""
         client = body.get("client") if isinstance(body, dict) and set(body) == {"client"} else None
         if not isinstance(client, str) or not 0 < len(client) <= MAX_CLIENT_ID or not client.isprintable():
-            raise PickRefused(MALFORMED, f"an announcement is a JSON object with exactly client, a client id of at most {MAX_CLIENT_ID} characters")
+            raise PickRefused(
+                MALFORMED,
+                f"an announcement is a JSON object with exactly client, a client id of at most {MAX_CLIENT_ID} "
+                "characters",
+            )
         with self._lock:
             count = self._announced.pop(client, 0) + 1
             self._announced[client] = count
@@ -171,17 +177,25 @@ class PickBoard:
         with self._lock:
             request = self._open.get(token)
             if request is None:
-                raise PickRefused(UNKNOWN, "no MaSC Pick of this server is waiting for that token: it finished, timed out or was cancelled")
+                raise PickRefused(
+                    UNKNOWN,
+                    "no MaSC Pick of this server is waiting for that token: it finished, timed out or was cancelled",
+                )
             if node != request.node_id:
                 raise PickRefused(MALFORMED, f"that token belongs to node {request.node_id}, not to node {node[:40]!r}")
             if request.answer is not None:
                 raise PickRefused(ANSWERED, "this pick was already answered")
             if (
-                not isinstance(picks, list) or not picks or len(picks) > request.count
+                not isinstance(picks, list)
+                or not picks
+                or len(picks) > request.count
                 or any(not isinstance(p, int) or isinstance(p, bool) for p in picks)
-                or len(set(picks)) != len(picks) or any(not 0 <= p < request.count for p in picks)
+                or len(set(picks)) != len(picks)
+                or any(not 0 <= p < request.count for p in picks)
             ):
-                raise PickRefused(MALFORMED, f"picks must be 1 to {request.count} distinct positions from 0 to {request.count - 1}")
+                raise PickRefused(
+                    MALFORMED, f"picks must be 1 to {request.count} distinct positions from 0 to {request.count - 1}"
+                )
             request.answer = list(picks)
             request._answered.set()
         return request
@@ -194,8 +208,13 @@ class PickBoard:
             self._open.pop(request.token, None)
         return PickOutcome(list(request.default), how, 0.0)
 
-    def wait(self, request: PickRequest, timeout: float, check_interrupt: Callable[[], None],
-             audience: Audience | None = None) -> PickOutcome:
+    def wait(
+        self,
+        request: PickRequest,
+        timeout: float,
+        check_interrupt: Callable[[], None],
+        audience: Audience | None = None,
+    ) -> PickOutcome:
         """Block until the artist answers, ``timeout`` seconds pass (the default), or ``check_interrupt`` raises.
 
         With an ``audience``, the request is shown on it first and again whenever the page announces itself

@@ -25,58 +25,11 @@ from typing import Any, Callable, Protocol, Sequence
 
 from ..errors import MascInputError
 from .ranking import PassRules
+from .samplers import UNSPLITTABLE_SAMPLERS, resumes_at_split
 from ..metric.scores import ImageScore, defined_number
 
 STUDY_FRACTIONS = (0.2, 0.3, 0.4, 0.5, 0.6)
 """Where a study judges every candidate, as shares of its steps."""
-UNSPLITTABLE_SAMPLERS = frozenset({"dpm_fast", "dpm_adaptive"})
-"""Samplers that choose their own steps between the schedule's ends: there is no step ``s`` to stop at."""
-RESTARTING_SAMPLERS = frozenset({
-    "lms", "dpmpp_2m", "dpmpp_2m_cfg_pp", "dpmpp_2m_sde", "dpmpp_2m_sde_gpu", "dpmpp_3m_sde", "dpmpp_3m_sde_gpu",
-    "ipndm", "ipndm_v", "deis", "res_multistep", "res_multistep_cfg_pp", "res_multistep_ancestral",
-    "res_multistep_ancestral_cfg_pp", "uni_pc", "uni_pc_bh2", "gradient_estimation", "gradient_estimation_cfg_pp",
-})
-"""Multistep samplers: each step uses the previous steps' predictions, a history a split would start again."""
-RESUMABLE_SAMPLERS = frozenset({"euler", "euler_cfg_pp", "heun", "heunpp2", "dpm_2", "ddim"})
-"""Single-step samplers that draw no noise (ddim is core's euler): a candidate resumed after a split from the
-latent it left inside the sampler is the one sampled in one go. Every other sampler is *replayed*."""
-
-
-BATCH_EXACT_SAMPLERS = frozenset({
-    "euler", "euler_cfg_pp", "heun", "heunpp2", "dpm_2", "lms", "dpm_fast", "dpm_adaptive", "dpmpp_2m", "dpmpp_2m_cfg_pp",
-    "ipndm", "ipndm_v", "deis", "res_multistep", "res_multistep_cfg_pp", "gradient_estimation", "gradient_estimation_cfg_pp",
-    "uni_pc", "uni_pc_bh2",
-})
-"""Samplers that draw no noise while sampling (ComfyUI 0.3.64 and 0.33): only their initial noise depends on the
-seed, so a batch built from per-candidate noise equals separate runs. The others (ancestral, SDE, lcm, ddpm,
-ddim's inpainting noise, ...) draw step noise for the whole batch from one seed; any name not listed counts as one."""
-
-
-def samples_one_by_one(sampler_name: str) -> bool:
-    """Whether a round must sample each candidate on its own to equal separate KSampler runs."""
-    return sampler_name not in BATCH_EXACT_SAMPLERS
-
-
-def resumes_at_split(sampler_name: str) -> bool:
-    """Whether a survivor goes on from its judged step (else it is sampled again from step 0, the replay)."""
-    return sampler_name in RESUMABLE_SAMPLERS
-
-
-def split_note(sampler_name: str, known: bool = True) -> str | None:
-    """Why survivors cost more with this sampler than the judged steps saved suggest (None when they resume).
-
-    ``known`` False: ``sampler_name`` describes a sampler that is none of core's (another pack's, or core's with its
-    options changed), which is always replayed: a split is exact only for the samplers this module names.
-    """
-    if known and resumes_at_split(sampler_name):
-        return None
-    if not known:
-        why = "is not one of core's samplers that resume exactly after a split"
-    elif sampler_name in RESTARTING_SAMPLERS:
-        why = "is a multistep sampler (a split would restart its history)"
-    else:
-        why = "draws noise while sampling (a split would change its noise)"
-    return f"{sampler_name} {why}: each survivor was sampled again from step 0, so it is the image the plain sampler gives at its seed; the ledger counts the replayed steps"
 
 
 @dataclass(frozen=True)
@@ -91,29 +44,44 @@ class PruneRules:
     def active(self) -> bool:
         return self.study or self.prune_at > 0
 
-    def check(self, *, batch_size: int, steps: int, sampler_name: str, denoise: float, noise_mask: bool) -> "PruneRules":
+    def check(
+        self, *, batch_size: int, steps: int, sampler_name: str, denoise: float, noise_mask: bool
+    ) -> "PruneRules":
         """These rules, or one line naming the input that cannot work."""
         if not self.active:
             return self
-        if not (isinstance(self.prune_at, (int, float)) and math.isfinite(self.prune_at) and 0.0 <= self.prune_at < 1.0):
-            raise MascInputError(f"prune_at {self.prune_at!r} must be at least 0 and below 1 (a share of the steps; 0 = off)")
+        if not (
+            isinstance(self.prune_at, (int, float)) and math.isfinite(self.prune_at) and 0.0 <= self.prune_at < 1.0
+        ):
+            raise MascInputError(
+                f"prune_at {self.prune_at!r} must be at least 0 and below 1 (a share of the steps; 0 = off)"
+            )
         if not self.study and not 1 <= self.prune_keep <= batch_size:
             raise MascInputError(
-                f"prune_keep is {self.prune_keep} but a round has batch_size {batch_size} candidates: keep 1 to {batch_size} "
+                f"prune_keep is {self.prune_keep} but a round has batch_size {batch_size} candidates: keep 1 to "
+                f"{batch_size} "
                 "(pruning chooses among a round's candidates: raise batch_size to prune)"
             )
         if not self.study and self.prune_keep == batch_size:
             raise MascInputError(
-                f"prune_keep {self.prune_keep} keeps the whole round of batch_size {batch_size}: nothing would be pruned; "
+                f"prune_keep {self.prune_keep} keeps the whole round of batch_size {batch_size}: nothing would be "
+                "pruned; "
                 "lower prune_keep or raise batch_size (or set prune_at 0)"
             )
         if sampler_name in UNSPLITTABLE_SAMPLERS:
-            raise MascInputError(f"sampler {sampler_name} chooses its own steps and cannot be stopped at a step: pick another sampler to prune")
+            raise MascInputError(
+                f"sampler {sampler_name} chooses its own steps and cannot be stopped at a step: pick another sampler "
+                "to prune"
+            )
         # denoise below 1: KSampler runs the last `steps` steps of a longer schedule; the split counts the steps run.
         if noise_mask:
-            raise MascInputError("latent_image has a noise_mask (inpainting): pruning cannot split masked sampling; set prune_at 0")
+            raise MascInputError(
+                "latent_image has a noise_mask (inpainting): pruning cannot split masked sampling; set prune_at 0"
+            )
         if steps < 2:
-            raise MascInputError(f"steps is {steps}: pruning needs at least 2 steps (one before the judgement, one after)")
+            raise MascInputError(
+                f"steps is {steps}: pruning needs at least 2 steps (one before the judgement, one after)"
+            )
         return self
 
     def stops(self, steps: int) -> list[int]:
@@ -160,7 +128,9 @@ class PhasePlan:
 
 def phase_plan(stops: Sequence[int], last: int, sampler_name: str, prunes: bool) -> PhasePlan:
     """The plan for judging at ``stops`` (those inside 1..last-1) on a schedule of ``last`` steps."""
-    return PhasePlan(judged=tuple(s for s in stops if 0 < s < last), last=last, resume=resumes_at_split(sampler_name), prunes=prunes)
+    return PhasePlan(
+        judged=tuple(s for s in stops if 0 < s < last), last=last, resume=resumes_at_split(sampler_name), prunes=prunes
+    )
 
 
 @dataclass
@@ -178,7 +148,9 @@ class CandidateRun:
 class RoundSampler(Protocol):
     """The one primitive a round needs from whoever samples (core's sampler in ComfyUI, the tests' stand-in)."""
 
-    def sample(self, group: list[int], start: int, end: int, judged: list[int], stop_after: int | None) -> list[CandidateRun]:
+    def sample(
+        self, group: list[int], start: int, end: int, judged: list[int], stop_after: int | None
+    ) -> list[CandidateRun]:
         """Sample the round's candidates ``group`` (positions) from step ``start`` to ``end``, with the previews at
         ``judged``; with ``stop_after``, the call may stop once that step is judged (its result is not an image)."""
 
@@ -197,8 +169,16 @@ class RoundResult:
     replayed: list[int]
 
 
-def run_round(plan: PhasePlan, count: int, sampler: RoundSampler, judge: Callable | None, check_interrupt: Callable[[], None],
-              *, batch: bool = False, sampler_name: str = "the sampler") -> RoundResult:
+def run_round(
+    plan: PhasePlan,
+    count: int,
+    sampler: RoundSampler,
+    judge: Callable | None,
+    check_interrupt: Callable[[], None],
+    *,
+    batch: bool = False,
+    sampler_name: str = "the sampler",
+) -> RoundResult:
     """Sample a round of ``count`` candidates on ``plan``: each phase's calls, its judged steps, who goes on, the rest.
 
     A plain round is a plan with no judged step: one call for the whole round when ``batch`` (the sampler draws no
@@ -224,7 +204,10 @@ def run_round(plan: PhasePlan, count: int, sampler: RoundSampler, judge: Callabl
                 evaluations[j] += run.evaluations
                 for step in judged_here:
                     if step not in run.previews:
-                        raise MascInputError(f"sampler {sampler_name} did not report step {step} of {plan.last}: pick another sampler to prune (or set prune_at 0)")
+                        raise MascInputError(
+                            f"sampler {sampler_name} did not report step {step} of {plan.last}: pick another sampler "
+                            "to prune (or set prune_at 0)"
+                        )
                     previews.setdefault(step, []).append(run.previews[step])
                 if end == plan.last:
                     finished[j] = run.final
@@ -243,7 +226,9 @@ def run_round(plan: PhasePlan, count: int, sampler: RoundSampler, judge: Callabl
 def survivors(previews: Sequence[ImageScore], keep: int, rules: PassRules) -> list[int]:
     """Positions (in the round) of the ``keep`` best previews by the run's key (``rules``' order; its thresholds do not
     prune: a preview is not the final image); undefined keys last, ties by position."""
-    numbered = [ImageScore(index=j, cp=p.cp, pf=p.pf, foreground_fraction=p.foreground_fraction) for j, p in enumerate(previews)]
+    numbered = [
+        ImageScore(index=j, cp=p.cp, pf=p.pf, foreground_fraction=p.foreground_fraction) for j, p in enumerate(previews)
+    ]
     return sorted(rules.rank(numbered).order[:keep])
 
 
@@ -282,7 +267,9 @@ class Ledger:
         typical = max(finished) if finished else None
         for entry in entries:
             self.candidates.append(entry)
-            self.full_cost[entry.index] = entry.evaluations - entry.replayed if entry.finished or typical is None else typical
+            self.full_cost[entry.index] = (
+                entry.evaluations - entry.replayed if entry.finished or typical is None else typical
+            )
 
     @property
     def spent(self) -> int:
@@ -305,15 +292,30 @@ class Ledger:
         spent, full = self.spent, self.in_full
         ratio = f", {full / spent:.1f}x fewer" if spent and full > spent else ""
         replayed = f"; {self.replayed} evaluations replayed" if self.replayed else ""
-        return f"{spent} of {full} model evaluations{ratio} ({self.pruned} of {len(self.candidates)} candidates pruned{replayed})"
+        return (
+            f"{spent} of {full} model evaluations{ratio} ({self.pruned} of {len(self.candidates)} candidates "
+            f"pruned{replayed})"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready totals, and each candidate's evaluations in sampling order (the log's ``evaluations``)."""
-        return {"steps": self.steps, "spent": self.spent, "in_full": self.in_full, "pruned": self.pruned,
-                "candidates": len(self.candidates), "replayed": self.replayed,
-                "per_candidate": [e.evaluations for e in self.candidates]}
+        return {
+            "steps": self.steps,
+            "spent": self.spent,
+            "in_full": self.in_full,
+            "pruned": self.pruned,
+            "candidates": len(self.candidates),
+            "replayed": self.replayed,
+            "per_candidate": [e.evaluations for e in self.candidates],
+        }
 
 
 def preview_record(step: int, steps: int, score: ImageScore, round_index: int) -> dict[str, Any]:
     """A preview as the log and the PNG entry keep it."""
-    return {"round": round_index, "step": step, "steps": steps, "cp": defined_number(score.cp), "pf": defined_number(score.pf)}
+    return {
+        "round": round_index,
+        "step": step,
+        "steps": steps,
+        "cp": defined_number(score.cp),
+        "pf": defined_number(score.pf),
+    }

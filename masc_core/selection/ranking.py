@@ -128,7 +128,8 @@ class PassRules:
     on_blend: str = "report"
 
     def check(self, by_name: str = "rank by") -> "PassRules":
-        """These rules, or a one-line error naming the setting that cannot work (``by_name``: how the key's is named)."""
+        """These rules, or a one-line error naming the setting that cannot work (``by_name``: how the key's is
+        named)."""
         if self.by not in RANK_KEYS:
             raise MascInputError(f"{by_name} '{self.by}' is unknown: use cp, pf or both")
         if self.on_uncertain not in UNCERTAIN_CHOICES:
@@ -146,15 +147,23 @@ class PassRules:
         """What the key column holds (as in ranking tables)."""
         return key_label(self.by, self.cp_weight, self.pf_weight)
 
-    def rank(self, scores: Sequence[ImageScore], *, top_k: int | None = None, reject: Mapping[int, str] | None = None) -> "Ranking":
+    def rank(
+        self, scores: Sequence[ImageScore], *, top_k: int | None = None, reject: Mapping[int, str] | None = None
+    ) -> "Ranking":
         """Rank ``scores`` by these rules and select the best ``top_k`` that pass (``rank``)."""
         return _ranked(scores, self.check(), top_k, reject)
 
     def describe(self, then: str = "") -> str:
-        """The rules in a few words, for a report: the key, what passes, ``then`` (a caller's own part), non-default choices."""
-        tests = [f"CP >= {self.min_cp:g}" if self.min_cp is not None else "", f"PF >= {self.min_pf:g}" if self.min_pf is not None else ""]
+        """The rules in a few words, for a report: the key, what passes, ``then`` (a caller's own part), non-default
+        choices."""
+        tests = [
+            f"CP >= {self.min_cp:g}" if self.min_cp is not None else "",
+            f"PF >= {self.min_pf:g}" if self.min_pf is not None else "",
+        ]
         if self.reject_small_masks:
-            tests.append(f"mask >= {100 * self.min_foreground:g}%" if self.min_foreground is not None else "mask filter")
+            tests.append(
+                f"mask >= {100 * self.min_foreground:g}%" if self.min_foreground is not None else "mask filter"
+            )
         passes = ", ".join(t for t in tests if t) or f"{self.key_label} defined"
         extra = "" if self.on_uncertain == KEEP_BUT_MARK else f"; uncertain: {self.on_uncertain}"
         return f"rank by {self.key_label}; pass: {passes}{then}{extra}"
@@ -182,12 +191,22 @@ def rank(
     ``reject``: output index -> why it does not pass whatever its scores (e.g. a multi-subject blend).
     ``on_uncertain``: what an output whose band straddles a threshold becomes (``UNCERTAIN_CHOICES``).
     """
-    rules = PassRules(by=by, cp_weight=cp_weight, pf_weight=pf_weight, min_cp=min_cp, min_pf=min_pf,
-                      reject_small_masks=reject_small_masks, min_foreground=min_foreground, on_uncertain=on_uncertain)
+    rules = PassRules(
+        by=by,
+        cp_weight=cp_weight,
+        pf_weight=pf_weight,
+        min_cp=min_cp,
+        min_pf=min_pf,
+        reject_small_masks=reject_small_masks,
+        min_foreground=min_foreground,
+        on_uncertain=on_uncertain,
+    )
     return rules.rank(scores, top_k=top_k, reject=reject)
 
 
-def _ranked(scores: Sequence[ImageScore], rules: PassRules, top_k: int | None, reject: Mapping[int, str] | None) -> Ranking:
+def _ranked(
+    scores: Sequence[ImageScore], rules: PassRules, top_k: int | None, reject: Mapping[int, str] | None
+) -> Ranking:
     if top_k is not None:
         TOP_K.check(top_k)
     by, min_cp, min_pf, on_uncertain = rules.by, rules.min_cp, rules.min_pf, rules.on_uncertain
@@ -196,11 +215,25 @@ def _ranked(scores: Sequence[ImageScore], rules: PassRules, top_k: int | None, r
         key = rules.key(score)
         reasons = []
         if key is None:
-            missing = [name for name, value in (("CP", score.cp), ("PF", score.pf)) if value is None and (by in (name.lower(), "both"))]
-            details = [r for r in (score.cp_undefined if "CP" in missing else None, score.pf_undefined if "PF" in missing else None) if r]
+            missing = [
+                name
+                for name, value in (("CP", score.cp), ("PF", score.pf))
+                if value is None and (by in (name.lower(), "both"))
+            ]
+            details = [
+                r
+                for r in (
+                    score.cp_undefined if "CP" in missing else None,
+                    score.pf_undefined if "PF" in missing else None,
+                )
+                if r
+            ]
             reasons.append(f"{' and '.join(missing)} undefined" + (f" ({'; '.join(details)})" if details else ""))
         uncertain = []
-        for name, value, band, threshold in (("CP", score.cp, score.cp_band, min_cp), ("PF", score.pf, score.pf_band, min_pf)):
+        for name, value, band, threshold in (
+            ("CP", score.cp, score.cp_band, min_cp),
+            ("PF", score.pf, score.pf_band, min_pf),
+        ):
             if threshold is None or value is None:
                 if threshold is not None:
                     reasons.append(f"{name} undefined")
@@ -220,7 +253,9 @@ def _ranked(scores: Sequence[ImageScore], rules: PassRules, top_k: int | None, r
         if reject and score.index in reject:
             reasons.append(reject[score.index])
         unique = list(dict.fromkeys(reasons))
-        items.append(RankedItem(score.index, score.cp, score.pf, key, not unique, unique, score.foreground_fraction, uncertain))
+        items.append(
+            RankedItem(score.index, score.cp, score.pf, key, not unique, unique, score.foreground_fraction, uncertain)
+        )
     items.sort(key=lambda item: (item.key is None, -(item.key if item.key is not None else 0.0), item.index))
     passing = [item.index for item in items if item.passed]
     selected = passing if top_k is None else passing[:top_k]

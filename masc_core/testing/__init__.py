@@ -8,7 +8,15 @@ Nothing here is imported by the rest of the package; no network is used.
 """
 
 from .baselines import build_clip, build_dino
-from .checkpoints import build_checkpoint, build_clipseg_checkpoint, train_tokenizer
+from .checkpoints import build_checkpoint, train_tokenizer
+from .clipseg_checkpoint import build_clipseg_checkpoint
 from .sam3_checkpoint import build_sam3_checkpoint
 
-__all__ = ["build_checkpoint", "build_clip", "build_clipseg_checkpoint", "build_dino", "build_sam3_checkpoint", "train_tokenizer"]
+__all__ = [
+    "build_checkpoint",
+    "build_clip",
+    "build_clipseg_checkpoint",
+    "build_dino",
+    "build_sam3_checkpoint",
+    "train_tokenizer",
+]

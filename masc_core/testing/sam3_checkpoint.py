@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import os
 
-from .checkpoints import _clip_tokenizer_files, train_clip_tokenizer
+from .clipseg_checkpoint import _clip_tokenizer_files, train_clip_tokenizer
+
 SAM3_SIZES = {
     # width, layers, heads of the ViT; image size; FPN and DETR width; queries
     "tiny": dict(vit=(64, 2, 2), image_size=224, width=32, queries=16),
@@ -81,16 +82,33 @@ def build_sam3_checkpoint(folder: str | os.PathLike, *, seed: int = 0, size: str
     small = dict(hidden_size=width, num_attention_heads=2 if size == "tiny" else 8, intermediate_size=2 * width)
     config = transformers.Sam3Config(
         vision_config=dict(
-            backbone_config=dict(model_type="sam3_vit_model", hidden_size=hidden, intermediate_size=2 * hidden,
-                                 num_hidden_layers=layers, num_attention_heads=heads, image_size=image_size, patch_size=14,
-                                 window_size=8 if size == "tiny" else 24, global_attn_indexes=[layers - 1],
-                                 pretrain_image_size=224 if size == "tiny" else 336),
-            fpn_hidden_size=width, backbone_feature_sizes=[[4 * grid] * 2, [2 * grid] * 2, [grid] * 2],
+            backbone_config=dict(
+                model_type="sam3_vit_model",
+                hidden_size=hidden,
+                intermediate_size=2 * hidden,
+                num_hidden_layers=layers,
+                num_attention_heads=heads,
+                image_size=image_size,
+                patch_size=14,
+                window_size=8 if size == "tiny" else 24,
+                global_attn_indexes=[layers - 1],
+                pretrain_image_size=224 if size == "tiny" else 336,
+            ),
+            fpn_hidden_size=width,
+            backbone_feature_sizes=[[4 * grid] * 2, [2 * grid] * 2, [grid] * 2],
         ),
-        text_config=dict(vocab_size=tokenizer.get_vocab_size(), hidden_size=width, intermediate_size=2 * width,
-                         num_hidden_layers=1, num_attention_heads=2, max_position_embeddings=32, projection_dim=width,
-                         bos_token_id=tokenizer.get_vocab_size() - 2, eos_token_id=tokenizer.get_vocab_size() - 1,
-                         pad_token_id=tokenizer.get_vocab_size() - 1),
+        text_config=dict(
+            vocab_size=tokenizer.get_vocab_size(),
+            hidden_size=width,
+            intermediate_size=2 * width,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            max_position_embeddings=32,
+            projection_dim=width,
+            bos_token_id=tokenizer.get_vocab_size() - 2,
+            eos_token_id=tokenizer.get_vocab_size() - 1,
+            pad_token_id=tokenizer.get_vocab_size() - 1,
+        ),
         geometry_encoder_config=dict(small, num_layers=1),
         detr_encoder_config=dict(small, num_layers=1),
         detr_decoder_config=dict(small, num_layers=1, num_queries=dims["queries"]),
@@ -102,10 +120,18 @@ def build_sam3_checkpoint(folder: str | os.PathLike, *, seed: int = 0, size: str
     model.save_pretrained(folder, safe_serialization=True)
     _clip_tokenizer_files(folder, tokenizer, 32, processor_class="Sam3Processor")
     preprocessor = {
-        "image_processor_type": "Sam3ImageProcessor", "processor_class": "Sam3Processor",
-        "do_resize": True, "do_rescale": True, "do_normalize": True, "do_convert_rgb": True, "resample": 2,
-        "rescale_factor": 1 / 255, "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5],
-        "size": {"height": image_size, "width": image_size}, "mask_size": {"height": 4 * grid, "width": 4 * grid},
+        "image_processor_type": "Sam3ImageProcessor",
+        "processor_class": "Sam3Processor",
+        "do_resize": True,
+        "do_rescale": True,
+        "do_normalize": True,
+        "do_convert_rgb": True,
+        "resample": 2,
+        "rescale_factor": 1 / 255,
+        "image_mean": [0.5, 0.5, 0.5],
+        "image_std": [0.5, 0.5, 0.5],
+        "size": {"height": image_size, "width": image_size},
+        "mask_size": {"height": 4 * grid, "width": 4 * grid},
     }
     with open(os.path.join(folder, "preprocessor_config.json"), "w", encoding="utf-8") as handle:
         json.dump(preprocessor, handle, indent=2)

@@ -35,8 +35,12 @@ PICK_CONFIG_ROUTE = "/masc/pick/config"
 
 
 def pick_config() -> dict:
-    """What the pack's script needs to know of the server's side: the events it listens to and the routes it posts to."""
-    return {"events": {"show": PICK_EVENT, "closed": PICK_CLOSED_EVENT}, "routes": {"answer": PICK_ROUTE, "hello": PICK_HELLO_ROUTE}}
+    """What the pack's script needs to know of the server's side: the events it listens to and the routes it posts
+    to."""
+    return {
+        "events": {"show": PICK_EVENT, "closed": PICK_CLOSED_EVENT},
+        "routes": {"answer": PICK_ROUTE, "hello": PICK_HELLO_ROUTE},
+    }
 
 
 class ComfyBrowser:
@@ -67,7 +71,8 @@ class ComfyBrowser:
 
 _BROWSER = ComfyBrowser() if IN_COMFYUI else None
 _BOARD_ATTRIBUTE = "masc_pick_board"
-"""Where the PromptServer keeps the pick board its routes answer: one per process, whichever copy of the pack came first."""
+"""Where the PromptServer keeps the pick board its routes answer: one per process, whichever copy of the pack came
+first."""
 
 
 def pick_browser():
@@ -84,12 +89,17 @@ def pick_board(own: PickBoard = BOARD):
     """
     server = ComfyBrowser._server() if IN_COMFYUI else None
     shared = getattr(server, _BOARD_ATTRIBUTE, None) if server is not None else None
-    return shared if shared is not None and all(hasattr(shared, name) for name in ("announcements", "announce", "wait")) else own
+    return (
+        shared
+        if shared is not None and all(hasattr(shared, name) for name in ("announcements", "announce", "wait"))
+        else own
+    )
 
 
 @contextlib.contextmanager
 def use_pick_browser(browser):
-    """Ask ``browser`` (``client()``, ``connected(client)``, ``send(event, data, client)`` as ``ComfyBrowser``) inside the block: the tests'."""
+    """Ask ``browser`` (``client()``, ``connected(client)``, ``send(event, data, client)`` as ``ComfyBrowser``) inside
+    the block: the tests'."""
     global _BROWSER
     previous, _BROWSER = _BROWSER, browser
     try:
@@ -110,7 +120,9 @@ async def _read_json_body(request, what: str):
 
     length = request.content_length
     if length is None or length > MAX_BODY_BYTES:
-        return None, _json_body_error(f"{what} is a JSON body of at most {MAX_BODY_BYTES} bytes, with its length given", 413)
+        return None, _json_body_error(
+            f"{what} is a JSON body of at most {MAX_BODY_BYTES} bytes, with its length given", 413
+        )
     try:
         return parse_json(await request.read(), max_depth=4), None
     except JSONUnreadable as why:  # deep nesting included: one line, never a 500
@@ -118,7 +130,8 @@ async def _read_json_body(request, what: str):
 
 
 def _board_route(take, what: str):
-    """A POST handler: the body read and parsed strictly, handed to ``take`` (a board call); its refusals as statuses."""
+    """A POST handler: the body read and parsed strictly, handed to ``take`` (a board call); its refusals as
+    statuses."""
     from ...masc_core.selection.picks import PickRefused
 
     async def handle(request):
@@ -153,11 +166,17 @@ def register_pick_route(board: PickBoard = BOARD) -> bool:
     server = ComfyBrowser._server()
     if server is None:
         return False
-    taken = any(getattr(route, "path", None) in (PICK_ROUTE, PICK_HELLO_ROUTE, PICK_CONFIG_ROUTE) for route in getattr(server, "routes", ()))
-    if getattr(server, _BOARD_ATTRIBUTE, None) is not None or taken:  # taken: an older copy that did not leave its board
+    taken = any(
+        getattr(route, "path", None) in (PICK_ROUTE, PICK_HELLO_ROUTE, PICK_CONFIG_ROUTE)
+        for route in getattr(server, "routes", ())
+    )
+    if (
+        getattr(server, _BOARD_ATTRIBUTE, None) is not None or taken
+    ):  # taken: an older copy that did not leave its board
         logging.warning(
             "MaSC: another copy of the pack is installed (this one at %s); MaSC Pick's routes stay with the first copy "
-            "loaded. Remove one of the two folders from custom_nodes.", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+            "loaded. Remove one of the two folders from custom_nodes.",
+            os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
         )
         return False
     server.routes.post(PICK_ROUTE)(_board_route(board.answer, "a pick"))

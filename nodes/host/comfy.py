@@ -17,7 +17,9 @@ try:  # ComfyUI's modules are importable only inside ComfyUI.
 
     IN_COMFYUI = True
 except ImportError:  # pragma: no cover - exercised by the tests without ComfyUI
-    folder_paths = model_management = model_patcher = comfy_sample = comfy_samplers = comfy_utils = latent_preview = None
+    folder_paths = model_management = model_patcher = comfy_sample = comfy_samplers = comfy_utils = latent_preview = (
+        None
+    )
     k_diffusion_sampling = None
     IN_COMFYUI = False
 

@@ -18,7 +18,10 @@ from ...masc_core.models.devices import PRECISION_CHOICES, resolve_device, resol
 from .comfy import IN_COMFYUI, comfy_utils, folder_paths, model_management, model_patcher, prompt_server
 from .models import checkpoint_folder, register_model_folders
 
-DEVICE_INPUT = (["auto", "cpu", "cuda"], {"default": "auto", "tooltip": "auto follows ComfyUI (GPU unless started with --cpu)."})
+DEVICE_INPUT = (
+    ["auto", "cpu", "cuda"],
+    {"default": "auto", "tooltip": "auto follows ComfyUI (GPU unless started with --cpu)."},
+)
 
 
 def precision_input(note: str = "") -> tuple:
@@ -115,7 +118,9 @@ class ManagedModel:
 _LOADED: "weakref.WeakValueDictionary[tuple, ManagedModel]" = weakref.WeakValueDictionary()
 
 
-def load_shared(kind: str, name: str, hub_id: str, device: str, precision: str, build: Callable, *options) -> ManagedModel:
+def load_shared(
+    kind: str, name: str, hub_id: str, device: str, precision: str, build: Callable, *options
+) -> ManagedModel:
     """Load a checkpoint once per (kind, name, device, precision, options) and share it.
 
     ``name`` is a folder the loader lists under models/<kind>, or ``hub_id`` (the pack's own checkpoint,
@@ -176,7 +181,9 @@ def _preview_folder(prefix: str, width: int, height: int) -> tuple[str, str, int
     """(folder, file name stem, first counter, subfolder) for a node's previews, or None where none are kept."""
     if IN_COMFYUI:
         directory = folder_paths.get_temp_directory()
-        full_folder, filename, counter, subfolder, _ = folder_paths.get_save_image_path(prefix, directory, width, height)
+        full_folder, filename, counter, subfolder, _ = folder_paths.get_save_image_path(
+            prefix, directory, width, height
+        )
         return full_folder, filename, counter, subfolder
     directory = os.environ.get(PREVIEW_DIR_ENV)
     if not directory:

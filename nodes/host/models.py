@@ -1,4 +1,5 @@
-"""ComfyUI's folders as the pack uses them: the model folders and checkpoint lookup, the example inputs, the output folder.
+"""ComfyUI's folders as the pack uses them: the model folders and checkpoint lookup, the example inputs, the output
+folder.
 
 A name from a shared workflow resolves only to a folder the loader's list shows (``checkpoint_folder``); outside
 ComfyUI the same calls use ``$MASC_MODELS_DIR`` and ``$MASC_OUTPUT_DIR`` (else ./models and ./output).
@@ -68,13 +69,19 @@ def copy_example_inputs(input_dir: str | None = None) -> list[str]:
     try:
         for name in sorted(os.listdir(EXAMPLE_INPUTS)):
             destination = os.path.join(input_dir, name)
-            if not name.startswith(EXAMPLE_PREFIX) or not name.lower().endswith(EXAMPLE_SUFFIXES) or os.path.lexists(destination):
+            if (
+                not name.startswith(EXAMPLE_PREFIX)
+                or not name.lower().endswith(EXAMPLE_SUFFIXES)
+                or os.path.lexists(destination)
+            ):
                 continue
             os.makedirs(input_dir, exist_ok=True)
             shutil.copyfile(os.path.join(EXAMPLE_INPUTS, name), destination)
             copied.append(name)
     except OSError as error:
-        logging.warning("MaSC: example inputs not copied to %s (%s); copy them from %s by hand", input_dir, error, EXAMPLE_INPUTS)
+        logging.warning(
+            "MaSC: example inputs not copied to %s (%s); copy them from %s by hand", input_dir, error, EXAMPLE_INPUTS
+        )
     return copied
 
 
@@ -192,8 +199,10 @@ def server_places() -> list[tuple[str, str]]:
     places = [(root, f"models/{kind}") for kind in MODEL_FOLDERS for root in model_roots(kind)]
     if IN_COMFYUI:
         places += [
-            (folder_paths.models_dir, "models"), (folder_paths.get_input_directory(), "input"),
-            (folder_paths.get_output_directory(), "output"), (folder_paths.get_temp_directory(), "temp"),
+            (folder_paths.models_dir, "models"),
+            (folder_paths.get_input_directory(), "input"),
+            (folder_paths.get_output_directory(), "output"),
+            (folder_paths.get_temp_directory(), "temp"),
             (folder_paths.base_path, "ComfyUI"),
         ]
     else:

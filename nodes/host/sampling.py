@@ -16,12 +16,34 @@ from typing import Callable
 import torch
 
 from ...masc_core.errors import MascInputError
-from ...masc_core.selection.pruning import CandidateRun, RoundResult, phase_plan, run_round, samples_one_by_one
-from .comfy import IN_COMFYUI, comfy_sample, comfy_samplers, comfy_utils, k_diffusion_sampling, latent_preview, model_management
+from ...masc_core.selection.pruning import CandidateRun, RoundResult, phase_plan, run_round
+from ...masc_core.selection.samplers import samples_one_by_one
+from .comfy import (
+    IN_COMFYUI,
+    comfy_sample,
+    comfy_samplers,
+    comfy_utils,
+    k_diffusion_sampling,
+    latent_preview,
+    model_management,
+)
 from .execution import check_interrupt
 
-FALLBACK_SAMPLERS = ("euler", "euler_ancestral", "heun", "dpm_2", "lms", "dpm_fast", "dpm_adaptive", "dpmpp_2m", "dpmpp_2m_sde", "ddim", "uni_pc")
+FALLBACK_SAMPLERS = (
+    "euler",
+    "euler_ancestral",
+    "heun",
+    "dpm_2",
+    "lms",
+    "dpm_fast",
+    "dpm_adaptive",
+    "dpmpp_2m",
+    "dpmpp_2m_sde",
+    "ddim",
+    "uni_pc",
+)
 FALLBACK_SCHEDULERS = ("normal", "karras", "exponential", "sgm_uniform", "simple", "ddim_uniform", "beta")
+
 
 def sampler_names() -> list[str]:
     """The sampler combo, as core KSampler's."""
@@ -81,15 +103,34 @@ class CoreSampling:
     """ComfyUI's own sampling, one candidate per seed: as core KSampler + VAE Decode (nodes.common_ksampler), or as core
     SamplerCustomAdvanced with the graph's NOISE, GUIDER, SAMPLER and SIGMAS.
 
-    Whatever the graph did to MODEL and CONDITIONING upstream (LoRA, IP-Adapter, a guider from another pack, ...) applies.
+    Whatever the graph did to MODEL and CONDITIONING upstream (LoRA, IP-Adapter, a guider from another pack, ...)
+    applies.
     Candidate ``i``'s noise is what the plain node makes for its seed from the one input latent. The round itself
     (phases, judged steps, who goes on) is ``masc_core.selection.pruning.run_round`` for both; this supplies its one
     primitive (``_CoreRoundSampler``), fed by a ``_KSamplerSource`` or a ``_GuiderSource``.
     """
 
-    def sample_round(self, model, seeds, latent, *, positive, negative, steps, cfg, sampler_name, scheduler, denoise,
-                     progress, done, stops=(), judge=None, prunes=True) -> RoundResult:
-        """Sample a round of candidates (seeds) as KSampler would, judged at ``stops`` by ``judge``; a plain round has none.
+    def sample_round(
+        self,
+        model,
+        seeds,
+        latent,
+        *,
+        positive,
+        negative,
+        steps,
+        cfg,
+        sampler_name,
+        scheduler,
+        denoise,
+        progress,
+        done,
+        stops=(),
+        judge=None,
+        prunes=True,
+    ) -> RoundResult:
+        """Sample a round of candidates (seeds) as KSampler would, judged at ``stops`` by ``judge``; a plain round has
+        none.
 
         Every survivor is the image a KSampler gives at its seed (batch of one):
         - a plain round samples the round as one batch when the sampler draws no noise of its own
@@ -101,14 +142,18 @@ class CoreSampling:
           step 0, so its history and noise are the uninterrupted run's). A study needs one call each.
         """
         source = _KSamplerSource(model, latent, positive, negative, steps, cfg, sampler_name, scheduler, denoise)
-        return self._round(source, seeds, latent, progress, done, stops, judge, prunes, batch=not samples_one_by_one(sampler_name))
+        return self._round(
+            source, seeds, latent, progress, done, stops, judge, prunes, batch=not samples_one_by_one(sampler_name)
+        )
 
-    def sample_guided_round(self, noise, guider, sampler, sigmas, seeds, latent, *, progress, done, stops=(), judge=None,
-                            prunes=True) -> RoundResult:
+    def sample_guided_round(
+        self, noise, guider, sampler, sigmas, seeds, latent, *, progress, done, stops=(), judge=None, prunes=True
+    ) -> RoundResult:
         """Sample a round as SamplerCustomAdvanced would, candidate ``i`` with ``noise`` at seed ``seeds[i]``.
 
         One call per candidate (another pack's guider or sampler may not batch exactly). Judged rounds as in
-        ``sample_round``: a sampler ``sampler_identity`` names and that ``resumes_at_split`` resumes, any other is replayed.
+        ``sample_round``: a sampler ``sampler_identity`` names and that ``resumes_at_split`` resumes, any other is
+        replayed.
         """
         source = _GuiderSource(noise, guider, sampler, sigmas, latent)
         return self._round(source, seeds, latent, progress, done, stops, judge, prunes, batch=False)
@@ -127,14 +172,23 @@ class CoreSampling:
         # A KSAMPLER wraps a k-diffusion function whose per-step callback pruning needs; any other SAMPLER is opaque.
         if not isinstance(sampler, comfy_samplers.KSAMPLER):
             raise MascInputError(
-                f"sampler is a {type(sampler).__name__}, which cannot be stopped at a step: pruning needs a k-diffusion sampler "
+                f"sampler is a {type(sampler).__name__}, which cannot be stopped at a step: pruning needs a "
+                "k-diffusion sampler "
                 "(KSampler Select or a Sampler... node of core); disconnect MaSC Prune to sample in full"
             )
 
     def _round(self, source, seeds, latent, progress, done, stops, judge, prunes, batch) -> RoundResult:
         image = self._fix_empty_latent(source.model, latent)
         round_sampler = _CoreRoundSampler(source, seeds, latent, image, progress, done, stops, prunes)
-        return run_round(round_sampler.plan, len(seeds), round_sampler, judge, check_interrupt, batch=batch, sampler_name=source.label)
+        return run_round(
+            round_sampler.plan,
+            len(seeds),
+            round_sampler,
+            judge,
+            check_interrupt,
+            batch=batch,
+            sampler_name=source.label,
+        )
 
     @staticmethod
     def _fix_empty_latent(model, latent):
@@ -152,7 +206,8 @@ class CoreSampling:
 
 
 class _KSamplerSource:
-    """What a round samples with when the node takes KSampler's inputs: core KSampler's schedule, sampler and CFG guider."""
+    """What a round samples with when the node takes KSampler's inputs: core KSampler's schedule, sampler and CFG
+    guider."""
 
     def __init__(self, model, latent, positive, negative, steps, cfg, sampler_name, scheduler, denoise):
         self.model, self.latent, self.positive, self.negative = model, latent, positive, negative
@@ -161,8 +216,15 @@ class _KSamplerSource:
 
     def schedule(self):
         model = self.model
-        return comfy_samplers.KSampler(model, steps=self.steps, device=model.load_device, sampler=self.name, scheduler=self.scheduler,
-                                       denoise=self.denoise, model_options=model.model_options).sigmas
+        return comfy_samplers.KSampler(
+            model,
+            steps=self.steps,
+            device=model.load_device,
+            sampler=self.name,
+            scheduler=self.scheduler,
+            denoise=self.denoise,
+            model_options=model.model_options,
+        ).sigmas
 
     def real_sampler(self):
         return comfy_samplers.sampler_object(self.name)
@@ -182,9 +244,20 @@ class _KSamplerSource:
         noise = torch.cat([self.noise(image, seeds[j]) for j in group])
         batch = image.repeat(len(group), *([1] * (image.ndim - 1)))
         out = comfy_sample.sample(
-            self.model, noise, self.steps, self.cfg, self.name, self.scheduler, self.positive, self.negative, batch,
-            denoise=self.denoise, noise_mask=self.latent.get("noise_mask"), callback=progress.sampler_callback(self.model, done + group[0]),
-            disable_pbar=not comfy_utils.PROGRESS_BAR_ENABLED, seed=seeds[group[0]],
+            self.model,
+            noise,
+            self.steps,
+            self.cfg,
+            self.name,
+            self.scheduler,
+            self.positive,
+            self.negative,
+            batch,
+            denoise=self.denoise,
+            noise_mask=self.latent.get("noise_mask"),
+            callback=progress.sampler_callback(self.model, done + group[0]),
+            disable_pbar=not comfy_utils.PROGRESS_BAR_ENABLED,
+            seed=seeds[group[0]],
         )
         return [out[i : i + 1] for i in range(len(group))]
 
@@ -194,7 +267,13 @@ class _GuiderSource:
     each candidate's), GUIDER, SAMPLER and SIGMAS, called as SamplerCustomAdvanced calls them."""
 
     def __init__(self, noise, guider, sampler, sigmas, latent):
-        self.noise_source, self.given_guider, self.sampler, self.sigmas, self.latent = noise, guider, sampler, sigmas, latent
+        self.noise_source, self.given_guider, self.sampler, self.sigmas, self.latent = (
+            noise,
+            guider,
+            sampler,
+            sigmas,
+            latent,
+        )
         self.model = guider.model_patcher
         self.steps = int(sigmas.shape[-1]) - 1
         self.name = sampler_identity(sampler)
@@ -210,7 +289,9 @@ class _GuiderSource:
         return self.given_guider
 
     def noise(self, image, seed):
-        latent = dict(self.latent, samples=image)  # as SamplerCustomAdvanced hands it over: fixed samples, the input's batch_index
+        latent = dict(
+            self.latent, samples=image
+        )  # as SamplerCustomAdvanced hands it over: fixed samples, the input's batch_index
         return candidate_noise(self.noise_source, seed).generate_noise(latent)
 
     def plain(self, group, seeds, image, progress, done):
@@ -218,8 +299,14 @@ class _GuiderSource:
         outs = []
         for j in group:
             out = self.given_guider.sample(
-                self.noise(image, seeds[j]), image, self.sampler, self.sigmas, denoise_mask=self.latent.get("noise_mask"),
-                callback=progress.sampler_callback(self.model, done + j), disable_pbar=not comfy_utils.PROGRESS_BAR_ENABLED, seed=seeds[j],
+                self.noise(image, seeds[j]),
+                image,
+                self.sampler,
+                self.sigmas,
+                denoise_mask=self.latent.get("noise_mask"),
+                callback=progress.sampler_callback(self.model, done + j),
+                disable_pbar=not comfy_utils.PROGRESS_BAR_ENABLED,
+                seed=seeds[j],
             )
             outs.append(out.to(intermediate))
         return outs
@@ -236,26 +323,44 @@ def sampler_identity(sampler) -> str | None:
         return wrapped[: -len("_function")]
     if getattr(sampler, "extra_options", None):  # eta, s_noise, ...: not the sampler the pack's tables describe
         return None
-    return next((name for name in comfy_samplers.KSAMPLER_NAMES if getattr(k_diffusion_sampling, f"sample_{name}", None) is function), None)
+    return next(
+        (
+            name
+            for name in comfy_samplers.KSAMPLER_NAMES
+            if getattr(k_diffusion_sampling, f"sample_{name}", None) is function
+        ),
+        None,
+    )
 
 
 def check_custom_inputs(noise, guider, sampler, sigmas) -> int:
-    """The custom-sampling inputs checked before anything is sampled (a shared workflow's values arrive unchecked); returns
+    """The custom-sampling inputs checked before anything is sampled (a shared workflow's values arrive unchecked);
+    returns
     the number of steps the sigmas make."""
     # That each is of its type was checked where it arrived (nodes/inputs.py); here, what the run needs of them.
     seed = getattr(noise, "seed", None)
     if type(noise).__name__ == "Noise_EmptyNoise" or isinstance(seed, bool) or not isinstance(seed, int):
         raise MascInputError(
-            "noise has no seed to count up from (Disable Noise?): every candidate would be the same image; connect Random Noise"
+            "noise has no seed to count up from (Disable Noise?): every candidate would be the same image; connect "
+            "Random Noise"
         )
-    if not isinstance(sigmas, torch.Tensor) or sigmas.ndim != 1 or sigmas.shape[0] < 2 or not torch.isfinite(sigmas).all():
+    if (
+        not isinstance(sigmas, torch.Tensor)
+        or sigmas.ndim != 1
+        or sigmas.shape[0] < 2
+        or not torch.isfinite(sigmas).all()
+    ):
         shape = tuple(sigmas.shape) if isinstance(sigmas, torch.Tensor) else type(sigmas).__name__
-        raise MascInputError(f"sigmas is {shape}, not a schedule of at least 2 finite noise levels: connect Basic Scheduler or another node's SIGMAS")
+        raise MascInputError(
+            f"sigmas is {shape}, not a schedule of at least 2 finite noise levels: connect Basic Scheduler or another "
+            "node's SIGMAS"
+        )
     return int(sigmas.shape[0]) - 1
 
 
 def candidate_noise(noise, seed: int):
-    """The graph's NOISE with its seed moved to a candidate's: Random Noise with that seed (its copy; the input is untouched)."""
+    """The graph's NOISE with its seed moved to a candidate's: Random Noise with that seed (its copy; the input is
+    untouched)."""
     moved = copy.copy(noise)
     moved.seed = int(seed)
     return moved
@@ -266,7 +371,14 @@ class _CoreRoundSampler:
     ``plain``), a judged round's as ``_CandidateCall``s (counted, previews kept, resumable or stoppable)."""
 
     def __init__(self, source, seeds, latent, image, progress, done, stops, prunes):
-        self.source, self.seeds, self.latent, self.image, self.progress, self.done = source, seeds, latent, image, progress, done
+        self.source, self.seeds, self.latent, self.image, self.progress, self.done = (
+            source,
+            seeds,
+            latent,
+            image,
+            progress,
+            done,
+        )
         self.state: dict[int, torch.Tensor] = {}
         self.model = source.model
         if not stops:
@@ -291,18 +403,32 @@ class _CoreRoundSampler:
     def sample(self, group, start, end, judged, stop_after):
         model = self.model
         if not self.plan.judged:  # a plain round: the plain node's own call
-            return [CandidateRun(final=out) for out in self.source.plain(group, self.seeds, self.image, self.progress, self.done)]
+            return [
+                CandidateRun(final=out)
+                for out in self.source.plain(group, self.seeds, self.image, self.progress, self.done)
+            ]
         (j,) = group
         counted = [0]
         call = _CandidateCall(self.real, 0, counted, self.on_step, judged)
         plan = self.plan
-        out = call.sample(self.guider, self.image, self.source.noise(self.image, self.seeds[j]), self.seeds[j],
-                          self.schedule[start : end + 1 if plan.resume else None], resume_from=self.state.get(j),
-                          offset=start, stop_after=stop_after)
+        out = call.sample(
+            self.guider,
+            self.image,
+            self.source.noise(self.image, self.seeds[j]),
+            self.seeds[j],
+            self.schedule[start : end + 1 if plan.resume else None],
+            resume_from=self.state.get(j),
+            offset=start,
+            stop_after=stop_after,
+        )
         if plan.resume:
             self.state[j] = call.left
         intermediate = model_management.intermediate_device()
-        previews = {step: model.model.process_latent_out(call.denoised[step]).to(intermediate) for step in judged if step in call.denoised}
+        previews = {
+            step: model.model.process_latent_out(call.denoised[step]).to(intermediate)
+            for step in judged
+            if step in call.denoised
+        }
         final = None
         if end == plan.last:
             final = out.to(intermediate)
@@ -314,7 +440,8 @@ class _CoreRoundSampler:
 
 
 class _CountedModel:
-    """The denoiser a sampler function calls, counting its calls (one model evaluation each); everything else passes through."""
+    """The denoiser a sampler function calls, counting its calls (one model evaluation each); everything else passes
+    through."""
 
     def __init__(self, model, count):
         self._model, self._count = model, count
@@ -338,7 +465,13 @@ class _CandidateCall:
     may stop once step ``stop_after`` is judged (what it returns then is not an image: the caller drops it)."""
 
     def __init__(self, real_sampler, j, evaluations, on_step, judged):
-        self.real, self.j, self.evaluations, self.on_step, self.judged = real_sampler, j, evaluations, on_step, set(judged)
+        self.real, self.j, self.evaluations, self.on_step, self.judged = (
+            real_sampler,
+            j,
+            evaluations,
+            on_step,
+            set(judged),
+        )
         self.denoised: dict[int, torch.Tensor] = {}
         self.left = None  # the latent inside the sampler when the call ended
 
@@ -361,16 +494,31 @@ class _CandidateCall:
                     raise _JudgedStepReached
 
             try:
-                self.left = self.real.sampler_function(_CountedModel(inner, count), x, sigmas, extra_args=extra_args,
-                                                       callback=on_each, disable=disable, **options)
+                self.left = self.real.sampler_function(
+                    _CountedModel(inner, count),
+                    x,
+                    sigmas,
+                    extra_args=extra_args,
+                    callback=on_each,
+                    disable=disable,
+                    **options,
+                )
             except _JudgedStepReached:
                 self.left = reached["x"]  # handed back so core's sampling ends as usual
             return self.left
 
         sampler = comfy_samplers.KSAMPLER(function, self.real.extra_options, self.real.inpaint_options)
         # guider.sample is core's public sampling call (comfy.samplers.sample is this with a fresh CFGGuider).
-        return guider.sample(noise, image, sampler, sigmas, denoise_mask=None, callback=None,
-                             disable_pbar=not comfy_utils.PROGRESS_BAR_ENABLED, seed=seed)
+        return guider.sample(
+            noise,
+            image,
+            sampler,
+            sigmas,
+            denoise_mask=None,
+            callback=None,
+            disable_pbar=not comfy_utils.PROGRESS_BAR_ENABLED,
+            seed=seed,
+        )
 
 
 _SAMPLING = CoreSampling() if IN_COMFYUI else None
@@ -385,7 +533,8 @@ def sampling():
 
 @contextlib.contextmanager
 def use_sampling(backend):
-    """Sample with ``backend`` (``sample_round``/``decode`` as ``CoreSampling``) inside the block: the tests' stand-in."""
+    """Sample with ``backend`` (``sample_round``/``decode`` as ``CoreSampling``) inside the block: the tests'
+    stand-in."""
     global _SAMPLING
     previous, _SAMPLING = _SAMPLING, backend
     try:

@@ -27,8 +27,16 @@ import os
 import sys
 import time
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 VIEWPORT = {"width": 1600, "height": 1000}
 REPORT_WIDGET = "masc_report"
 
@@ -139,7 +147,9 @@ def open_page(browser, url: str):
     page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
     page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
     page.goto(url + "/", wait_until="load", timeout=120_000)
-    page.wait_for_function("() => window.app && window.app.graph && window.LiteGraph && window.app.canvas", timeout=120_000)
+    page.wait_for_function(
+        "() => window.app && window.app.graph && window.LiteGraph && window.app.canvas", timeout=120_000
+    )
     page.wait_for_timeout(2000)
     page.evaluate(PAGE_HELPERS)
     return page, console
@@ -179,7 +189,8 @@ def queue_and_wait(page, timeout_s: float = 900, pick: list[int] | None = None, 
     if pick is not None:
         page.wait_for_selector(".masc-pick [data-position]", timeout=timeout_s * 1000)
         page.wait_for_function(
-            "() => [...document.querySelectorAll('.masc-pick img')].every(i => i.complete && i.naturalWidth > 0)", timeout=60_000
+            "() => [...document.querySelectorAll('.masc-pick img')].every(i => i.complete && i.naturalWidth > 0)",
+            timeout=60_000,
         )
         dialog = page.evaluate(
             """() => {
@@ -192,7 +203,8 @@ def queue_and_wait(page, timeout_s: float = 900, pick: list[int] | None = None, 
         for position in pick:
             page.click(f".masc-pick [data-position='{position}']")
         dialog["pressed"] = page.evaluate(
-            "() => [...document.querySelectorAll('.masc-pick [aria-pressed=true]')].map(t => Number(t.dataset.position))"
+            "() => [...document.querySelectorAll('.masc-pick [aria-pressed=true]')].map(t => "
+            "Number(t.dataset.position))"
         )
         if shots:
             page.screenshot(path=shots + "-pick.png")
@@ -222,7 +234,9 @@ def vue_reports(page, node_ids: list[str]) -> dict:
             page.keyboard.type("typed")
             page.keyboard.press("Backspace")
             entry.update(
-                value=before, after_typing=box.input_value(), readOnly=box.evaluate("e => e.readOnly"),
+                value=before,
+                after_typing=box.input_value(),
+                readOnly=box.evaluate("e => e.readOnly"),
                 accessible_name=box.get_attribute("aria-label"),
                 every_line_visible=box.evaluate("e => e.scrollHeight <= e.clientHeight + 1"),
             )
@@ -260,7 +274,8 @@ def check_workflow(page, item: dict, widgets: dict, out: str, vue: bool) -> dict
     page.evaluate("async (g) => { await app.loadGraphData(g); }", graph)
     page.wait_for_timeout(1500)
     result["widgets_on_load"] = page.evaluate(
-        "() => app.graph.serialize().nodes.map(n => ({id: String(n.id), type: n.type, widgets_values: n.widgets_values ?? null}))"
+        "() => app.graph.serialize().nodes.map(n => ({id: String(n.id), type: n.type, widgets_values: n.widgets_values "
+        "?? null}))"
     )
     result["flagged_on_load"] = page.evaluate("() => window.__masc.flagged()")
     result["node_count"] = page.evaluate("() => window.__masc.nodes().length")
@@ -364,20 +379,35 @@ def main(plan_path: str, result_path: str) -> None:
             if result["vue"] and checked.get("preview_any") and not any(checked["preview_any"].values()):
                 break  # this Vue renderer shows no node text at all: the rest would show nothing either
         # After the workflows (their screenshots and thumbnails are taken with no side panel open).
-        from browser_places import blueprint_defs, check_blueprint, check_help, check_pick_after_reload  # beside this script
+        from browser_places import (
+            blueprint_defs,
+            check_blueprint,
+            check_help,
+            check_pick_after_reload,
+        )  # beside this script
+
         if plan.get("blueprints") is not None:
             result["blueprint_defs"] = listed = blueprint_defs(page) or {}
-            result["blueprints"] = {item["name"]: check_blueprint(page, item, plan.get("widgets", {}), plan["out"])
-                                    for item in plan["blueprints"] if item["name"] in listed}  # none before 0.33
+            result["blueprints"] = {
+                item["name"]: check_blueprint(page, item, plan.get("widgets", {}), plan["out"])
+                for item in plan["blueprints"]
+                if item["name"] in listed
+            }  # none before 0.33
         if plan.get("help"):
             result["help"] = {}
             for node_type in plan["help"]:
-                opened = check_help(page, node_type, plan["out"]) if result["help"].get("_button", True) else {"button": False}
+                opened = (
+                    check_help(page, node_type, plan["out"])
+                    if result["help"].get("_button", True)
+                    else {"button": False}
+                )
                 result["help"][node_type] = opened
                 result["help"]["_button"] = opened["button"]  # a front end without the button: not tried again
             result["help"].pop("_button")
         if plan.get("pick_reload"):  # last: the reload drops the page's helpers
-            result["pick_reload"] = check_pick_after_reload(page, plan["pick_reload"], plan.get("widgets", {}), plan["out"])
+            result["pick_reload"] = check_pick_after_reload(
+                page, plan["pick_reload"], plan.get("widgets", {}), plan["out"]
+            )
         result["console"] = console
         browser.close()
     with open(result_path, "w", encoding="utf-8") as handle:

@@ -29,7 +29,9 @@ def place_from_search(page, name: str) -> dict | None:
     """Add a node as a user does: double-click the empty canvas, type its name, press Enter."""
     page.evaluate("() => { app.graph.clear(); window.__masc.resetView(); }")
     page.wait_for_timeout(500)
-    canvas = page.evaluate("() => { const r = app.canvas.canvas.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; }")
+    canvas = page.evaluate(
+        "() => { const r = app.canvas.canvas.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; }"
+    )
     for _ in range(3):  # the canvas takes a double-click only once it has the focus (a first click may just take it)
         page.keyboard.press("Escape")
         page.mouse.click(*canvas)
@@ -145,12 +147,15 @@ def check_help(page, node_type: str, out: str) -> dict:
 
 
 def _page_ready(page) -> None:
-    page.wait_for_function("() => window.app && window.app.graph && window.LiteGraph && window.app.canvas", timeout=120_000)
+    page.wait_for_function(
+        "() => window.app && window.app.graph && window.LiteGraph && window.app.canvas", timeout=120_000
+    )
 
 
 def _dialog_tiles(page) -> list[str]:
     page.wait_for_function(
-        "() => [...document.querySelectorAll('.masc-pick img')].every(i => i.complete && i.naturalWidth > 0)", timeout=60_000
+        "() => [...document.querySelectorAll('.masc-pick img')].every(i => i.complete && i.naturalWidth > 0)",
+        timeout=60_000,
     )
     return page.evaluate("() => [...document.querySelectorAll('.masc-pick [data-position]')].map(t => t.innerText)")
 
@@ -190,5 +195,11 @@ def check_pick_after_reload(page, item: dict, widgets: dict, out: str) -> dict:
         page.click(f".masc-pick [data-position='{position}']")
     page.click(".masc-pick button[data-action='keep']")
     page.wait_for_selector(".masc-pick", state="detached", timeout=60_000)
-    return {"client_before": client_before, "client_after": client_after, "prompt_id": prompt_id,
-            "tiles_before": tiles_before, "tiles_after": tiles_after, "picked": item["pick"]}
+    return {
+        "client_before": client_before,
+        "client_after": client_after,
+        "prompt_id": prompt_id,
+        "tiles_before": tiles_before,
+        "tiles_after": tiles_after,
+        "picked": item["pick"],
+    }

@@ -34,18 +34,60 @@ import time
 
 from build_sd15 import randomize
 
-FLUX = dict(image_model="flux", in_channels=16, out_channels=16, vec_in_dim=768, context_in_dim=64, hidden_size=256, mlp_ratio=4.0,
-            num_heads=2, depth=1, depth_single_blocks=1, axes_dim=[16, 56, 56], theta=10000, qkv_bias=True, guidance_embed=True,
-            patch_size=2, txt_ids_dims=[])
-FLUX_VAE = dict(double_z=True, z_channels=16, resolution=256, in_channels=3, out_ch=3, ch=128, ch_mult=[1, 2, 4, 4],
-                num_res_blocks=2, attn_resolutions=[], dropout=0.0)
+FLUX = dict(
+    image_model="flux",
+    in_channels=16,
+    out_channels=16,
+    vec_in_dim=768,
+    context_in_dim=64,
+    hidden_size=256,
+    mlp_ratio=4.0,
+    num_heads=2,
+    depth=1,
+    depth_single_blocks=1,
+    axes_dim=[16, 56, 56],
+    theta=10000,
+    qkv_bias=True,
+    guidance_embed=True,
+    patch_size=2,
+    txt_ids_dims=[],
+)
+FLUX_VAE = dict(
+    double_z=True,
+    z_channels=16,
+    resolution=256,
+    in_channels=3,
+    out_ch=3,
+    ch=128,
+    ch_mult=[1, 2, 4, 4],
+    num_res_blocks=2,
+    attn_resolutions=[],
+    dropout=0.0,
+)
 FLUX_VAE_DECODER_CH = 32
 QWEN_IMAGE = dict(image_model="qwen_image", in_channels=64, num_layers=1, default_ref_method="index_timestep_zero")
-WAN_VAE = dict(dim=32, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[], temperal_downsample=[False, True, True],
-               dropout=0.0)
-SD3 = dict(in_channels=16, out_channels=16, patch_size=2, depth=2, adm_in_channels=2048, input_size=None, pos_embed_scaling_factor=None,
-           context_embedder_config={"target": "torch.nn.Linear", "params": {"in_features": 64, "out_features": 128}},
-           num_patches=1024, pos_embed_max_size=32, x_block_self_attn_layers=[])
+WAN_VAE = dict(
+    dim=32,
+    z_dim=16,
+    dim_mult=[1, 2, 4, 4],
+    num_res_blocks=2,
+    attn_scales=[],
+    temperal_downsample=[False, True, True],
+    dropout=0.0,
+)
+SD3 = dict(
+    in_channels=16,
+    out_channels=16,
+    patch_size=2,
+    depth=2,
+    adm_in_channels=2048,
+    input_size=None,
+    pos_embed_scaling_factor=None,
+    context_embedder_config={"target": "torch.nn.Linear", "params": {"in_features": 64, "out_features": 128}},
+    num_patches=1024,
+    pos_embed_max_size=32,
+    x_block_self_attn_layers=[],
+)
 FAMILIES = {"flux": "Flux", "qwen_image": "Qwen-Image (Edit 2511 where the host has it)", "sd3": "SD3"}
 
 
@@ -61,7 +103,9 @@ def flux(torch, generator):
     import comfy.ldm.models.autoencoder
     import comfy.supported_models
 
-    config = comfy.supported_models.Flux(accepted(FLUX, {f.name for f in dataclasses.fields(comfy.ldm.flux.model.FluxParams)}))
+    config = comfy.supported_models.Flux(
+        accepted(FLUX, {f.name for f in dataclasses.fields(comfy.ldm.flux.model.FluxParams)})
+    )
     model = config.get_model({}, device=torch.device("cpu"))
     import comfy.sd
 
@@ -69,7 +113,10 @@ def flux(torch, generator):
         return comfy.ldm.models.autoencoder.AutoencodingEngine(
             regularizer_config={"target": "comfy.ldm.models.autoencoder.DiagonalGaussianRegularizer"},
             encoder_config={"target": "comfy.ldm.modules.diffusionmodules.model.Encoder", "params": FLUX_VAE},
-            decoder_config={"target": "comfy.ldm.modules.diffusionmodules.model.Decoder", "params": dict(FLUX_VAE, ch=decoder_ch)},
+            decoder_config={
+                "target": "comfy.ldm.modules.diffusionmodules.model.Decoder",
+                "params": dict(FLUX_VAE, ch=decoder_ch),
+            },
         )
 
     vae = autoencoder(FLUX_VAE_DECODER_CH)
@@ -117,15 +164,20 @@ def main(comfy_dir: str, models_dir: str, family: str) -> None:
     transformer, vae = {"flux": flux, "qwen_image": qwen_image, "sd3": sd3}[family](torch, generator)
     counts = [randomize(part, generator) for part in (transformer, vae)]
     written = []
-    for folder, name, module in (("diffusion_models", f"masc-host-test-{family}.safetensors", transformer),
-                                 ("vae", f"masc-host-test-{family}-vae.safetensors", vae)):
+    for folder, name, module in (
+        ("diffusion_models", f"masc-host-test-{family}.safetensors", transformer),
+        ("vae", f"masc-host-test-{family}-vae.safetensors", vae),
+    ):
         path = os.path.join(models_dir, folder, name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         state = {k: v.detach().to(torch.float32).contiguous() for k, v in module.state_dict().items()}
         comfy.utils.save_torch_file(state, path)
         written.append(f"{folder}/{name}")
-    print(f"built {FAMILIES[family]} ({counts[0] / 1e6:.1f}M parameters) and its VAE ({counts[1] / 1e6:.1f}M) with the host's code in "
-          f"{time.time() - started:.1f}s: {', '.join(written)}")
+    print(
+        f"built {FAMILIES[family]} ({counts[0] / 1e6:.1f}M parameters) and its VAE ({counts[1] / 1e6:.1f}M) with the "
+        "host's code in "
+        f"{time.time() - started:.1f}s: {', '.join(written)}"
+    )
 
 
 if __name__ == "__main__":

@@ -21,15 +21,37 @@ import sys
 import time
 
 UNET = dict(
-    use_checkpoint=False, image_size=32, out_channels=4, use_spatial_transformer=True, legacy=False,
-    adm_in_channels=None, in_channels=4, model_channels=320, num_res_blocks=[2, 2, 2, 2],
-    transformer_depth=[1, 1, 1, 1, 1, 1, 0, 0], channel_mult=[1, 2, 4, 4], transformer_depth_middle=1,
-    use_linear_in_transformer=False, context_dim=768, num_heads=8,
-    transformer_depth_output=[1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0], use_temporal_attention=False,
+    use_checkpoint=False,
+    image_size=32,
+    out_channels=4,
+    use_spatial_transformer=True,
+    legacy=False,
+    adm_in_channels=None,
+    in_channels=4,
+    model_channels=320,
+    num_res_blocks=[2, 2, 2, 2],
+    transformer_depth=[1, 1, 1, 1, 1, 1, 0, 0],
+    channel_mult=[1, 2, 4, 4],
+    transformer_depth_middle=1,
+    use_linear_in_transformer=False,
+    context_dim=768,
+    num_heads=8,
+    transformer_depth_output=[1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0],
+    use_temporal_attention=False,
     use_temporal_resblock=False,
 )
-VAE = dict(double_z=True, z_channels=4, resolution=256, in_channels=3, out_ch=3, ch=128, ch_mult=[1, 2, 4, 4],
-           num_res_blocks=2, attn_resolutions=[], dropout=0.0)
+VAE = dict(
+    double_z=True,
+    z_channels=4,
+    resolution=256,
+    in_channels=3,
+    out_ch=3,
+    ch=128,
+    ch_mult=[1, 2, 4, 4],
+    num_res_blocks=2,
+    attn_resolutions=[],
+    dropout=0.0,
+)
 
 
 def randomize(module, generator) -> int:
@@ -79,11 +101,16 @@ def main(comfy_dir: str, out: str) -> None:
         merged = model.state_dict_for_saving(model.diffusion_model.state_dict(), *parts)
     else:
         merged = model.state_dict_for_saving(*parts)
-    tensors = {key: (value.half() if value.is_floating_point() else value).contiguous() for key, value in merged.items()}
+    tensors = {
+        key: (value.half() if value.is_floating_point() else value).contiguous() for key, value in merged.items()
+    }
     partial = out + ".partial"
     comfy.utils.save_torch_file(tensors, partial)
     os.replace(partial, out)  # a run killed mid-write never leaves a truncated checkpoint behind
-    print(f"{out}: {len(tensors)} tensors, parameters {counts}, {os.path.getsize(out) / 1e9:.2f} GB, {time.time() - started:.1f} s")
+    print(
+        f"{out}: {len(tensors)} tensors, parameters {counts}, {os.path.getsize(out) / 1e9:.2f} GB, "
+        f"{time.time() - started:.1f} s"
+    )
 
 
 if __name__ == "__main__":

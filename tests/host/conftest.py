@@ -37,7 +37,8 @@ from . import hostapi
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 SKIP_REASON = (
-    "real-ComfyUI tests: set MASC_COMFYUI_DIR (a ComfyUI checkout) and MASC_COMFYUI_PYTHON (its interpreter) to run them"
+    "real-ComfyUI tests: set MASC_COMFYUI_DIR (a ComfyUI checkout) and MASC_COMFYUI_PYTHON (its "
+    "interpreter) to run them"
 )
 ENCODER_NAME = "masc-host-test-siglip2"
 SEGMENTER_NAME = "masc-host-test-clipseg"
@@ -85,7 +86,9 @@ class Host:
     def run_python(self, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
         env = dict(os.environ)
         env.pop("PYTHONPATH", None)
-        return subprocess.run([self.python, *args], cwd=self.dir, env=env, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            [self.python, *args], cwd=self.dir, env=env, capture_output=True, text=True, timeout=timeout
+        )
 
 
 def _read_version(comfy_dir: str) -> tuple[int, ...]:
@@ -103,7 +106,8 @@ def host() -> Host:
     assert os.access(python, os.X_OK), f"MASC_COMFYUI_PYTHON={python} is not an executable"
     found = subprocess.run(
         [python, "-c", "from importlib.metadata import version; print(version('comfyui-frontend-package'))"],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     frontend = found.stdout.strip() if found.returncode == 0 else None
     return Host(comfy_dir, python, _read_version(comfy_dir), frontend, os.environ.get("MASC_PACK_NAME", "masc-comfyui"))
@@ -133,10 +137,14 @@ def pytest_terminal_summary(terminalreporter):
 
 # --- the pack, as a user installs it ------------------------------------------------------------------------
 
+
 def pack_files(root: str = ROOT) -> list[str]:
     """Paths (relative to ``root``) a user's copy of the repository holds: tracked and new files, not ignored ones."""
     listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=root, capture_output=True, text=True,
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=root,
+        capture_output=True,
+        text=True,
     )
     if listed.returncode == 0:
         names = [name for name in listed.stdout.split("\0") if name]
@@ -146,8 +154,10 @@ def pack_files(root: str = ROOT) -> list[str]:
             dirs[:] = [d for d in dirs if d not in NEVER_COPIED and not d.endswith(".egg-info")]
             names += [os.path.relpath(os.path.join(folder, f), root) for f in files if not f.endswith(".pyc")]
     return sorted(
-        name for name in names
-        if not set(name.split("/")) & NEVER_COPIED and os.path.isfile(os.path.join(root, name))
+        name
+        for name in names
+        if not set(name.split("/")) & NEVER_COPIED
+        and os.path.isfile(os.path.join(root, name))
         and not name.startswith("tests/host/output")
     )
 
@@ -166,9 +176,10 @@ def install_pack(host: Host) -> list[str]:
 
 # --- random-weight checkpoints -------------------------------------------------------------------------------
 
+
 def _builder_digest() -> str:
     digest = hashlib.sha256()
-    for name in ("checkpoints.py", "sam3_checkpoint.py"):
+    for name in ("checkpoints.py", "clipseg_checkpoint.py", "sam3_checkpoint.py"):
         with open(os.path.join(ROOT, "masc_core", "testing", name), "rb") as handle:
             digest.update(handle.read())
     return digest.hexdigest()[:12]
@@ -177,10 +188,15 @@ def _builder_digest() -> str:
 @pytest.fixture(scope="session")
 def tiny_models() -> dict:
     """The tiny SigLIP2, CLIPSeg and SAM3 folders, built once (per builder version) and reused by every host."""
-    cache = os.environ.get("MASC_HOST_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "masc-comfyui", "host-tests")
+    cache = os.environ.get("MASC_HOST_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "masc-comfyui", "host-tests"
+    )
     folder = os.path.join(cache, f"checkpoints-{_builder_digest()}")
-    paths = {"encoder": os.path.join(folder, ENCODER_NAME), "segmenter": os.path.join(folder, SEGMENTER_NAME),
-             "sam3": os.path.join(folder, SAM3_NAME)}
+    paths = {
+        "encoder": os.path.join(folder, ENCODER_NAME),
+        "segmenter": os.path.join(folder, SEGMENTER_NAME),
+        "sam3": os.path.join(folder, SAM3_NAME),
+    }
     if not os.path.isfile(os.path.join(folder, "complete")):
         from masc_core.testing import build_checkpoint, build_clipseg_checkpoint, build_sam3_checkpoint, train_tokenizer
 
@@ -207,7 +223,9 @@ def sd15(host) -> str:
     if not os.path.isfile(source):
         os.makedirs(os.path.dirname(os.path.abspath(source)), exist_ok=True)
         built = host.run_python(os.path.join(HERE, "build_sd15.py"), host.dir, os.path.abspath(source))
-        assert built.returncode == 0, f"building SD1.5 with the host's code failed:\n{built.stdout}\n{built.stderr[-4000:]}"
+        assert built.returncode == 0, (
+            f"building SD1.5 with the host's code failed:\n{built.stdout}\n{built.stderr[-4000:]}"
+        )
         print(built.stdout.strip())  # what was built and how long it took (shown with -s, kept in the log with -rA)
     if os.path.abspath(source) != target:
         if os.path.lexists(target):
@@ -242,16 +260,29 @@ def installed(host, tiny_models, out_dir) -> dict:
 
 def server_args(host: Host, installed: dict, *extra: str) -> list[str]:
     return [
-        "--cpu", "--disable-all-custom-nodes", "--whitelist-custom-nodes", host.pack_name,
-        "--input-directory", installed["input"], "--output-directory", installed["output"],
-        "--temp-directory", installed["temp"], "--user-directory", installed["user"],
-        "--database-url", "sqlite:///:memory:", *extra,
+        "--cpu",
+        "--disable-all-custom-nodes",
+        "--whitelist-custom-nodes",
+        host.pack_name,
+        "--input-directory",
+        installed["input"],
+        "--output-directory",
+        installed["output"],
+        "--temp-directory",
+        installed["temp"],
+        "--user-directory",
+        installed["user"],
+        "--database-url",
+        "sqlite:///:memory:",
+        *extra,
     ]
 
 
 @pytest.fixture(scope="session")
 def server(host, installed, out_dir):
-    started = hostapi.start_server(host.python, host.dir, server_args(host, installed), os.path.join(out_dir, "server.log"))
+    started = hostapi.start_server(
+        host.python, host.dir, server_args(host, installed), os.path.join(out_dir, "server.log")
+    )
     yield started
     started.stop()
 
@@ -270,21 +301,25 @@ def pack_mappings():
 def metadata_writers() -> frozenset[str]:
     """The pack's node types that add their scores to saved PNGs (they take ComfyUI's hidden extra_pnginfo)."""
     return frozenset(
-        name for name, cls in pack_mappings().NODE_CLASS_MAPPINGS.items()
+        name
+        for name, cls in pack_mappings().NODE_CLASS_MAPPINGS.items()
         if "extra_pnginfo" in cls.INPUT_TYPES().get("hidden", {})
     )
 
 
 def read_scores(*paths: str) -> subprocess.CompletedProcess:
     """``python -m masc_core read`` on PNGs the server saved, run as a user would, by the checkout's interpreter."""
-    return subprocess.run([sys.executable, "-m", "masc_core", "read", *paths], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "masc_core", "read", *paths], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
 
 
 def this_image(printed: str) -> list[tuple[str, str]]:
     """The (``this image:`` line, ``from <node> (node <id>): ...`` line) pairs ``read`` printed for one file."""
     lines = printed.splitlines()
     return [
-        (line.strip(), following.strip()) for line, following in zip(lines, lines[1:])
+        (line.strip(), following.strip())
+        for line, following in zip(lines, lines[1:])
         if line.startswith("  this image: ") and following.startswith("    from ")
     ]
 

@@ -12,10 +12,12 @@ from .conftest import ENCODER_NAME, ROOT, SD15_NAME, SEGMENTER_NAME, metadata_wr
 API_WORKFLOWS = sorted(glob.glob(os.path.join(ROOT, "workflows", "api", "*.json")))
 UI_WORKFLOWS = sorted(glob.glob(os.path.join(ROOT, "workflows", "*.json")))
 BLUEPRINTS = sorted(glob.glob(os.path.join(ROOT, "subgraphs", "*.json")))
-"""The subgraph blueprints (core after 0.3.64 serves them at /global_subgraphs; the front end lists them by file name)."""
+"""The subgraph blueprints (core after 0.3.64 serves them at /global_subgraphs; the front end lists them by file
+name)."""
 LATENT_SIDE = 256
 AT_MOST = {"batch_size": 2, "max_candidates": 2, "accept": 2, "show": 2}
-"""Integer inputs capped wherever they appear (Empty Latent's batch, MaSC Sample Until's budget, MaSC Pick's shown): few images per run."""
+"""Integer inputs capped wherever they appear (Empty Latent's batch, MaSC Sample Until's budget, MaSC Pick's shown): few
+images per run."""
 
 
 def load(path: str) -> dict:
@@ -88,10 +90,24 @@ def design_card(reference: str, reference_mask: str, image: str, image_mask: str
         "3": node("LoadImageMask", image=reference_mask, channel="red"),
         "4": node("LoadImage", image=image),
         "5": node("LoadImageMask", image=image_mask, channel="red"),
-        "6": node("MaSCConceptPreservation", encoder=["1", 0], reference_image=["2", 0], reference_mask=["3", 0],
-                  image=["4", 0], heatmaps=True, mask=["5", 0]),
-        "7": node("MaSCPromptFollowing", encoder=["1", 0], image=["4", 0], mask=["5", 0], prompt=prompt, subject=subject,
-                  heatmaps=True),
+        "6": node(
+            "MaSCConceptPreservation",
+            encoder=["1", 0],
+            reference_image=["2", 0],
+            reference_mask=["3", 0],
+            image=["4", 0],
+            heatmaps=True,
+            mask=["5", 0],
+        ),
+        "7": node(
+            "MaSCPromptFollowing",
+            encoder=["1", 0],
+            image=["4", 0],
+            mask=["5", 0],
+            prompt=prompt,
+            subject=subject,
+            heatmaps=True,
+        ),
         "8": node("MaSCStripSubject", prompt=prompt, subject=subject),
         "9": node("PreviewAny", source=["6", 0]),
         "10": node("PreviewAny", source=["7", 0]),
@@ -103,7 +119,11 @@ def check_saved_scores(path: str, graph: dict, save_id: str) -> None:
     """A PNG written by Save Image ``save_id`` of ``graph`` (API format): ``python -m masc_core read`` prints, for this
     very image (matched by its pixels), the scores of every MaSC node upstream that saves scores."""
     writers = metadata_writers()
-    expected = {f"from {graph[i]['class_type']} (node {i}):" for i in ancestors(graph, save_id) if graph[i]["class_type"] in writers}
+    expected = {
+        f"from {graph[i]['class_type']} (node {i}):"
+        for i in ancestors(graph, save_id)
+        if graph[i]["class_type"] in writers
+    }
     read = read_scores(path)
     assert read.returncode == 0, f"read {path}: {read.stderr}"
     sources = [source for _, source in this_image(read.stdout)]
@@ -112,9 +132,12 @@ def check_saved_scores(path: str, graph: dict, save_id: str) -> None:
 
 
 DIT_LOADERS = {"UNETLoader", "DualCLIPLoader", "CLIPLoader"}
-"""Loaders of the DiT templates (8, 9): their text encoders cannot exist here, so those graphs run through ``for_tiny_dits``."""
-TINY_DITS = {"flux": ("masc-host-test-flux.safetensors", "masc-host-test-flux-vae.safetensors", 64, 768),
-             "qwen": ("masc-host-test-qwen_image.safetensors", "masc-host-test-qwen_image-vae.safetensors", 3584, 0)}
+"""Loaders of the DiT templates (8, 9): their text encoders cannot exist here, so those graphs run through
+``for_tiny_dits``."""
+TINY_DITS = {
+    "flux": ("masc-host-test-flux.safetensors", "masc-host-test-flux-vae.safetensors", 64, 768),
+    "qwen": ("masc-host-test-qwen_image.safetensors", "masc-host-test-qwen_image-vae.safetensors", 3584, 0),
+}
 """Per family: the tiny transformer and VAE ``build_dits.py`` writes, and the text width and pooled size its
 conditioning has (Flux: T5 shrunk to 64 and CLIP-L's 768; Qwen-Image: Qwen2.5-VL's 3584, nothing pooled)."""
 
@@ -139,7 +162,9 @@ def for_tiny_dits(graph: dict, *, steps: int = 4, side: int = 256) -> dict:
         elif kind == "VAELoader":
             inputs["vae_name"] = vae
         elif kind == "FluxKontextImageScale":
-            graph[node_id] = node("ImageScale", image=inputs["image"], upscale_method="bilinear", width=side, height=side, crop="center")
+            graph[node_id] = node(
+                "ImageScale", image=inputs["image"], upscale_method="bilinear", width=side, height=side, crop="center"
+            )
         elif kind == "CLIPTextEncode":
             graph[node_id] = node("HostTestConditioning", text=inputs["text"], width=width, tokens=8, pooled=pooled)
         elif kind == "TextEncodeQwenImageEditPlus":

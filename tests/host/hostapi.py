@@ -20,7 +20,9 @@ import urllib.request
 import uuid
 from dataclasses import dataclass, field
 
-FROM_FRONT_END = {"extra_pnginfo": {"workflow": {"note": "sent by the MaSC host suite, as the front end sends its workflow"}}}
+FROM_FRONT_END = {
+    "extra_pnginfo": {"workflow": {"note": "sent by the MaSC host suite, as the front end sends its workflow"}}
+}
 """The ``extra_data`` the front end sends with every prompt: core Save Image writes ``extra_pnginfo`` into each PNG."""
 
 PORTS = range(18000, 18100)
@@ -83,7 +85,9 @@ class Server:
     def request(self, path: str, data=None, *, raw: bool = False, timeout: float = 60):
         body = None if data is None else json.dumps(data).encode()
         headers = {"Content-Type": "application/json"} if body is not None else {}
-        req = urllib.request.Request(self.url + path, data=body, headers=headers, method="POST" if body is not None else "GET")
+        req = urllib.request.Request(
+            self.url + path, data=body, headers=headers, method="POST" if body is not None else "GET"
+        )
         try:
             with urllib.request.urlopen(req, timeout=timeout) as response:
                 payload = response.read()
@@ -155,7 +159,9 @@ def start_server(python: str, comfy_dir: str, args: list[str], log_path: str, ti
     log = open(log_path, "w", encoding="utf-8")
     env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1")
     env.pop("PYTHONPATH", None)  # the host imports its own modules, never the test checkout
-    process = subprocess.Popen(command, cwd=comfy_dir, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    process = subprocess.Popen(
+        command, cwd=comfy_dir, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+    )
     log.close()
     server = Server(port, process, log_path, command)
     deadline = time.monotonic() + timeout
@@ -182,7 +188,8 @@ class Messages:
         self._sock.sendall(
             (
                 f"GET /ws?clientId={server.client_id} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
-                f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+                f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: "
+                "13\r\n\r\n"
             ).encode()
         )
         header = b""
@@ -225,8 +232,10 @@ class Messages:
 
     def of_type(self, kind: str, prompt_id: str | None = None) -> list[tuple[float, dict]]:
         return [
-            (at, message["data"]) for at, message in list(self.items)
-            if message.get("type") == kind and (prompt_id is None or message.get("data", {}).get("prompt_id") == prompt_id)
+            (at, message["data"])
+            for at, message in list(self.items)
+            if message.get("type") == kind
+            and (prompt_id is None or message.get("data", {}).get("prompt_id") == prompt_id)
         ]
 
     def close(self) -> None:
@@ -243,6 +252,7 @@ class Messages:
 
 
 # --- /history helpers ---------------------------------------------------------------------------------------
+
 
 def status(entry: dict) -> str:
     return entry["status"].get("status_str")
@@ -268,7 +278,11 @@ def ui_text(entry: dict, node_id: str) -> str:
 def saved_images(entry: dict, node_id: str, output_dir: str) -> list[str]:
     """Paths of the images a Save Image node wrote (empty when it was skipped or blocked)."""
     images = entry.get("outputs", {}).get(node_id, {}).get("images", [])
-    return [os.path.join(output_dir, image.get("subfolder", ""), image["filename"]) for image in images if image.get("type") == "output"]
+    return [
+        os.path.join(output_dir, image.get("subfolder", ""), image["filename"])
+        for image in images
+        if image.get("type") == "output"
+    ]
 
 
 def explain(entry: dict) -> str:
@@ -276,4 +290,7 @@ def explain(entry: dict) -> str:
     error = error_of(entry)
     if error is None:
         return f"status {status(entry)}"
-    return f"status {status(entry)}: node {error.get('node_id')} ({error.get('node_type')}) {error.get('exception_type')}: {error.get('exception_message')}"
+    return (
+        f"status {status(entry)}: node {error.get('node_id')} ({error.get('node_type')}) "
+        f"{error.get('exception_type')}: {error.get('exception_message')}"
+    )

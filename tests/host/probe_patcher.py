@@ -45,13 +45,17 @@ def main(comfy_dir: str, pack_dir: str) -> None:
     cpu = torch.device("cpu")
     patcher = host.make_patcher(torch.nn.Linear(4, 4), cpu, cpu)
     comfy.model_management.load_models_gpu([patcher], force_full_load=True)
-    print(json.dumps({
-        "class": f"{type(patcher).__module__}.{type(patcher).__qualname__}",
-        "legacy": type(patcher) is comfy.model_patcher.ModelPatcher,
-        "core_patcher_used": bool(used),
-        "is_dynamic": patcher.is_dynamic() if hasattr(patcher, "is_dynamic") else None,
-        "loaded": any(m.model is patcher for m in comfy.model_management.current_loaded_models),
-    }))
+    print(
+        json.dumps(
+            {
+                "class": f"{type(patcher).__module__}.{type(patcher).__qualname__}",
+                "legacy": type(patcher) is comfy.model_patcher.ModelPatcher,
+                "core_patcher_used": bool(used),
+                "is_dynamic": patcher.is_dynamic() if hasattr(patcher, "is_dynamic") else None,
+                "loaded": any(m.model is patcher for m in comfy.model_management.current_loaded_models),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -24,13 +24,19 @@ def long_batch_graph(count: int) -> dict:
     graph = _cp_graph()
     graph["4"] = node("ImageAddNoise", image=["11", 0], seed=7, strength=0.3)
     graph["10"] = node("LoadImage", image=EXAMPLE_PREFIX + "dog_01.jpg")
-    graph["12"] = node("ImageScale", image=["10", 0], upscale_method="bilinear", width=SIDE, height=SIDE, crop="disabled")
+    graph["12"] = node(
+        "ImageScale", image=["10", 0], upscale_method="bilinear", width=SIDE, height=SIDE, crop="disabled"
+    )
     graph["11"] = node("RepeatImageBatch", image=["12", 0], amount=count)
     return graph
 
 
 def _progress(messages, prompt_id: str, node_id: str) -> list[tuple[float, int, int]]:
-    return [(at, data["value"], data["max"]) for at, data in messages.of_type("progress", prompt_id) if data.get("node") == node_id]
+    return [
+        (at, data["value"], data["max"])
+        for at, data in messages.of_type("progress", prompt_id)
+        if data.get("node") == node_id
+    ]
 
 
 def test_cancel_stops_a_long_batch_at_the_next_batch_boundary(server, out_dir):
@@ -59,7 +65,11 @@ def test_cancel_stops_a_long_batch_at_the_next_batch_boundary(server, out_dir):
     assert len(after) <= 1, f"batches finished after the cancel: {after}"
     interrupted = [at for at, _ in messages.of_type("execution_interrupted", prompt_id)]
     batch_seconds = (progress[-1][0] - progress[0][0]) / max(1, len(progress) - 1)
-    assert interrupted and interrupted[0] - cancelled_at <= 5 * batch_seconds + 2.0, (interrupted, cancelled_at, batch_seconds)
+    assert interrupted and interrupted[0] - cancelled_at <= 5 * batch_seconds + 2.0, (
+        interrupted,
+        cancelled_at,
+        batch_seconds,
+    )
 
 
 def test_free_unloads_and_the_next_run_loads_again(server):
@@ -72,7 +82,9 @@ def test_free_unloads_and_the_next_run_loads_again(server):
     second = server.run(graph)
     assert hostapi.status(second) == "success", hostapi.explain(second)
     assert hostapi.ui_text(second, "6") == hostapi.ui_text(first, "6")
-    assert server.log().count("Requested to load MascModelHolder") > loads, "the encoder was not loaded again after /free"
+    assert server.log().count("Requested to load MascModelHolder") > loads, (
+        "the encoder was not loaded again after /free"
+    )
 
 
 def test_models_stay_on_the_legacy_model_patcher_with_dynamic_vram(host, installed):
@@ -93,7 +105,10 @@ def fp16_server(host, installed, out_dir):
     if not _has_flag(host, "--fp16-intermediates"):
         pytest.skip(f"ComfyUI {host.label} has no --fp16-intermediates")
     started = hostapi.start_server(
-        host.python, host.dir, server_args(host, installed, "--fp16-intermediates"), os.path.join(out_dir, "server-fp16.log"),
+        host.python,
+        host.dir,
+        server_args(host, installed, "--fp16-intermediates"),
+        os.path.join(out_dir, "server-fp16.log"),
     )
     yield started
     started.stop()
@@ -104,9 +119,15 @@ def test_float16_intermediates_score_as_float32(fp16_server, installed, tiny_mod
     check_design_card(fp16_server, installed, tiny_models, os.path.join(out_dir, "history-design-card-fp16.json"))
 
 
-@pytest.mark.parametrize("path", [p for p in API_WORKFLOWS if not {"CheckpointLoaderSimple", "UNETLoader"} & {n["class_type"] for n in load(p).values()}],
-                         ids=lambda p: os.path.basename(p))
+@pytest.mark.parametrize(
+    "path",
+    [
+        p
+        for p in API_WORKFLOWS
+        if not {"CheckpointLoaderSimple", "UNETLoader"} & {n["class_type"] for n in load(p).values()}
+    ],
+    ids=lambda p: os.path.basename(p),
+)
 def test_float16_intermediates_run_every_workflow_without_diffusion(fp16_server, path):
     entry = fp16_server.run(for_cpu(load(path)))
     assert hostapi.status(entry) == "success", hostapi.explain(entry)
-

@@ -37,26 +37,51 @@ FLUX = "masc-host-test-flux.safetensors"
 FLUX_VAE = "masc-host-test-flux-vae.safetensors"
 SD3 = "masc-host-test-sd3.safetensors"
 SD3_VAE = "masc-host-test-sd3-vae.safetensors"
-RULES = dict(rank_by="cp", cp_weight=1.0, pf_weight=1.0, min_cp=0.999, min_pf=-1.0, reject_small_masks=False, min_foreground=0.05,
-             on_uncertain="keep but mark", on_blend="report", accept=1, max_candidates=4, batch_size=4, on_shortfall="return best")
-LEDGER = re.compile(r"(\d+) of (\d+) model evaluations(?:, [\d.]+x fewer)? \((\d+) of (\d+) candidates pruned(?:; (\d+) evaluations replayed)?\)")
+RULES = dict(
+    rank_by="cp",
+    cp_weight=1.0,
+    pf_weight=1.0,
+    min_cp=0.999,
+    min_pf=-1.0,
+    reject_small_masks=False,
+    min_foreground=0.05,
+    on_uncertain="keep but mark",
+    on_blend="report",
+    accept=1,
+    max_candidates=4,
+    batch_size=4,
+    on_shortfall="return best",
+)
+LEDGER = re.compile(
+    r"(\d+) of (\d+) model evaluations(?:, [\d.]+x fewer)? \((\d+) of (\d+) candidates pruned(?:; (\d+) evaluations "
+    r"replayed)?\)"
+)
 """The ledger line of a report; "x fewer" is absent when replays spent as much as sampling everything."""
 
 
 def _built(host, family: str, unet: str, vae: str) -> str:
     """A tiny model and its VAE in the host's models folders, built by the host's code once, then reused."""
-    if not os.path.isfile(os.path.join(host.models("diffusion_models"), unet)) or not os.path.isfile(os.path.join(host.models("vae"), vae)):
+    if not os.path.isfile(os.path.join(host.models("diffusion_models"), unet)) or not os.path.isfile(
+        os.path.join(host.models("vae"), vae)
+    ):
         built = host.run_python(os.path.join(HERE, "build_dits.py"), host.dir, os.path.join(host.dir, "models"), family)
-        assert built.returncode == 0, f"building {family} with the host's code failed:\n{built.stdout}\n{built.stderr[-4000:]}"
+        assert built.returncode == 0, (
+            f"building {family} with the host's code failed:\n{built.stdout}\n{built.stderr[-4000:]}"
+        )
         print(built.stdout.strip())
     # The host's own loader decides whether a tiny model of this family can exist there (0.3.64's detection fixes
     # Flux's width at 3072: only a full-size Flux loads).
-    loads = host.run_python("-c", "import sys; sys.argv = ['x', '--cpu']; import comfy.cli_args; comfy.cli_args.args.cpu = True; "
-                            "import comfy.sd; comfy.sd.load_diffusion_model("
-                            f"{os.path.join(host.models('diffusion_models'), unet)!r})")
+    loads = host.run_python(
+        "-c",
+        "import sys; sys.argv = ['x', '--cpu']; import comfy.cli_args; comfy.cli_args.args.cpu = True; "
+        "import comfy.sd; comfy.sd.load_diffusion_model("
+        f"{os.path.join(host.models('diffusion_models'), unet)!r})",
+    )
     if loads.returncode != 0:
-        pytest.skip(f"ComfyUI {host.label} cannot load a tiny {family} (its model detection fixes the width): "
-                    f"{loads.stderr.strip().splitlines()[-1][:200]}")
+        pytest.skip(
+            f"ComfyUI {host.label} cannot load a tiny {family} (its model detection fixes the width): "
+            f"{loads.stderr.strip().splitlines()[-1][:200]}"
+        )
     return unet
 
 
@@ -70,8 +95,16 @@ def sd3(host) -> str:
     return _built(host, "sd3", SD3, SD3_VAE)
 
 
-def kontext_graph(*, guider: str = "basic", sampler: dict | None = None, twin: str = "custom", prune: dict | None = None,
-                  count_calls: bool = True, family: str = "flux", **rules) -> dict:
+def kontext_graph(
+    *,
+    guider: str = "basic",
+    sampler: dict | None = None,
+    twin: str = "custom",
+    prune: dict | None = None,
+    count_calls: bool = True,
+    family: str = "flux",
+    **rules,
+) -> dict:
     """A Flux.1 Kontext-shaped best-of-N graph, as core's Kontext template wires the generator, with MaSC's twin (or
     MaSC Sample Until) where the sampler was. Node ids are fixed: "twin" samples, "calls" counts, "save" saves.
     ``family`` "sd3": an SD3 text-to-image graph instead (no reference latent, no Flux guidance, a real negative)."""
@@ -81,7 +114,9 @@ def kontext_graph(*, guider: str = "basic", sampler: dict | None = None, twin: s
         "vae": node("VAELoader", vae_name=FLUX_VAE),
         "photo": node("LoadImage", image="masc_example_dog_00.jpg"),
         "photo_mask": node("LoadImageMask", image="masc_example_dog_00_mask.png", channel="red"),
-        "scaled": node("ImageScale", image=["photo", 0], upscale_method="bilinear", width=256, height=256, crop="center"),
+        "scaled": node(
+            "ImageScale", image=["photo", 0], upscale_method="bilinear", width=256, height=256, crop="center"
+        ),
         "encoded": node("VAEEncode", pixels=["scaled", 0], vae=["vae", 0]),
         "text": node("HostTestConditioning", text=PROMPT, width=64, tokens=8, pooled=768),
         "reference": node("ReferenceLatent", conditioning=["text", 0], latent=["encoded", 0]),
@@ -98,33 +133,73 @@ def kontext_graph(*, guider: str = "basic", sampler: dict | None = None, twin: s
         for unused in ("reference", "encoded", "scaled"):
             del g[unused]
     g["model"] = node("HostTestCountModelCalls", model=["unet", 0]) if count_calls else g["unet"]
-    masc = dict(latent_image=["latent", 0], vae=["vae", 0], encoder=["encoder", 0], prompt=PROMPT, subject=SUBJECT,
-                reference_image=["photo", 0], reference_mask=["photo_mask", 0])
+    masc = dict(
+        latent_image=["latent", 0],
+        vae=["vae", 0],
+        encoder=["encoder", 0],
+        prompt=PROMPT,
+        subject=SUBJECT,
+        reference_image=["photo", 0],
+        reference_mask=["photo_mask", 0],
+    )
     if twin == "custom":
         if guider == "basic":
             g["guider"] = node("BasicGuider", model=["model", 0], conditioning=["guided", 0])
         elif guider == "cfg":
-            g["guider"] = node("CFGGuider", model=["model", 0], positive=["guided", 0], negative=["negative", 0], cfg=4.5 if family == "sd3" else 1.0)
+            g["guider"] = node(
+                "CFGGuider",
+                model=["model", 0],
+                positive=["guided", 0],
+                negative=["negative", 0],
+                cfg=4.5 if family == "sd3" else 1.0,
+            )
         else:
-            g["guider"] = node("DualCFGGuider", model=["model", 0], cond1=["guided", 0], cond2=["text", 0], negative=["negative", 0],
-                               cfg_conds=2.0, cfg_cond2_negative=1.5, style="regular")
+            g["guider"] = node(
+                "DualCFGGuider",
+                model=["model", 0],
+                cond1=["guided", 0],
+                cond2=["text", 0],
+                negative=["negative", 0],
+                cfg_conds=2.0,
+                cfg_cond2_negative=1.5,
+                style="regular",
+            )
         g["sampler"] = node(**sampler) if sampler else node("KSamplerSelect", sampler_name="euler")
         g["sigmas"] = node("BasicScheduler", model=["model", 0], scheduler="simple", steps=STEPS, denoise=1.0)
         g["noise"] = node("RandomNoise", noise_seed=SEED)
         g["rules"] = node("MaSCRules", **settings)
-        masc.update(noise=["noise", 0], guider=["guider", 0], sampler=["sampler", 0], sigmas=["sigmas", 0], rules=["rules", 0],
-                    mask_subject="", mask_threshold=0.4)
+        masc.update(
+            noise=["noise", 0],
+            guider=["guider", 0],
+            sampler=["sampler", 0],
+            sigmas=["sigmas", 0],
+            rules=["rules", 0],
+            mask_subject="",
+            mask_threshold=0.4,
+        )
         if prune:
             g["prune"] = node("MaSCPrune", **prune)
             masc["prune"] = ["prune", 0]
         g["twin"] = node("MaSCSampleUntilCustom", **masc)
     else:
         sampler_name = (sampler or {}).get("sampler_name", "euler")
-        masc.update(model=["model", 0], positive=["guided", 0], negative=["negative", 0], seed=SEED, steps=STEPS, cfg=1.0,
-                    sampler_name=sampler_name, scheduler="simple", denoise=1.0, mask_subject="", mask_threshold=0.4,
-                    **{k: v for k, v in settings.items() if k not in ("on_blend", "on_uncertain")},
-                    on_blend=settings["on_blend"], on_uncertain=settings["on_uncertain"],
-                    **{k: v for k, v in (prune or {}).items()})
+        masc.update(
+            model=["model", 0],
+            positive=["guided", 0],
+            negative=["negative", 0],
+            seed=SEED,
+            steps=STEPS,
+            cfg=1.0,
+            sampler_name=sampler_name,
+            scheduler="simple",
+            denoise=1.0,
+            mask_subject="",
+            mask_threshold=0.4,
+            **{k: v for k, v in settings.items() if k not in ("on_blend", "on_uncertain")},
+            on_blend=settings["on_blend"],
+            on_uncertain=settings["on_uncertain"],
+            **{k: v for k, v in (prune or {}).items()},
+        )
         g["twin"] = node("MaSCSampleUntil", **masc)
     if count_calls:
         g["calls"] = node("HostTestModelCalls", after=["twin", 6])
@@ -153,10 +228,18 @@ class Run:
 
 def plain_pixels(server, run: Run, seed: int, output_dir: str) -> np.ndarray:
     """SamplerCustomAdvanced (Random Noise at ``seed``) on the run's own guider, sampler, sigmas and latent, decoded."""
-    graph = {k: v for k, v in run.graph.items() if k not in ("twin", "calls", "used", "seeds", "save", "rules", "prune")}
+    graph = {
+        k: v for k, v in run.graph.items() if k not in ("twin", "calls", "used", "seeds", "save", "rules", "prune")
+    }
     graph["noise"] = node("RandomNoise", noise_seed=seed)
-    graph["plain"] = node("SamplerCustomAdvanced", noise=["noise", 0], guider=["guider", 0], sampler=["sampler", 0],
-                          sigmas=["sigmas", 0], latent_image=["latent", 0])
+    graph["plain"] = node(
+        "SamplerCustomAdvanced",
+        noise=["noise", 0],
+        guider=["guider", 0],
+        sampler=["sampler", 0],
+        sigmas=["sigmas", 0],
+        latent_image=["latent", 0],
+    )
     graph["decoded"] = node("VAEDecode", samples=["plain", 0], vae=["vae", 0])
     graph["save"] = node("SaveImage", images=["decoded", 0], filename_prefix=f"masc_plain_custom_{seed}")
     entry = server.run(graph)
@@ -174,9 +257,14 @@ def assert_same_pixels(path: str, expected: np.ndarray, seed: int) -> None:
 
 @pytest.mark.parametrize("sampler_name, spent, replayed", [("euler", 4 * 2 + 2, 0), ("dpmpp_2m", 4 * 2 + 4, 2)])
 def test_pruning_counts_every_evaluation_and_the_survivor_is_sampler_custom_advanceds_image(
-        counting_server, flux, installed, sampler_name, spent, replayed):
-    run = Run(counting_server, installed["output"], sampler=dict(class_type="KSamplerSelect", sampler_name=sampler_name),
-              prune=dict(prune_at=0.5, prune_keep=1, prune_study=False))
+    counting_server, flux, installed, sampler_name, spent, replayed
+):
+    run = Run(
+        counting_server,
+        installed["output"],
+        sampler=dict(class_type="KSamplerSelect", sampler_name=sampler_name),
+        prune=dict(prune_at=0.5, prune_keep=1, prune_study=False),
+    )
     assert run.ledger() == (spent, 4 * STEPS, 3, 4, replayed) and run.calls == spent, (run.calls, run.report)
     assert run.used == 4 and len(run.seeds) == 1 and SEED <= run.seeds[0] < SEED + 4
     (path,) = run.pngs
@@ -189,27 +277,41 @@ def test_the_twin_and_sample_until_give_the_same_seeds_ledger_and_pixels(countin
     today = Run(counting_server, installed["output"], twin="sample_until", prune=prune, accept=2)
     assert twin.seeds == today.seeds and len(twin.seeds) == 2
     assert twin.ledger() == today.ledger() and twin.calls == today.calls == twin.ledger()[0]
+
     def settled(report: str) -> list[str]:  # every line but the measured time
         return [line for line in report.splitlines() if not line.startswith("time: ")]
 
     assert settled(twin.report) == settled(today.report)
     for mine, theirs in zip(twin.pngs, today.pngs):
-        assert np.array_equal(np.asarray(Image.open(mine).convert("RGB")), np.asarray(Image.open(theirs).convert("RGB")))
+        assert np.array_equal(
+            np.asarray(Image.open(mine).convert("RGB")), np.asarray(Image.open(theirs).convert("RGB"))
+        )
 
 
 @pytest.mark.parametrize("sampler_name, spent, replayed", [("euler", 4 * 2 + 2, 0), ("dpmpp_2m", 4 * 2 + 4, 2)])
 def test_sd3_with_cfg_guider_prunes_exactly(counting_server, sd3, installed, sampler_name, spent, replayed):
     """An SD3 (MMDiT, two joint blocks) text-to-image graph: CFG Guider at cfg 4.5 with a real negative."""
-    run = Run(counting_server, installed["output"], family="sd3", guider="cfg", sampler=dict(class_type="KSamplerSelect", sampler_name=sampler_name),
-              prune=dict(prune_at=0.5, prune_keep=1, prune_study=False))
+    run = Run(
+        counting_server,
+        installed["output"],
+        family="sd3",
+        guider="cfg",
+        sampler=dict(class_type="KSamplerSelect", sampler_name=sampler_name),
+        prune=dict(prune_at=0.5, prune_keep=1, prune_study=False),
+    )
     assert run.ledger() == (spent, 4 * STEPS, 3, 4, replayed) and run.calls == spent, (run.calls, run.report)
     (path,) = run.pngs
     assert_same_pixels(path, plain_pixels(counting_server, run, run.seeds[0], installed["output"]), run.seeds[0])
 
 
 def test_a_dual_cfg_guider_and_a_sampler_with_options_are_replayed_exactly(counting_server, flux, installed):
-    run = Run(counting_server, installed["output"], guider="dual",
-              sampler=dict(class_type="SamplerEulerAncestral", eta=0.7, s_noise=1.0), prune=dict(prune_at=0.5, prune_keep=1, prune_study=False))
+    run = Run(
+        counting_server,
+        installed["output"],
+        guider="dual",
+        sampler=dict(class_type="SamplerEulerAncestral", eta=0.7, s_noise=1.0),
+        prune=dict(prune_at=0.5, prune_keep=1, prune_study=False),
+    )
     spent, in_full, pruned, candidates, replayed = run.ledger()
     assert (pruned, candidates, replayed) == (3, 4, 2) and spent == run.calls == 4 * 2 + 4
     assert "is not one of core's samplers that resume exactly after a split" in run.report
@@ -230,9 +332,13 @@ def test_disable_noise_and_an_unsplittable_sampler_are_one_line_before_sampling(
     entry = counting_server.run(graph)
     error = hostapi.error_of(entry)
     assert error and error["node_id"] == "twin", hostapi.explain(entry)
-    assert error["exception_message"].startswith("noise has no seed to count up from (Disable Noise?)"), hostapi.explain(entry)
-    graph = kontext_graph(sampler=dict(class_type="KSamplerSelect", sampler_name="dpm_adaptive"),
-                          prune=dict(prune_at=0.5, prune_keep=1, prune_study=False))
+    assert error["exception_message"].startswith("noise has no seed to count up from (Disable Noise?)"), (
+        hostapi.explain(entry)
+    )
+    graph = kontext_graph(
+        sampler=dict(class_type="KSamplerSelect", sampler_name="dpm_adaptive"),
+        prune=dict(prune_at=0.5, prune_keep=1, prune_study=False),
+    )
     entry = counting_server.run(graph)
     error = hostapi.error_of(entry)
     assert error and "sampler dpm_adaptive chooses its own steps" in error["exception_message"], hostapi.explain(entry)

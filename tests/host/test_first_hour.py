@@ -33,9 +33,12 @@ CPU_ONLY = re.compile(r"CPU only: width (\d+), height (\d+), steps (\d+)(?:, (ba
 
 @pytest.fixture(scope="module")
 def readme_models(host, installed, tiny_models, sd15):
-    """README's folders, and nothing under the Hub ids' other names (the tiny checkpoints stand in for the real ones)."""
-    sources = {"masc": os.environ.get("MASC_HOST_README_SIGLIP2") or tiny_models["encoder"],
-               "clipseg": os.environ.get("MASC_HOST_README_CLIPSEG") or tiny_models["segmenter"]}
+    """README's folders, and nothing under the Hub ids' other names (the tiny checkpoints stand in for the real
+    ones)."""
+    sources = {
+        "masc": os.environ.get("MASC_HOST_README_SIGLIP2") or tiny_models["encoder"],
+        "clipseg": os.environ.get("MASC_HOST_README_CLIPSEG") or tiny_models["segmenter"],
+    }
     placed = []
     for kind, name in README_FOLDERS.items():
         target = os.path.join(host.models(kind), name)
@@ -94,8 +97,10 @@ def generator_files(graph: dict) -> list[str]:
 
 
 def present(host, name: str) -> bool:
-    return any(os.path.exists(os.path.join(host.models(kind), name))
-               for kind in ("checkpoints", "diffusion_models", "unet", "text_encoders", "clip", "vae"))
+    return any(
+        os.path.exists(os.path.join(host.models(kind), name))
+        for kind in ("checkpoints", "diffusion_models", "unet", "text_encoders", "clip", "vae")
+    )
 
 
 API = sorted(f for f in os.listdir(os.path.join(ROOT, "workflows", "api")) if f.endswith(".json"))

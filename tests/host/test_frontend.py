@@ -24,7 +24,9 @@ from .conftest import ENCODER_NAME, EXAMPLE_PREFIX, HERE, ROOT, SEGMENTER_NAME, 
 from .graphs import BLUEPRINTS, DIT_LOADERS, UI_WORKFLOWS, check_saved_scores, load, node, page_widgets
 
 NAMES = [os.path.splitext(os.path.basename(p))[0] for p in UI_WORKFLOWS]
-RUN_FROM_PAGE = [name for name, path in zip(NAMES, UI_WORKFLOWS) if not {n["type"] for n in load(path)["nodes"]} & DIT_LOADERS]
+RUN_FROM_PAGE = [
+    name for name, path in zip(NAMES, UI_WORKFLOWS) if not {n["type"] for n in load(path)["nodes"]} & DIT_LOADERS
+]
 """Workflows the page runs; the DiT templates' text encoders cannot exist here (they run in test_templates.py)."""
 BLUEPRINT_NAMES = [os.path.splitext(os.path.basename(p))[0] for p in BLUEPRINTS]
 PROMPT, SUBJECT = "a photo of a dog on the beach", "dog"
@@ -41,11 +43,23 @@ def _load_mask(stem: str) -> dict:
 # Each blueprint as a user places it: from the search box, its inputs wired to Load Image nodes, its text typed into
 # the widgets it shows, its outputs shown by Preview Any nodes.
 BLUEPRINT_PLAN = [
-    {"name": "MaSC score a pair", "typed": {"prompt": PROMPT, "subject": SUBJECT}, "show": ["cp", "pf", "stripped_prompt"],
-     "wire": {"reference_image": _load_image("dog_00"), "reference_mask": _load_mask("dog_00"),
-              "image": _load_image("dog_01"), "mask": _load_mask("dog_01")}},
-    {"name": "MaSC best-of-N", "typed": {"prompt": PROMPT, "subject": SUBJECT}, "show": ["ranking"],
-     "wire": {"reference_image": _load_image("dog_00"), "images": _load_image("dog_01")}},
+    {
+        "name": "MaSC score a pair",
+        "typed": {"prompt": PROMPT, "subject": SUBJECT},
+        "show": ["cp", "pf", "stripped_prompt"],
+        "wire": {
+            "reference_image": _load_image("dog_00"),
+            "reference_mask": _load_mask("dog_00"),
+            "image": _load_image("dog_01"),
+            "mask": _load_mask("dog_01"),
+        },
+    },
+    {
+        "name": "MaSC best-of-N",
+        "typed": {"prompt": PROMPT, "subject": SUBJECT},
+        "show": ["ranking"],
+        "wire": {"reference_image": _load_image("dog_00"), "images": _load_image("dog_01")},
+    },
 ]
 PICK_TILES = [1]
 """MaSC Pick's dialog: the browser clicks the second tile shown (not the default, the first) and keeps it."""
@@ -69,14 +83,28 @@ def _browse(host, server, installed, out_dir, sd15, vue: bool) -> dict:
     thumbnails = os.path.join(folder, "thumbnails")
     os.makedirs(thumbnails, exist_ok=True)
     plan = {
-        "url": server.url, "out": folder, "pack": host.pack_name, "templates": not vue, "widgets": page_widgets(sd15=sd15),
+        "url": server.url,
+        "out": folder,
+        "pack": host.pack_name,
+        "templates": not vue,
+        "widgets": page_widgets(sd15=sd15),
         # The front end's other places, once (classic session): help pages, blueprints placed from the search box.
         "help": None if vue else sorted(pack_mappings().NODE_CLASS_MAPPINGS),
         "blueprints": None if vue else BLUEPRINT_PLAN,
-        "pick_reload": None if vue else {"path": next(p for p in UI_WORKFLOWS if any(n["type"] == "MaSCPick" for n in load(p)["nodes"])), "pick": [1]},
+        "pick_reload": None
+        if vue
+        else {
+            "path": next(p for p in UI_WORKFLOWS if any(n["type"] == "MaSCPick" for n in load(p)["nodes"])),
+            "pick": [1],
+        },
         "workflows": [
-            {"name": name, "path": path, "run": name in RUN_FROM_PAGE, "thumbnail": None if vue else os.path.join(thumbnails, name + ".jpg"),
-             "pick": PICK_TILES if any(n["type"] == "MaSCPick" for n in load(path)["nodes"]) else None}
+            {
+                "name": name,
+                "path": path,
+                "run": name in RUN_FROM_PAGE,
+                "thumbnail": None if vue else os.path.join(thumbnails, name + ".jpg"),
+                "pick": PICK_TILES if any(n["type"] == "MaSCPick" for n in load(path)["nodes"]) else None,
+            }
             for name, path in zip(NAMES, UI_WORKFLOWS)
         ],
     }
@@ -93,7 +121,9 @@ def _browse(host, server, installed, out_dir, sd15, vue: bool) -> dict:
     if not vue and os.environ.get("MASC_WRITE_THUMBNAILS") == "1":
         for name in NAMES:
             made = os.path.join(thumbnails, name + ".jpg")
-            if os.path.isfile(made) and (result["workflows"][name].get("run") == "success" or name not in RUN_FROM_PAGE):
+            if os.path.isfile(made) and (
+                result["workflows"][name].get("run") == "success" or name not in RUN_FROM_PAGE
+            ):
                 shutil.copy(made, os.path.join(ROOT, "workflows", name + ".jpg"))
     return result
 
@@ -108,7 +138,9 @@ def vue(host, server, installed, out_dir, sd15):
     result = _browse(host, server, installed, out_dir, sd15, vue=True)
     previews = [text for item in result["workflows"].values() for text in (item.get("preview_any") or {}).values()]
     if not any(previews):  # 1.27's renderer is a hidden experiment: no node's text shows, core's included
-        pytest.skip(f"front end {result['frontend']}'s Vue renderer shows no node text at all (core's Preview Any included)")
+        pytest.skip(
+            f"front end {result['frontend']}'s Vue renderer shows no node text at all (core's Preview Any included)"
+        )
     return result
 
 
@@ -150,20 +182,25 @@ def test_workflow_loads_with_every_node_known_and_nothing_flagged(session, name)
 @pytest.mark.parametrize("name", NAMES)
 def test_workflow_opens_with_the_widget_values_it_was_saved_with(session, name):
     """Every widget reads as the file says (a widget order the front end disagrees with would shift the values)."""
-    loaded = {node["id"]: node["widgets_values"] for node in session["workflows"][name]["widgets_on_load"]}
-    for node in load(os.path.join(ROOT, "workflows", name + ".json"))["nodes"]:
-        if node.get("widgets_values") is not None:
-            assert loaded.get(str(node["id"])) == node["widgets_values"], f"{node['type']} #{node['id']}"
+    loaded = {entry["id"]: entry["widgets_values"] for entry in session["workflows"][name]["widgets_on_load"]}
+    for saved in load(os.path.join(ROOT, "workflows", name + ".json"))["nodes"]:
+        if saved.get("widgets_values") is not None:
+            assert loaded.get(str(saved["id"])) == saved["widgets_values"], f"{saved['type']} #{saved['id']}"
 
 
 def _with_node(*kinds: str) -> list[str]:
     """The workflows the page runs that hold a node of one of ``kinds``."""
-    return [name for name, path in zip(NAMES, UI_WORKFLOWS) if name in RUN_FROM_PAGE and any(n["type"] in kinds for n in load(path)["nodes"])]
+    return [
+        name
+        for name, path in zip(NAMES, UI_WORKFLOWS)
+        if name in RUN_FROM_PAGE and any(n["type"] in kinds for n in load(path)["nodes"])
+    ]
 
 
 @pytest.mark.parametrize("name", _with_node("SaveImage"))
 def test_images_saved_from_the_page_carry_the_workflow_and_the_scores(session, installed, name):
-    """The front end sends the workflow with the prompt: Save Image writes it, and the MaSC nodes' scores, into each PNG."""
+    """The front end sends the workflow with the prompt: Save Image writes it, and the MaSC nodes' scores, into each
+    PNG."""
     ran = session["workflows"][name]
     prompt = json.loads(ran["saved"]["prompt"])
     for save in (i for i, n in prompt.items() if n["class_type"] == "SaveImage"):
@@ -197,7 +234,9 @@ def test_sample_until_samples_its_candidates_in_one_queue_press(session, name):
             kept = accept
         else:  # shortfall: the best so far, or nothing downstream
             kept = 0 if inputs["on_shortfall"] == "block" else min(accept, used)
-        saves = [i for i, n in prompt.items() if n["class_type"] == "SaveImage" and n["inputs"]["images"] == [node_id, 0]]
+        saves = [
+            i for i, n in prompt.items() if n["class_type"] == "SaveImage" and n["inputs"]["images"] == [node_id, 0]
+        ]
         shown = sum(len(ran["sent_images"].get(i, [])) for i in saves)
         assert shown == kept * len(saves), (report, ran["sent_images"])
 
@@ -243,11 +282,18 @@ def test_a_click_in_the_pick_dialog_lets_the_graph_go_on_with_that_candidate(ses
     run = rows[-1]["run"]
     labels = {row["index"]: row["label"] for row in rows if row["run"] == run}
     assert labels == {n: ("picked" if n == clicked else "passed over") if n in numbers else None for n in labels}
-    calibrated = subprocess.run([sys.executable, "-m", "masc_core", "calibrate", log, "--json"], cwd=ROOT,
-                                capture_output=True, text=True, timeout=300)
+    calibrated = subprocess.run(
+        [sys.executable, "-m", "masc_core", "calibrate", log, "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert calibrated.returncode == 0, calibrated.stderr
     picks = json.loads(calibrated.stdout)
-    assert picks["picked"] >= 1 and picks["passed_over"] >= 1 and picks["warnings"]  # one round: too few, and it says so
+    assert (
+        picks["picked"] >= 1 and picks["passed_over"] >= 1 and picks["warnings"]
+    )  # one round: too few, and it says so
 
 
 @pytest.mark.parametrize("name", RUN_FROM_PAGE)
@@ -263,11 +309,15 @@ def test_report_boxes_show_what_the_server_sent_every_line_read_only(session, na
     ours = _ours()
     sent = {node: "\n".join(text) for node, text in ran["sent_text"].items() if _type(ran, node) in ours}
     assert sent, "no MaSC node got text from the server"
-    assert set(sent) <= set(ran["reports"]), f"nodes that got text but show no report box: {set(sent) - set(ran['reports'])}"
-    for node, box in ran["reports"].items():
-        assert box["value"] == sent.get(node, box["value"]) and box["value"], f"node {node} shows {box['value']!r}"
+    assert set(sent) <= set(ran["reports"]), (
+        f"nodes that got text but show no report box: {set(sent) - set(ran['reports'])}"
+    )
+    for node_id, box in ran["reports"].items():
+        assert box["value"] == sent.get(node_id, box["value"]) and box["value"], (
+            f"node {node_id} shows {box['value']!r}"
+        )
         assert box["readOnly"] and box["ariaLabel"] == "report" and box["label"] == "report"
-        assert box["shown"] and box["scrollHeight"] <= box["clientHeight"] + 1, f"node {node}: lines cut off {box}"
+        assert box["shown"] and box["scrollHeight"] <= box["clientHeight"] + 1, f"node {node_id}: lines cut off {box}"
 
 
 def _type(result: dict, node_id: str) -> str:
@@ -279,14 +329,16 @@ def test_report_is_never_saved_in_the_workflow_or_sent_in_the_prompt(session, na
     """Our nodes' saved widget values and queued inputs hold no report (core's Preview Any may show the same text)."""
     ran = session["workflows"][name]
     saved = ran["saved"]
-    ours = {node: box for node, box in ran["reports"].items()}
+    ours = dict(ran["reports"])
     prompt = json.loads(saved["prompt"])
-    for node in saved["nodes"]:
-        if node["id"] not in ours:
+    for stored_node in saved["nodes"]:
+        if stored_node["id"] not in ours:
             continue
-        lines = [line for line in ours[node["id"]]["value"].splitlines() if len(line) > 12]
-        stored = json.dumps(node["widgets_values"]) + json.dumps(prompt.get(node["id"], {}).get("inputs", {}))
-        assert "masc_report" not in stored and not [line for line in lines if line in stored], (node, stored)
+        lines = [line for line in ours[stored_node["id"]]["value"].splitlines() if len(line) > 12]
+        stored = json.dumps(stored_node["widgets_values"]) + json.dumps(
+            prompt.get(stored_node["id"], {}).get("inputs", {})
+        )
+        assert "masc_report" not in stored and not [line for line in lines if line in stored], (stored_node, stored)
 
 
 def test_score_report_on_workflow_1_matches_its_preview_of_cp(classic):
@@ -295,7 +347,10 @@ def test_score_report_on_workflow_1_matches_its_preview_of_cp(classic):
     cp_node = next(n for n in ran["saved"]["nodes"] if n["type"] == "MaSCConceptPreservation")["id"]
     previews = [text for node, text in ran["sent_text"].items() if _type(ran, node) == "PreviewAny"]
     values = [float(t[0]) for t in previews if _is_number(t[0])]
-    assert any(f"{value:+.4f}" in ran["reports"][cp_node]["value"] for value in values), (ran["reports"][cp_node], previews)
+    assert any(f"{value:+.4f}" in ran["reports"][cp_node]["value"] for value in values), (
+        ran["reports"][cp_node],
+        previews,
+    )
 
 
 def _is_number(text: str) -> bool:
@@ -308,7 +363,8 @@ def _is_number(text: str) -> bool:
 
 def test_front_end_reports_no_warning_about_the_pack(session):
     noisy = [
-        line for line in session["console"]
+        line
+        for line in session["console"]
         if "masc" in line.lower() or "internal module" in line or "inputEl is deprecated" in line
     ]
     assert noisy == []
@@ -317,11 +373,11 @@ def test_front_end_reports_no_warning_about_the_pack(session):
 def test_vue_renderer_shows_the_report_read_only_and_labelled(vue):
     ran = vue["workflows"]["1_score_a_pair"]
     assert ran["vue_reports"], "no report box in the Vue renderer"
-    for node, box in ran["vue_reports"].items():
-        assert box["present"], f"node {node}: no report box"
-        assert box["readOnly"] and box["after_typing"] == box["value"], f"node {node}: typing changed the report"
+    for node_id, box in ran["vue_reports"].items():
+        assert box["present"], f"node {node_id}: no report box"
+        assert box["readOnly"] and box["after_typing"] == box["value"], f"node {node_id}: typing changed the report"
         assert box["accessible_name"] == "report" and "masc_report" not in box["node_text"]
-        assert box["every_line_visible"] and box["covered_by"] is None, f"node {node}: {box}"
+        assert box["every_line_visible"] and box["covered_by"] is None, f"node {node_id}: {box}"
 
 
 def test_templates_browser_lists_the_workflows_in_order_with_thumbnails(classic):
@@ -338,8 +394,10 @@ def test_templates_browser_lists_the_workflows_in_order_with_thumbnails(classic)
 
 def _blueprints_served(classic) -> dict:
     if not classic.get("blueprint_defs"):
-        pytest.skip(f"front end {classic['frontend']} on this host lists no subgraph blueprints (ComfyUI 0.3.64 serves none:"
-                    " the pack's subgraphs/ folder is inert there)")
+        pytest.skip(
+            f"front end {classic['frontend']} on this host lists no subgraph blueprints (ComfyUI 0.3.64 serves none:"
+            " the pack's subgraphs/ folder is inert there)"
+        )
     return classic["blueprint_defs"]
 
 
@@ -367,7 +425,9 @@ def test_blueprint_placed_from_the_search_box_runs_its_nodes(classic, name):
     assert placed["placed"]["inner"] == [n["type"] for n in subgraph["nodes"]]
     assert placed["placed"]["widgets"] == [i["name"] for i in subgraph["inputs"] if i["type"] == "STRING"]
     # The server never sees the subgraph: the front end queues the nodes inside it, ids prefixed with the placed node's.
-    inner = sorted(kind for node_id, kind in placed["queued"].items() if node_id.startswith(placed["placed"]["id"] + ":"))
+    inner = sorted(
+        kind for node_id, kind in placed["queued"].items() if node_id.startswith(placed["placed"]["id"] + ":")
+    )
     assert inner == sorted(n["type"] for n in subgraph["nodes"])
     assert placed["run"] == "success", placed["run"]
 
@@ -387,9 +447,20 @@ def test_score_a_pair_blueprint_shows_what_masc_score_wired_by_hand_gives(classi
         "3": node("LoadImage", image=f"{EXAMPLE_PREFIX}dog_01.jpg"),
         "4": node("LoadImageMask", image=f"{EXAMPLE_PREFIX}dog_01_mask.png", channel="red"),
         "5": node("MaSCLoadEncoder", model=ENCODER_NAME, device="auto", precision="auto", max_patches=1024),
-        "6": node("MaSCScore", encoder=["5", 0], reference_image=["1", 0], reference_mask=["2", 0], image=["3", 0],
-                  mask=["4", 0], prompt=PROMPT, subject=SUBJECT, heatmaps=True),
-        "7": node("PreviewAny", source=["6", 0]), "8": node("PreviewAny", source=["6", 1]), "9": node("PreviewAny", source=["6", 3]),
+        "6": node(
+            "MaSCScore",
+            encoder=["5", 0],
+            reference_image=["1", 0],
+            reference_mask=["2", 0],
+            image=["3", 0],
+            mask=["4", 0],
+            prompt=PROMPT,
+            subject=SUBJECT,
+            heatmaps=True,
+        ),
+        "7": node("PreviewAny", source=["6", 0]),
+        "8": node("PreviewAny", source=["6", 1]),
+        "9": node("PreviewAny", source=["6", 3]),
     }
     entry = _same_graph_by_hand(server, graph)
     assert abs(float(shown["cp"][0]) - float(hostapi.ui_text(entry, "7"))) <= 1e-6
@@ -408,10 +479,31 @@ def test_best_of_n_blueprint_ranks_as_auto_masks_score_and_select_best_wired_by_
         "4": node("MaSCAutoMask", segmenter=["3", 0], images=["1", 0], **masks),
         "5": node("MaSCAutoMask", segmenter=["3", 0], images=["2", 0], **masks),
         "6": node("MaSCLoadEncoder", model=ENCODER_NAME, device="auto", precision="auto", max_patches=1024),
-        "7": node("MaSCScore", encoder=["6", 0], reference_image=["1", 0], reference_mask=["4", 0], image=["2", 0],
-                  mask=["5", 0], prompt=PROMPT, subject=SUBJECT, heatmaps=True),
-        "8": node("MaSCSelectBest", scores=["7", 2], images=["2", 0], mask=["5", 0], rank_by="both", cp_weight=1.0,
-                  pf_weight=1.0, top_k=1, min_cp=-1.0, min_pf=-1.0, reject_small_masks=True, min_foreground=0.05),
+        "7": node(
+            "MaSCScore",
+            encoder=["6", 0],
+            reference_image=["1", 0],
+            reference_mask=["4", 0],
+            image=["2", 0],
+            mask=["5", 0],
+            prompt=PROMPT,
+            subject=SUBJECT,
+            heatmaps=True,
+        ),
+        "8": node(
+            "MaSCSelectBest",
+            scores=["7", 2],
+            images=["2", 0],
+            mask=["5", 0],
+            rank_by="both",
+            cp_weight=1.0,
+            pf_weight=1.0,
+            top_k=1,
+            min_cp=-1.0,
+            min_pf=-1.0,
+            reject_small_masks=True,
+            min_foreground=0.05,
+        ),
         "9": node("PreviewAny", source=["8", 5]),
     }
     entry = _same_graph_by_hand(server, graph)
@@ -438,7 +530,10 @@ def test_help_panel_shows_the_nodes_page(classic, out_dir, node_type):
     spec = pack_mappings().NODE_CLASS_MAPPINGS[node_type].INPUT_TYPES()
     for name in [*spec["required"], *spec.get("optional", {})]:
         assert name in shown["text"], f"the panel does not name the input {name}"
-    pictures = re.findall(r"!\[[^\]]*\]\((images/[^)]+)\)", open(os.path.join(ROOT, "web", "docs", node_type + ".md"), encoding="utf-8").read())
+    pictures = re.findall(
+        r"!\[[^\]]*\]\((images/[^)]+)\)",
+        open(os.path.join(ROOT, "web", "docs", node_type + ".md"), encoding="utf-8").read(),
+    )
     shown_pictures = {image["src"].split("/docs/", 1)[1]: image["width"] for image in opened.get("images", [])}
     for picture in pictures:  # served from the pack's web/docs/images/ and drawn in the panel
         assert shown_pictures.get(picture, 0) > 0, f"{picture} did not load in the panel: {opened.get('images')}"

@@ -24,7 +24,9 @@ def test_pack_is_a_copy_of_the_repository_without_git_or_ci(host, installed):
 
 def test_pack_loads_without_errors(server, host):
     log = server.log()
-    loaded = re.search(r"\d+\.\d+ seconds( \(IMPORT FAILED\))?: .*custom_nodes[/\\]" + re.escape(host.pack_name) + r"\s*$", log, re.M)
+    loaded = re.search(
+        r"\d+\.\d+ seconds( \(IMPORT FAILED\))?: .*custom_nodes[/\\]" + re.escape(host.pack_name) + r"\s*$", log, re.M
+    )
     assert loaded, f"no import line for {host.pack_name} in the log"
     assert "IMPORT FAILED" not in loaded.group(0), loaded.group(0)
     assert "MaSC: example inputs not copied" not in log
@@ -64,7 +66,9 @@ def test_object_info_declares_every_node_input_and_output(server, host):
 
 def test_model_menus_list_the_local_checkpoint_folders(server):
     encoder = server.request("/object_info/MaSCLoadEncoder")["MaSCLoadEncoder"]["input"]["required"]["model"][0]
-    segmenter = server.request("/object_info/MaSCLoadAutoMaskModel")["MaSCLoadAutoMaskModel"]["input"]["required"]["model"][0]
+    segmenter = server.request("/object_info/MaSCLoadAutoMaskModel")["MaSCLoadAutoMaskModel"]["input"]["required"][
+        "model"
+    ][0]
     assert ENCODER_NAME in encoder and NOT_SIGLIP_NAME in encoder and "google/siglip2-so400m-patch16-naflex" in encoder
     assert SEGMENTER_NAME in segmenter
 
@@ -98,8 +102,11 @@ def test_blueprints_are_served_where_the_front_end_lists_them(server, host):
         assert server.status_of("/global_subgraphs") == 404
         return
     listed = server.request("/global_subgraphs")
-    ours = {entry["name"]: entry_id for entry_id, entry in listed.items()
-            if entry["source"] == "custom_node" and entry["info"]["node_pack"] == f"custom_nodes.{host.pack_name}"}
+    ours = {
+        entry["name"]: entry_id
+        for entry_id, entry in listed.items()
+        if entry["source"] == "custom_node" and entry["info"]["node_pack"] == f"custom_nodes.{host.pack_name}"
+    }
     assert set(ours) == set(names)
     for name, entry_id in ours.items():
         with open(names[name], encoding="utf-8") as handle:
@@ -121,7 +128,9 @@ def test_requires_comfyui_admits_this_host(host):
         requirement = tomllib.load(handle)["tool"]["comfy"]["requires-comfyui"]
     match = re.fullmatch(r">=\s*(\d+(?:\.\d+)*)", requirement)
     assert match, f"requires-comfyui {requirement!r}: expected '>=X.Y.Z'"
-    assert host.version >= tuple(int(p) for p in match.group(1).split(".")), f"ComfyUI {host.label} is older than {requirement}"
+    assert host.version >= tuple(int(p) for p in match.group(1).split(".")), (
+        f"ComfyUI {host.label} is older than {requirement}"
+    )
 
 
 def test_the_hosts_own_reader_of_pyproject_sees_the_registry_fields(host, installed):
@@ -140,7 +149,9 @@ def test_the_hosts_own_reader_of_pyproject_sees_the_registry_fields(host, instal
     seen = json.loads(probed.stdout.strip().splitlines()[-1])
     # No accelerator listed: ComfyUI-Manager reads one as exclusive (see test_packaging).
     assert seen["os"] == ["OS Independent"] and seen["accelerators"] == [], seen
-    assert seen["comfyui"].startswith(">=") and seen["repository"].startswith("https://") and seen["icon"].endswith(".png")
+    assert (
+        seen["comfyui"].startswith(">=") and seen["repository"].startswith("https://") and seen["icon"].endswith(".png")
+    )
     assert seen["publisher"], seen
 
 
@@ -158,13 +169,20 @@ def test_comfyui_starts_and_serves_with_two_copies_of_the_pack(host, installed, 
     shutil.rmtree(second, ignore_errors=True)
     shutil.copytree(host.pack_dir, second, ignore=shutil.ignore_patterns("__pycache__"))
     args = server_args(host, installed)
-    args[args.index("--whitelist-custom-nodes") + 1:args.index("--whitelist-custom-nodes") + 2] = [host.pack_name, os.path.basename(second)]
+    args[args.index("--whitelist-custom-nodes") + 1 : args.index("--whitelist-custom-nodes") + 2] = [
+        host.pack_name,
+        os.path.basename(second),
+    ]
     try:
         started = hostapi.start_server(host.python, host.dir, args, os.path.join(out_dir, "server-two-copies.log"))
         try:
             info = started.request("/object_info/MaSCPick")
-            request = urllib.request.Request(started.url + "/masc/pick/hello", data=json.dumps({"client": "tab"}).encode(),
-                                             headers={"Content-Type": "application/json"}, method="POST")
+            request = urllib.request.Request(
+                started.url + "/masc/pick/hello",
+                data=json.dumps({"client": "tab"}).encode(),
+                headers={"Content-Type": "application/json"},
+                method="POST",
+            )
             with urllib.request.urlopen(request, timeout=30) as response:
                 hello = response.status
             log = started.log()

@@ -26,8 +26,14 @@ def _cp_graph(model: str = ENCODER_NAME, *, reference_mask=("3", 0)) -> dict:
         "2": _image("dog_00.jpg"),
         "3": node("LoadImageMask", image=EXAMPLE_PREFIX + "dog_00_mask.png", channel="red"),
         "4": _image("dog_01.jpg"),
-        "5": node("MaSCConceptPreservation", encoder=["1", 0], reference_image=["2", 0], reference_mask=list(reference_mask),
-                  image=["4", 0], heatmaps=False),
+        "5": node(
+            "MaSCConceptPreservation",
+            encoder=["1", 0],
+            reference_image=["2", 0],
+            reference_mask=list(reference_mask),
+            image=["4", 0],
+            heatmaps=False,
+        ),
         "6": node("PreviewAny", source=["5", 0]),
     }
 
@@ -35,14 +41,24 @@ def _cp_graph(model: str = ENCODER_NAME, *, reference_mask=("3", 0)) -> dict:
 def masks_of_another_batch_size() -> tuple[dict, str]:
     graph = {
         "1": _encoder(),
-        "2": _image("dog_01.jpg"), "3": _image("dog_02.jpg"), "4": _image("cat_00.jpg"),
+        "2": _image("dog_01.jpg"),
+        "3": _image("dog_02.jpg"),
+        "4": _image("cat_00.jpg"),
         "5": node("ImageBatch", image1=["2", 0], image2=["3", 0]),
         "6": node("ImageBatch", image1=["5", 0], image2=["4", 0]),  # 3 images
-        "7": _image("dog_00_mask.png"), "8": _image("dog_01_mask.png"),
+        "7": _image("dog_00_mask.png"),
+        "8": _image("dog_01_mask.png"),
         "9": node("ImageBatch", image1=["7", 0], image2=["8", 0]),
         "10": node("ImageToMask", image=["9", 0], channel="red"),  # 2 masks
-        "11": node("MaSCPromptFollowing", encoder=["1", 0], image=["6", 0], mask=["10", 0], prompt=PROMPT, subject="dog",
-                   heatmaps=False),
+        "11": node(
+            "MaSCPromptFollowing",
+            encoder=["1", 0],
+            image=["6", 0],
+            mask=["10", 0],
+            prompt=PROMPT,
+            subject="dog",
+            heatmaps=False,
+        ),
         "12": node("PreviewAny", source=["11", 0]),
     }
     return graph, "11"
@@ -53,8 +69,20 @@ def latents_of_another_batch_size() -> tuple[dict, str]:
     graph["4"] = node("ImageBatch", image1=["20", 0], image2=["21", 0])  # 2 images
     graph["20"], graph["21"] = _image("dog_01.jpg"), _image("dog_02.jpg")
     graph["22"] = node("EmptyLatentImage", width=64, height=64, batch_size=3)  # 3 latents
-    graph["23"] = node("MaSCSelectBest", scores=["5", 1], images=["4", 0], rank_by="cp", cp_weight=1.0, pf_weight=1.0,
-                       top_k=1, min_cp=-1.0, min_pf=-1.0, reject_small_masks=False, min_foreground=0.05, latent=["22", 0])
+    graph["23"] = node(
+        "MaSCSelectBest",
+        scores=["5", 1],
+        images=["4", 0],
+        rank_by="cp",
+        cp_weight=1.0,
+        pf_weight=1.0,
+        top_k=1,
+        min_cp=-1.0,
+        min_pf=-1.0,
+        reject_small_masks=False,
+        min_foreground=0.05,
+        latent=["22", 0],
+    )
     graph["24"] = node("PreviewAny", source=["23", 5])
     return graph, "23"
 

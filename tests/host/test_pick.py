@@ -47,7 +47,9 @@ def _asked(messages, deadline_s: float = 600) -> dict:
 
 
 def _post_to(server, route: str, body: bytes) -> tuple[int, dict]:
-    request = urllib.request.Request(server.url + route, data=body, headers={"Content-Type": "application/json"}, method="POST")
+    request = urllib.request.Request(
+        server.url + route, data=body, headers={"Content-Type": "application/json"}, method="POST"
+    )
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, json.loads(response.read())
@@ -84,9 +86,15 @@ def test_the_route_takes_only_a_checked_answer_for_the_node_waiting_now(server, 
         prompt_id = server.queue(graph, extra_data=hostapi.FROM_FRONT_END)
         asked = _asked(messages)
         token = asked["token"]
-        assert asked["node"] == pick_id and len(asked["images"]) == len(asked["captions"]) == 2 and len(asked["heatmaps"]) == 2
+        assert (
+            asked["node"] == pick_id
+            and len(asked["images"]) == len(asked["captions"]) == 2
+            and len(asked["heatmaps"]) == 2
+        )
         for image in asked["images"] + asked["heatmaps"]:  # the previews the dialog shows are served
-            query = urllib.parse.urlencode({"filename": image["filename"], "subfolder": image["subfolder"], "type": image["type"]})
+            query = urllib.parse.urlencode(
+                {"filename": image["filename"], "subfolder": image["subfolder"], "type": image["type"]}
+            )
             assert server.request(f"/view?{query}", raw=True)[:8] == b"\x89PNG\r\n\x1a\n"
         good = {"token": token, "node": pick_id, "picks": [1]}
         refused = {
@@ -99,8 +107,14 @@ def test_the_route_takes_only_a_checked_answer_for_the_node_waiting_now(server, 
             "too long": _post(server, json.dumps(dict(good, pad="x" * 5000)).encode()),
         }
         assert {k: s for k, (s, _) in refused.items()} == {
-            "not json": 400, "wrong node": 400, "unknown token": 404, "out of range": 400, "duplicates": 400,
-            "extra key": 400, "too long": 413}
+            "not json": 400,
+            "wrong node": 400,
+            "unknown token": 404,
+            "out of range": 400,
+            "duplicates": 400,
+            "extra key": 400,
+            "too long": 413,
+        }
         assert all(isinstance(b.get("error"), str) and "\n" not in b["error"] for _, b in refused.values())
         assert _post(server, json.dumps(good).encode()) == (200, {"ok": True})
         entry = server.wait(prompt_id)
@@ -128,7 +142,10 @@ def test_the_timeout_keeps_the_default_and_logs_no_pick(server, sd15, installed)
     assert hostapi.status(entry) == "success", hostapi.explain(entry)
     assert asked, "a connected client was not asked"
     first = asked[-1][1]["indices"][0]
-    assert hostapi.ui_text(entry, pick_id) == f"no pick within 2 s\nkept #{first}: the first 1 in score order\n(not logged as picks)"
+    assert (
+        hostapi.ui_text(entry, pick_id)
+        == f"no pick within 2 s\nkept #{first}: the first 1 in score order\n(not logged as picks)"
+    )
     assert [row["label"] for row in _log_rows(installed, graph, "")] == [None, None]
 
 
@@ -205,14 +222,21 @@ def test_crafted_bodies_are_one_line_refusals_never_a_server_error(server):
     nested = b"[" * 2000 + b"]" * 2000  # 4 KB: Python's JSON parser alone raises RecursionError (HTTP 500)
     answers = {
         "pick nested": _post_to(server, "/masc/pick", nested),
-        "pick huge number": _post_to(server, "/masc/pick", b'{"token": "a", "node": "1", "picks": [' + b"9" * 3000 + b"]}"),
+        "pick huge number": _post_to(
+            server, "/masc/pick", b'{"token": "a", "node": "1", "picks": [' + b"9" * 3000 + b"]}"
+        ),
         "hello nested": _post_to(server, "/masc/pick/hello", nested),
         "hello no client": _post_to(server, "/masc/pick/hello", b"{}"),
         "hello control": _post_to(server, "/masc/pick/hello", json.dumps({"client": "a\x1b[2J"}).encode()),
         "hello too long": _post_to(server, "/masc/pick/hello", json.dumps({"client": "x" * 5000}).encode()),
     }
     assert {k: s for k, (s, _) in answers.items()} == {
-        "pick nested": 400, "pick huge number": 400, "hello nested": 400, "hello no client": 400, "hello control": 400,
-        "hello too long": 413}
+        "pick nested": 400,
+        "pick huge number": 400,
+        "hello nested": 400,
+        "hello no client": 400,
+        "hello control": 400,
+        "hello too long": 413,
+    }
     assert all(isinstance(b.get("error"), str) and "\n" not in b["error"] for _, b in answers.values())
     assert _post_to(server, "/masc/pick/hello", json.dumps({"client": "some-page"}).encode()) == (200, {"ok": True})

@@ -23,8 +23,18 @@ from .graphs import node
 from .test_sample_until import SEED, Run, check_plain_ksampler_pixels
 
 COUNTING_PACK = "masc_host_test_counting"
-PRUNED = dict(steps=4, batch_size=4, max_candidates=4, accept=1, min_cp=0.999, rank_by="cp", reject_small_masks=False,
-              on_shortfall="return best", prune_at=0.5, prune_keep=1)
+PRUNED = dict(
+    steps=4,
+    batch_size=4,
+    max_candidates=4,
+    accept=1,
+    min_cp=0.999,
+    rank_by="cp",
+    reject_small_masks=False,
+    on_shortfall="return best",
+    prune_at=0.5,
+    prune_keep=1,
+)
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +78,9 @@ def pruned(counting_server, sd15, installed, out_dir):
 
 
 def test_the_ledger_counts_the_model_evaluations_actually_made(pruned):
-    ledger = re.search(r"(\d+) of (\d+) model evaluations, ([\d.]+)x fewer \((\d+) of (\d+) candidates pruned\)", pruned.report)
+    ledger = re.search(
+        r"(\d+) of (\d+) model evaluations, ([\d.]+)x fewer \((\d+) of (\d+) candidates pruned\)", pruned.report
+    )
     assert ledger, pruned.report
     spent, in_full, _, pruned_count, candidates = (float(g) if "." in g else int(g) for g in ledger.groups())
     assert (pruned_count, candidates) == (3, 4) and pruned.used == 4
@@ -85,7 +97,9 @@ def test_a_survivor_is_the_image_a_plain_ksampler_gives_at_its_seed(pruned, coun
 
 
 @pytest.mark.parametrize("sampler_name", ["dpmpp_2m", "uni_pc", "euler_ancestral", "dpmpp_2m_sde"])
-def test_a_replayed_survivor_is_the_plain_ksampler_image_and_the_ledger_counts_the_replay(counting_server, sd15, installed, sampler_name):
+def test_a_replayed_survivor_is_the_plain_ksampler_image_and_the_ledger_counts_the_replay(
+    counting_server, sd15, installed, sampler_name
+):
     """A round of 3 judged at step 2 of 4 keeps 1: each candidate's call stops after its judged step (J evaluations),
     then the survivor is sampled from step 0 (F): spent 3J + F of 3F, J of them replayed."""
     readers = {}
@@ -93,10 +107,19 @@ def test_a_replayed_survivor_is_the_plain_ksampler_image_and_the_ledger_counts_t
     def edit(graph, sample_until):
         readers["id"] = _count_calls(graph, sample_until)
 
-    run = Run(counting_server, sd15, installed["output"], edit=edit, **dict(PRUNED, batch_size=3, max_candidates=3, sampler_name=sampler_name))
+    run = Run(
+        counting_server,
+        sd15,
+        installed["output"],
+        edit=edit,
+        **dict(PRUNED, batch_size=3, max_candidates=3, sampler_name=sampler_name),
+    )
     run.check_succeeded()
     calls = int(hostapi.ui_text(run.entry, readers["id"]))
-    ledger = re.search(r"(\d+) of (\d+) model evaluations, [\d.]+x fewer \(2 of 3 candidates pruned; (\d+) evaluations replayed\)", run.report)
+    ledger = re.search(
+        r"(\d+) of (\d+) model evaluations, [\d.]+x fewer \(2 of 3 candidates pruned; (\d+) evaluations replayed\)",
+        run.report,
+    )
     assert ledger, run.report
     spent, in_full, judged = (int(g) for g in ledger.groups())
     assert spent == calls, (spent, calls)  # counted outside MaSC
@@ -119,9 +142,27 @@ def _benchmark(server, sd15, tmp_path, name: str, *options: str) -> tuple[dict, 
 
     out = tmp_path / f"{name}.json"
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks", name, "--url", server.url, "--ckpt", sd15, "--encoder", ENCODER_NAME,
-         "--segmenter", SEGMENTER_NAME, *options, "--json", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=3600,
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            name,
+            "--url",
+            server.url,
+            "--ckpt",
+            sd15,
+            "--encoder",
+            ENCODER_NAME,
+            "--segmenter",
+            SEGMENTER_NAME,
+            *options,
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=3600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(out.read_text()), done.stdout
@@ -129,8 +170,20 @@ def _benchmark(server, sd15, tmp_path, name: str, *options: str) -> tuple[dict, 
 
 def test_the_pruning_benchmark_runs_against_a_server(counting_server, sd15, tmp_path):
     """``python -m benchmarks pruning`` end to end, small (its timings are not asserted: not a timed test)."""
-    results, printed = _benchmark(counting_server, sd15, tmp_path, "pruning", "--candidates", "4", "--steps", "4",
-                                  "--prune-at", "0.5", "--prune-keep", "1")
+    results, printed = _benchmark(
+        counting_server,
+        sd15,
+        tmp_path,
+        "pruning",
+        "--candidates",
+        "4",
+        "--steps",
+        "4",
+        "--prune-at",
+        "0.5",
+        "--prune-keep",
+        "1",
+    )
     assert (results["no pruning"]["spent"], results["no pruning"]["in_full"]) == (16, 16)
     assert (results["pruning at 0.5"]["spent"], results["pruning at 0.5"]["in_full"]) == (10, 16)
     assert results["pruning at 0.5"]["replayed"] == 0  # euler resumes
@@ -140,8 +193,20 @@ def test_the_pruning_benchmark_runs_against_a_server(counting_server, sd15, tmp_
 def test_the_split_drift_benchmark_shows_a_split_changing_a_multistep_sampler(counting_server, sd15, tmp_path):
     """``python -m benchmarks split-drift`` end to end, small: dpmpp_2m split at step 1 of 4 by core's
     KSamplerAdvanced pair restarts its history there, so its image is not the plain KSampler's (why pruning replays)."""
-    results, printed = _benchmark(counting_server, sd15, tmp_path, "split-drift", "--samplers", "dpmpp_2m", "--steps", "4",
-                                  "--split-at", "0.25", "--seeds", "1")
+    results, printed = _benchmark(
+        counting_server,
+        sd15,
+        tmp_path,
+        "split-drift",
+        "--samplers",
+        "dpmpp_2m",
+        "--steps",
+        "4",
+        "--split-at",
+        "0.25",
+        "--seeds",
+        "1",
+    )
     assert results["split_step"] == 1
     (run,) = results["samplers"]["dpmpp_2m"]["runs"]
     assert run["max_pixel"] > 0 and 0 < run["pixels_differ"] <= 1, run
@@ -166,7 +231,11 @@ def test_cancel_after_the_judgement_stops_the_survivors_and_frees_the_queue(coun
         prompt_id = counting_server.queue(graph, extra_data=hostapi.FROM_FRONT_END)
         judged = 4 * 2  # four candidates sampled to step 2: the judgement comes next, then a survivor's 6 steps
         deadline = time.monotonic() + 1200
-        while not [d for _, d in messages.of_type("progress", prompt_id) if d.get("node") == sample_until and d["value"] > judged]:
+        while not [
+            d
+            for _, d in messages.of_type("progress", prompt_id)
+            if d.get("node") == sample_until and d["value"] > judged
+        ]:
             assert time.monotonic() < deadline, "the survivor's phase never started"
             time.sleep(0.05)
         counting_server.request("/interrupt", {})
@@ -212,7 +281,20 @@ def test_with_sam3_masks_sample_until_prunes_exactly_and_stops_early(counting_se
     (seed,) = run.seeds
     (path,) = run.pngs
     check_plain_ksampler_pixels(counting_server, run, seed, path, installed["output"])
-    early = Run(counting_server, sd15, installed["output"], edit=_with_sam3, steps=2, batch_size=1, max_candidates=6, accept=1,
-                min_cp=-0.9, rank_by="both", reject_small_masks=False, on_shortfall="return best", prune_at=0.0)
+    early = Run(
+        counting_server,
+        sd15,
+        installed["output"],
+        edit=_with_sam3,
+        steps=2,
+        batch_size=1,
+        max_candidates=6,
+        accept=1,
+        min_cp=-0.9,
+        rank_by="both",
+        reject_small_masks=False,
+        on_shortfall="return best",
+        prune_at=0.0,
+    )
     early.check_succeeded()
     assert early.used == 1 and early.seeds == [SEED], early.report

@@ -27,12 +27,24 @@ from .conftest import ENCODER_NAME, ROOT, pack_mappings, read_scores, this_image
 from .graphs import ancestors, for_cpu, load, node, of_type
 
 WORKFLOW = os.path.join(ROOT, "tests", "data", "saved_workflows", "4_rejection_sampling_0.2.0.api.json")
-"""Workflow 4 as shipped until 0.2.0 (MaSC Sample Until, KSampler-shaped): a saved workflow keeps running and giving the same pixels."""
+"""Workflow 4 as shipped until 0.2.0 (MaSC Sample Until, KSampler-shaped): a saved workflow keeps running and giving the
+same pixels."""
 NODE = "MaSCSampleUntil"
 SEED = 1000
 EVERY_CANDIDATE_PASSES = dict(min_cp=-0.9, reject_small_masks=False, rank_by="cp")
 NONE_PASSES = dict(min_cp=0.999, accept=2, max_candidates=2)
-SAMPLER_INPUTS = ("model", "positive", "negative", "latent_image", "seed", "steps", "cfg", "sampler_name", "scheduler", "denoise")
+SAMPLER_INPUTS = (
+    "model",
+    "positive",
+    "negative",
+    "latent_image",
+    "seed",
+    "steps",
+    "cfg",
+    "sampler_name",
+    "scheduler",
+    "denoise",
+)
 
 
 def _output(name: str) -> int:
@@ -112,7 +124,9 @@ def test_the_kept_pngs_hold_the_scores_and_read_prints_them(low_threshold, insta
         assert read.returncode == 0, read.stderr
         ((image, source),) = this_image(read.stdout)
         band = r"(?: \[[+-]\d\.\d{4}, [+-]\d\.\d{4}\])?"  # the mask-sensitivity band, which Sample Until computes
-        match = re.fullmatch(rf"this image: #(\d+)  seed (\d+)  CP ([+-]\d\.\d{{4}}){band}  PF \S+{band}  mask +\S+  accepted", image)
+        match = re.fullmatch(
+            rf"this image: #(\d+)  seed (\d+)  CP ([+-]\d\.\d{{4}}){band}  PF \S+{band}  mask +\S+  accepted", image
+        )
         assert match, read.stdout
         candidate, seed, cp = int(match.group(1)), int(match.group(2)), float(match.group(3))
         assert seed == SEED + candidate == run.seeds[index], read.stdout  # saved best first, as the seeds output says
@@ -130,7 +144,9 @@ def _plain_ksampler(run: Run, seed: int) -> dict:
                 graph[needed] = run.graph[needed]
     top = max(int(i) for i in run.graph)
     sampler, decode = str(top + 10), str(top + 11)
-    graph[sampler] = node("KSampler", **{name: run.inputs[name] for name in SAMPLER_INPUTS if name != "seed"}, seed=seed)
+    graph[sampler] = node(
+        "KSampler", **{name: run.inputs[name] for name in SAMPLER_INPUTS if name != "seed"}, seed=seed
+    )
     graph[decode] = node("VAEDecode", samples=[sampler, 0], vae=run.inputs["vae"])
     graph[str(top + 12)] = node("SaveImage", images=[decode, 0], filename_prefix=f"masc_plain_ksampler_{seed}")
     return graph
@@ -183,7 +199,10 @@ def test_an_api_prompt_without_extra_data_says_scores_are_not_saved(server, sd15
     assert run.report.endswith("scores are not saved in PNGs"), run.report
     (path,) = run.pngs
     read = read_scores(path)
-    assert read.returncode == 2 and "has no MaSC scores (no 'masc' text chunk)" in read.stderr, (read.stdout, read.stderr)
+    assert read.returncode == 2 and "has no MaSC scores (no 'masc' text chunk)" in read.stderr, (
+        read.stdout,
+        read.stderr,
+    )
 
 
 def _two_subjects(graph: dict, sample_until: str) -> None:
@@ -193,11 +212,18 @@ def _two_subjects(graph: dict, sample_until: str) -> None:
     top = max(int(i) for i in graph)
     cat, cat_mask, dog_subject, cat_subject = (str(top + k) for k in (1, 2, 3, 4))
     graph[cat] = node("LoadImage", image="masc_example_cat_00.jpg")
-    graph[cat_mask] = node("MaSCAutoMask", subject="cat", threshold=0.4, dilation=0, segmenter=[segmenter, 0], images=[cat, 0])
-    graph[dog_subject] = node("MaSCSubject", names="sks dog, dog", reference_image=inputs.pop("reference_image"),
-                              reference_mask=inputs.pop("reference_mask"))
-    graph[cat_subject] = node("MaSCSubject", names="cat", reference_image=[cat, 0], reference_mask=[cat_mask, 0],
-                              subjects=[dog_subject, 0])
+    graph[cat_mask] = node(
+        "MaSCAutoMask", subject="cat", threshold=0.4, dilation=0, segmenter=[segmenter, 0], images=[cat, 0]
+    )
+    graph[dog_subject] = node(
+        "MaSCSubject",
+        names="sks dog, dog",
+        reference_image=inputs.pop("reference_image"),
+        reference_mask=inputs.pop("reference_mask"),
+    )
+    graph[cat_subject] = node(
+        "MaSCSubject", names="cat", reference_image=[cat, 0], reference_mask=[cat_mask, 0], subjects=[dog_subject, 0]
+    )
     inputs.update(subjects=[cat_subject, 0], subject="", mask_subject="", rank_by="cp", reject_small_masks=False)
     graph[of_type(graph, "PrimitiveStringMultiline")[0]]["inputs"]["value"] = "a photo of sks dog and a cat in the snow"
 
@@ -233,5 +259,7 @@ def test_two_subjects_stop_at_the_first_candidate_where_both_pass(two_subjects_b
     (path,) = run.pngs
     read = read_scores(path)
     assert read.returncode == 0, read.stderr
-    assert re.search(r"this image: #\d+  seed \d+  cp_min [+-]\d\.\d{4} .* accepted\n +sks dog CP [+-]\d\.\d{4} mask .*  cat CP ",
-                     read.stdout), read.stdout
+    assert re.search(
+        r"this image: #\d+  seed \d+  cp_min [+-]\d\.\d{4} .* accepted\n +sks dog CP [+-]\d\.\d{4} mask .*  cat CP ",
+        read.stdout,
+    ), read.stdout

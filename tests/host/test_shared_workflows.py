@@ -23,10 +23,27 @@ def _design_card(**encoder_inputs) -> dict:
         "2": node("LoadImage", image=EXAMPLE_PREFIX + "dog_00.jpg"),
         "3": node("LoadImageMask", image=EXAMPLE_PREFIX + "dog_00_mask.png", channel="red"),
         "4": node("LoadImage", image=EXAMPLE_PREFIX + "dog_01.jpg"),
-        "5": node("MaSCConceptPreservation", encoder=["1", 0], reference_image=["2", 0], reference_mask=["3", 0],
-                  image=["4", 0], heatmaps=False),
-        "6": node("MaSCSelectBest", scores=["5", 1], images=["4", 0], rank_by="cp", cp_weight=1.0, pf_weight=1.0, top_k=1,
-                  min_cp=-1.0, min_pf=-1.0, reject_small_masks=False, min_foreground=0.05),
+        "5": node(
+            "MaSCConceptPreservation",
+            encoder=["1", 0],
+            reference_image=["2", 0],
+            reference_mask=["3", 0],
+            image=["4", 0],
+            heatmaps=False,
+        ),
+        "6": node(
+            "MaSCSelectBest",
+            scores=["5", 1],
+            images=["4", 0],
+            rank_by="cp",
+            cp_weight=1.0,
+            pf_weight=1.0,
+            top_k=1,
+            min_cp=-1.0,
+            min_pf=-1.0,
+            reject_small_masks=False,
+            min_foreground=0.05,
+        ),
         "7": node("PreviewAny", source=["6", 5]),
     }
 
@@ -164,15 +181,22 @@ def test_a_crafted_sam3_folder_is_refused_with_the_servers_memory_flat(server, h
         assert hostapi.status(entry) == "success", hostapi.explain(entry)
         before = _rss_mib(server.pid)
         graph = _auto_mask(["4", 0])
-        graph["4"] = node("MaSCLoadSAM3Model", model="masc-host-test-crafted-sam3", device="cpu", precision="fp32",
-                          score_threshold=0.5)
+        graph["4"] = node(
+            "MaSCLoadSAM3Model",
+            model="masc-host-test-crafted-sam3",
+            device="cpu",
+            precision="fp32",
+            score_threshold=0.5,
+        )
         entry = server.run(graph)
         after = _rss_mib(server.pid)
         error = hostapi.error_of(entry)
         message = error["exception_message"].strip()
         assert error["node_id"] == "4" and "\n" not in message, hostapi.explain(entry)
-        assert message.startswith("SAM3 model folder 'models/sam3/masc-host-test-crafted-sam3': config.json asks "
-                                  "detr_decoder_config.num_queries = 10000000"), message
+        assert message.startswith(
+            "SAM3 model folder 'models/sam3/masc-host-test-crafted-sam3': config.json asks "
+            "detr_decoder_config.num_queries = 10000000"
+        ), message
         assert host.dir not in message
         assert after - before < 100, (before, after)  # was +1,373 MiB
     finally:

@@ -63,8 +63,12 @@ class TemplateRun:
             else:
                 del graph[self.twin]["inputs"]["prune"], graph[prune_id]
         else:
-            graph[self.twin]["inputs"].update(settings, sampler_name=sampler_name, seed=1000,
-                                              **(dict(prune_at=0.5, prune_keep=1) if prune else dict(prune_at=0.0)))
+            graph[self.twin]["inputs"].update(
+                settings,
+                sampler_name=sampler_name,
+                seed=1000,
+                **(dict(prune_at=0.5, prune_keep=1) if prune else dict(prune_at=0.0)),
+            )
         graph["calls"] = node("HostTestModelCalls", after=[self.twin, 6])
         graph["seeds"] = node("PreviewAny", source=[self.twin, 5])
         graph["used"] = node("PreviewAny", source=[self.twin, 4])
@@ -82,16 +86,34 @@ class TemplateRun:
         """The plain sampler at ``seed`` (batch 1) on the template's own inputs, decoded by its VAE."""
         graph = {k: v for k, v in self.graph.items() if k not in ("calls", "seeds", "used")}
         inputs = graph[self.twin]["inputs"]
-        for removed in [i for i, n in graph.items() if n["class_type"] in ("SaveImage", "PreviewAny", "MaSCLogScores")] + [self.twin]:
+        for removed in [
+            i for i, n in graph.items() if n["class_type"] in ("SaveImage", "PreviewAny", "MaSCLogScores")
+        ] + [self.twin]:
             del graph[removed]
         if self.custom:
             graph["noise"] = node("RandomNoise", noise_seed=seed)
-            graph["plain"] = node("SamplerCustomAdvanced", noise=["noise", 0], guider=inputs["guider"], sampler=inputs["sampler"],
-                                  sigmas=inputs["sigmas"], latent_image=inputs["latent_image"])
+            graph["plain"] = node(
+                "SamplerCustomAdvanced",
+                noise=["noise", 0],
+                guider=inputs["guider"],
+                sampler=inputs["sampler"],
+                sigmas=inputs["sigmas"],
+                latent_image=inputs["latent_image"],
+            )
         else:
-            graph["plain"] = node("KSampler", model=inputs["model"], positive=inputs["positive"], negative=inputs["negative"],
-                                  latent_image=inputs["latent_image"], seed=seed, steps=inputs["steps"], cfg=inputs["cfg"],
-                                  sampler_name=inputs["sampler_name"], scheduler=inputs["scheduler"], denoise=inputs["denoise"])
+            graph["plain"] = node(
+                "KSampler",
+                model=inputs["model"],
+                positive=inputs["positive"],
+                negative=inputs["negative"],
+                latent_image=inputs["latent_image"],
+                seed=seed,
+                steps=inputs["steps"],
+                cfg=inputs["cfg"],
+                sampler_name=inputs["sampler_name"],
+                scheduler=inputs["scheduler"],
+                denoise=inputs["denoise"],
+            )
         graph["decoded"] = node("VAEDecode", samples=["plain", 0], vae=inputs["vae"])
         graph["save"] = node("SaveImage", images=["decoded", 0], filename_prefix=f"masc_plain_template_{seed}")
         entry = server.run(graph)
@@ -106,7 +128,8 @@ PRUNED = dict(rank_by="cp", min_cp=0.999, reject_small_masks=False, accept=1, ma
 @pytest.mark.parametrize("sampler_name, spent, replayed", [("euler", 2 * 2 + 2, 0), ("dpmpp_2m", 2 * 2 + 4, 2)])
 @pytest.mark.parametrize("name", list(TEMPLATES))
 def test_a_pruned_template_counts_every_evaluation_and_keeps_the_plain_samplers_image(
-        counting_server, dits, installed, name, sampler_name, spent, replayed):
+    counting_server, dits, installed, name, sampler_name, spent, replayed
+):
     run = TemplateRun(counting_server, installed["output"], name, sampler_name=sampler_name, prune=True, **PRUNED)
     match = LEDGER.search(run.report)
     assert match, run.report
@@ -116,14 +139,26 @@ def test_a_pruned_template_counts_every_evaluation_and_keeps_the_plain_samplers_
     (path,) = run.pngs
     candidate, plain = np.asarray(Image.open(path).convert("RGB")), run.plain_pixels(counting_server, seed)
     assert candidate.shape == plain.shape and np.array_equal(candidate, plain), (
-        f"{int((candidate != plain).any(-1).sum())} pixels differ from the plain sampler at seed {seed}")
+        f"{int((candidate != plain).any(-1).sum())} pixels differ from the plain sampler at seed {seed}"
+    )
     check_saved_scores(path, run.graph, run.save)
 
 
 @pytest.mark.parametrize("name", list(TEMPLATES))
 def test_a_template_stops_after_the_first_passing_candidate(counting_server, dits, installed, name):
-    run = TemplateRun(counting_server, installed["output"], name, sampler_name="euler", prune=False,
-                      rank_by="cp", min_cp=-0.9, reject_small_masks=False, accept=1, max_candidates=4, batch_size=1)
+    run = TemplateRun(
+        counting_server,
+        installed["output"],
+        name,
+        sampler_name="euler",
+        prune=False,
+        rank_by="cp",
+        min_cp=-0.9,
+        reject_small_masks=False,
+        accept=1,
+        max_candidates=4,
+        batch_size=1,
+    )
     assert run.used == 1 and run.seeds == [1000] and run.calls == STEPS, run.report
     assert re.match(r"1 of 1 accepted after 1 of 4 candidates \(stopped early\)", run.report), run.report
     assert len(run.pngs) == 1

@@ -73,8 +73,15 @@ def _masc_core_scores(tiny_models, reference, image, reference_mask, image_mask)
     from masc_core import MascEncoder, score_images
 
     encoder = MascEncoder.load(tiny_models["encoder"], device="cpu", precision="fp32")
-    batch = score_images(encoder, [image], reference=reference, reference_mask=reference_mask, mask=image_mask,
-                         prompt=PROMPT, subject="dog")
+    batch = score_images(
+        encoder,
+        [image],
+        reference=reference,
+        reference_mask=reference_mask,
+        mask=image_mask,
+        prompt=PROMPT,
+        subject="dog",
+    )
     return batch.cp[0], batch.pf[0], batch.scores[0].encoded_prompt
 
 
@@ -89,16 +96,24 @@ def test_design_card_graph_gives_masc_cores_scores(server, installed, tiny_model
 def check_design_card(server, installed, tiny_models, history_path: str) -> None:
     """Load MaSC Encoder -> CP, PF, Strip Subject on PNG inputs: masc_core's scores on the same files (<= 1e-5)."""
     png = _png_inputs(installed)
-    graph = design_card(png["dog_00"], f"{EXAMPLE_PREFIX}dog_00_mask.png", png["dog_01"],
-                        f"{EXAMPLE_PREFIX}dog_01_mask.png", PROMPT, "dog")
+    graph = design_card(
+        png["dog_00"],
+        f"{EXAMPLE_PREFIX}dog_00_mask.png",
+        png["dog_01"],
+        f"{EXAMPLE_PREFIX}dog_01_mask.png",
+        PROMPT,
+        "dog",
+    )
     entry = server.run(graph)
     write_json(history_path, entry)
     assert hostapi.status(entry) == "success", hostapi.explain(entry)
     cp, pf = float(hostapi.ui_text(entry, "9")), float(hostapi.ui_text(entry, "10"))
     expected_cp, expected_pf, stripped = _masc_core_scores(
-        tiny_models, _pixels(os.path.join(installed["input"], png["dog_00"])),
+        tiny_models,
+        _pixels(os.path.join(installed["input"], png["dog_00"])),
         _pixels(os.path.join(installed["input"], png["dog_01"])),
-        _mask(_examples(installed, "dog_00_mask.png")), _mask(_examples(installed, "dog_01_mask.png")),
+        _mask(_examples(installed, "dog_00_mask.png")),
+        _mask(_examples(installed, "dog_01_mask.png")),
     )
     assert abs(cp - expected_cp) <= 1e-5 and abs(pf - expected_pf) <= 1e-5, (cp, expected_cp, pf, expected_pf)
     assert hostapi.ui_text(entry, "11") == stripped == "a photo of on the beach"
@@ -113,8 +128,14 @@ def test_jpeg_inputs_are_scored_as_the_host_decodes_them(server, installed, tiny
     those are from Pillow's decode (the command line's) is measured and kept in jpeg-decode.json.
     """
     stems = ("dog_00", "dog_01")
-    graph = design_card(f"{EXAMPLE_PREFIX}dog_00.jpg", f"{EXAMPLE_PREFIX}dog_00_mask.png",
-                        f"{EXAMPLE_PREFIX}dog_01.jpg", f"{EXAMPLE_PREFIX}dog_01_mask.png", PROMPT, "dog")
+    graph = design_card(
+        f"{EXAMPLE_PREFIX}dog_00.jpg",
+        f"{EXAMPLE_PREFIX}dog_00_mask.png",
+        f"{EXAMPLE_PREFIX}dog_01.jpg",
+        f"{EXAMPLE_PREFIX}dog_01_mask.png",
+        PROMPT,
+        "dog",
+    )
     graph["20"] = node("SaveImage", images=["2", 0], filename_prefix="masc_decoded/dog_00")
     graph["21"] = node("SaveImage", images=["4", 0], filename_prefix="masc_decoded/dog_01")
     entry = server.run(graph)
@@ -139,8 +160,12 @@ def test_jpeg_inputs_are_scored_as_the_host_decodes_them(server, installed, tiny
         "same_pixels_as_pillow": same_pixels,
         "max_level_difference": {s: int(d.max()) for s, d in differences.items()},
         "share_of_values_differing": {s: float((d > 0).mean()) for s, d in differences.items()},
-        "cp_host": cp, "cp_cli": as_cli[0], "pf_host": pf, "pf_cli": as_cli[1],
-        "cp_difference": abs(cp - as_cli[0]), "pf_difference": abs(pf - as_cli[1]),
+        "cp_host": cp,
+        "cp_cli": as_cli[0],
+        "pf_host": pf,
+        "pf_cli": as_cli[1],
+        "cp_difference": abs(cp - as_cli[0]),
+        "pf_difference": abs(pf - as_cli[1]),
     }
     write_json(os.path.join(out_dir, "jpeg-decode.json"), measured)
     print("JPEG decode:", json.dumps(measured))

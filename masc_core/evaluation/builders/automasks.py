@@ -70,12 +70,17 @@ class MaskReport:
 
 
 def _identity(options: AutoMaskOptions) -> tuple[str, dict]:
-    folder, source = checkpoints.resolve(options.segmenter, what="--auto-masks segmentation model", example=CLIPSEG_MODEL_ID)
+    folder, source = checkpoints.resolve(
+        options.segmenter, what="--auto-masks segmentation model", example=CLIPSEG_MODEL_ID
+    )
     kind = segmenter_kind(folder, source)
     threshold = default_threshold(kind) if options.threshold is None else options.threshold
     identity = {
-        "segmenter": source, "kind": kind, "digest": checkpoints.folder_digest(folder),
-        "threshold": float(threshold), "dilation": int(options.dilation),
+        "segmenter": source,
+        "kind": kind,
+        "digest": checkpoints.folder_digest(folder),
+        "threshold": float(threshold),
+        "dilation": int(options.dilation),
     }
     if kind == "sam3":
         identity["score_threshold"] = float(options.score_threshold)
@@ -90,9 +95,12 @@ def _check_sidecar(masks_dir: str, identity: dict) -> bool:
     made_by = files.read_json(path, "masks record")
     if any(made_by.get(key) != identity.get(key) for key in ("digest", "threshold", "dilation", "score_threshold")):
         raise MascInputError(
-            f"the masks in '{masks_dir}' were made by '{made_by.get('segmenter')}' at threshold {made_by.get('threshold')} "
-            f"(dilation {made_by.get('dilation')}), not by '{identity['segmenter']}' at threshold {identity['threshold']} "
-            f"(dilation {identity['dilation']}): ask for the same, or give another --masks-dir (or delete that one) to remake them"
+            f"the masks in '{masks_dir}' were made by '{made_by.get('segmenter')}' at threshold "
+            f"{made_by.get('threshold')} "
+            f"(dilation {made_by.get('dilation')}), not by '{identity['segmenter']}' at threshold "
+            f"{identity['threshold']} "
+            f"(dilation {identity['dilation']}): ask for the same, or give another --masks-dir (or delete that one) to "
+            "remake them"
         )
     return True
 
@@ -100,7 +108,9 @@ def _check_sidecar(masks_dir: str, identity: dict) -> bool:
 def _write_mask(mask: np.ndarray, path: str) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     try:
-        files.replace_atomically(path, lambda temporary: Image.fromarray((mask * 255).astype(np.uint8)).save(temporary, format="PNG"))
+        files.replace_atomically(
+            path, lambda temporary: Image.fromarray((mask * 255).astype(np.uint8)).save(temporary, format="PNG")
+        )
     except OSError as exc:
         raise MascInputError(f"mask '{path}' could not be written ({exc}): pick a writable --masks-dir") from None
 
@@ -118,7 +128,8 @@ def ensure_masks(
     if options.segmenter is None:
         if missing:
             raise problems_error(
-                f"masks folder '{masks_dir}'", "masks are missing" if len(missing) > 1 else "mask is missing",
+                f"masks folder '{masks_dir}'",
+                "masks are missing" if len(missing) > 1 else "mask is missing",
                 [job.mask for job in missing],
                 "pass --auto-masks SEGMENTER (a CLIPSeg or SAM3 checkpoint folder) to make them, or put your own masks "
                 "(white = subject) at those paths",
@@ -127,12 +138,20 @@ def ensure_masks(
     threshold = None if options.threshold is None else check_threshold(options.threshold, "--mask-threshold")
     dilation = check_dilation(options.dilation, "--mask-dilate")
     score_threshold = check_threshold(options.score_threshold, "--score-threshold")
-    folder, identity = _identity(AutoMaskOptions(options.segmenter, threshold, dilation, score_threshold=score_threshold))
+    folder, identity = _identity(
+        AutoMaskOptions(options.segmenter, threshold, dilation, score_threshold=score_threshold)
+    )
     recorded = _check_sidecar(masks_dir, identity)
     if not missing:
         return MaskReport(masks_dir, 0, len(jobs), identity["kind"])
-    segmenter = load_segmenter(folder, kind=identity["kind"], device=options.device, precision=options.precision,
-                               batch_size=options.batch_size, score_threshold=score_threshold)
+    segmenter = load_segmenter(
+        folder,
+        kind=identity["kind"],
+        device=options.device,
+        precision=options.precision,
+        batch_size=options.batch_size,
+        score_threshold=score_threshold,
+    )
     if not recorded:
         os.makedirs(masks_dir, exist_ok=True)
         files.write_json(os.path.join(masks_dir, SIDECAR), identity)
@@ -142,7 +161,9 @@ def ensure_masks(
         for start in range(0, len(group), IMAGES_PER_STEP):
             step = group[start : start + IMAGES_PER_STEP]
             images = [load_image_file(job.image, "image to mask") for job in step]
-            for job, mask in zip(step, segmenter.masks(images, prompt, threshold=identity["threshold"], dilation=dilation)):
+            for job, mask in zip(
+                step, segmenter.masks(images, prompt, threshold=identity["threshold"], dilation=dilation)
+            ):
                 _write_mask(mask.numpy(), job.mask)
             done += len(step)
             if progress:

@@ -41,7 +41,8 @@ class BuiltManifest:
     """A builder's result, before anything is written."""
 
     rows: list[dict[str, Any]]
-    """Manifest rows: ``ref``/``ref_mask`` lists of absolute paths, ``out``/``out_mask`` absolute paths, texts, labels."""
+    """Manifest rows: ``ref``/``ref_mask`` lists of absolute paths, ``out``/``out_mask`` absolute paths, texts,
+    labels."""
     masks: list[MaskJob] = field(default_factory=list)
     """Every mask the rows name, once each."""
     notes: list[str] = field(default_factory=list)
@@ -115,7 +116,9 @@ def check_output(path: str) -> str:
 
 def _written_path(path: str, folder: str) -> str:
     if PATH_SEPARATOR in path:
-        raise MascInputError(f"'{path}' has a '{PATH_SEPARATOR}' in its name, which manifests use between views: rename it")
+        raise MascInputError(
+            f"'{path}' has a '{PATH_SEPARATOR}' in its name, which manifests use between views: rename it"
+        )
     relative = os.path.relpath(path, folder)
     return path if relative == os.pardir or relative.startswith(os.pardir + os.sep) else relative.replace(os.sep, "/")
 
@@ -132,12 +135,15 @@ def _written_row(row: dict[str, Any], folder: str) -> dict[str, Any]:
 
 
 def manifest_text(rows: list[dict[str, Any]], path: str) -> str:
-    """The manifest file's text: CSV (lists joined with '|', empty cells for None) or JSONL (by ``path``'s extension)."""
+    """The manifest file's text: CSV (lists joined with '|', empty cells for None) or JSONL (by ``path``'s
+    extension)."""
     folder = os.path.dirname(os.path.abspath(path))
     written = [_written_row(row, folder) for row in rows]
     if path.lower().endswith(".jsonl"):
         return "".join(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n" for row in written)
-    columns = list(REQUIRED_COLUMNS) + [c for c in dict.fromkeys(k for row in written for k in row) if c not in REQUIRED_COLUMNS]
+    columns = list(REQUIRED_COLUMNS) + [
+        c for c in dict.fromkeys(k for row in written for k in row) if c not in REQUIRED_COLUMNS
+    ]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(columns)

@@ -31,7 +31,16 @@ from dataclasses import dataclass
 from ...errors import MascInputError
 from ...metric.stripping import collapse_whitespace
 from .common import (
-    BuiltManifest, MaskJob, count_text, images_in, is_image, mask_path, plan_mask, problems_error, require_folder, subfolders,
+    BuiltManifest,
+    MaskJob,
+    count_text,
+    images_in,
+    is_image,
+    mask_path,
+    plan_mask,
+    problems_error,
+    require_folder,
+    subfolders,
 )
 
 PROMPTS_FILE = "prompts_and_classes.txt"
@@ -39,7 +48,9 @@ LIVE_CLASSES = ("cat", "dog")
 PROMPTS_PER_SUBJECT = 25
 DEFAULT_TOKEN = "sks"
 DATASET_LAYOUT = f"DreamBench's layout: one folder per subject (<subject>/00.jpg, ...) and {PROMPTS_FILE}"
-OUTPUTS_LAYOUT = "<method>/<subject>/<prompt index>_<seed>.png (or .jpg, .jpeg, .webp, .bmp), e.g. dreambooth/dog/0_0.png"
+OUTPUTS_LAYOUT = (
+    "<method>/<subject>/<prompt index>_<seed>.png (or .jpg, .jpeg, .webp, .bmp), e.g. dreambooth/dog/0_0.png"
+)
 _TEMPLATE = re.compile(r"'([^']*)'\.format\(unique_token, class_token\)")
 _OUTPUT_NAME = re.compile(r"^(\d+)_(\d+)\.[A-Za-z]+$")
 
@@ -83,7 +94,9 @@ def parse_prompts_and_classes(text: str, path: str) -> PromptsAndClasses:
         raise MascInputError(f"'{path}' is not DreamBench's {PROMPTS_FILE}: {expected}")
     for name, found in (("Object Prompts", object_prompts), ("Live Subject Prompts", live_prompts)):
         if len(found) != PROMPTS_PER_SUBJECT:
-            raise MascInputError(f"'{path}': '{name}' has {len(found)} templates, not {PROMPTS_PER_SUBJECT}: {expected}")
+            raise MascInputError(
+                f"'{path}': '{name}' has {len(found)} templates, not {PROMPTS_PER_SUBJECT}: {expected}"
+            )
     return PromptsAndClasses(classes, object_prompts, live_prompts)
 
 
@@ -117,12 +130,15 @@ def read_dataset(dataset_dir: str) -> tuple[PromptsAndClasses, dict[str, list[st
             views[name] = [os.path.join(dataset_dir, name, image) for image in images]
     if not views:
         raise MascInputError(
-            f"DreamBench folder '{dataset_dir}' has no subject folder with images named in {PROMPTS_FILE}: expected {DATASET_LAYOUT}"
+            f"DreamBench folder '{dataset_dir}' has no subject folder with images named in {PROMPTS_FILE}: expected "
+            f"{DATASET_LAYOUT}"
         )
     notes = []
     absent = [s for s in table.classes if s not in views]
     if absent:
-        notes.append(f"{count_text(len(absent), 'subject')} of {PROMPTS_FILE} have no images here (skipped): {', '.join(absent)}")
+        notes.append(
+            f"{count_text(len(absent), 'subject')} of {PROMPTS_FILE} have no images here (skipped): {', '.join(absent)}"
+        )
     if strangers:
         notes.append(f"folders not in {PROMPTS_FILE} (skipped): {', '.join(strangers)}")
     return table, views, notes
@@ -147,7 +163,9 @@ SUBJECT_OUTPUTS = OutputsLayout(
 )
 
 
-def scan_outputs(outputs_dir: str, prompt_counts: dict[str, int], layout: OutputsLayout = SUBJECT_OUTPUTS) -> list[tuple[str, str, int, int, str]]:
+def scan_outputs(
+    outputs_dir: str, prompt_counts: dict[str, int], layout: OutputsLayout = SUBJECT_OUTPUTS
+) -> list[tuple[str, str, int, int, str]]:
     """(method, folder, prompt index, seed, path) of every generated image under ``<method>/<folder>/<prompt>_<seed>``,
     sorted; one line for what does not fit. ``prompt_counts``: each known folder (a subject, or a combination of
     subjects) and how many prompts it has."""
@@ -168,7 +186,9 @@ def scan_outputs(outputs_dir: str, prompt_counts: dict[str, int], layout: Output
                 elif int(match.group(1)) >= prompt_counts[subject]:
                     out_of_range.append(f"{method}/{subject}/{name}")
                 else:
-                    found.append((method, subject, int(match.group(1)), int(match.group(2)), os.path.join(folder, name)))
+                    found.append(
+                        (method, subject, int(match.group(1)), int(match.group(2)), os.path.join(folder, name))
+                    )
     where = f"outputs folder '{outputs_dir}'"
     if misplaced:
         raise problems_error(where, "images do not follow the layout", misplaced, f"expected {layout.text}")
@@ -181,11 +201,15 @@ def scan_outputs(outputs_dir: str, prompt_counts: dict[str, int], layout: Output
     found.sort(key=lambda item: item[:4])
     twice = [f"{a[0]}/{a[1]}/{a[2]}_{a[3]}" for a, b in zip(found, found[1:]) if a[:4] == b[:4]]
     if twice:
-        raise problems_error(where, "images are there twice (other extensions)", twice, "keep one file per prompt and seed")
+        raise problems_error(
+            where, "images are there twice (other extensions)", twice, "keep one file per prompt and seed"
+        )
     return found
 
 
-def build(dataset_dir: str, outputs_dir: str, masks_dir: str, *, token: str = DEFAULT_TOKEN, first_view_only: bool = False) -> BuiltManifest:
+def build(
+    dataset_dir: str, outputs_dir: str, masks_dir: str, *, token: str = DEFAULT_TOKEN, first_view_only: bool = False
+) -> BuiltManifest:
     """Manifest rows for every generated image under ``outputs_dir``, against ``dataset_dir``'s references."""
     table, views, notes = read_dataset(dataset_dir)
     images = scan_outputs(outputs_dir, {subject: PROMPTS_PER_SUBJECT for subject in views})
@@ -193,22 +217,32 @@ def build(dataset_dir: str, outputs_dir: str, masks_dir: str, *, token: str = DE
     jobs: dict[str, MaskJob] = {}
 
     def mask_for(image: str, subject: str, *folders: str) -> str:
-        return plan_mask(jobs, image, mask_path(masks_dir, image, *folders), table.classes[subject])  # CLIPSeg looks for the class word
+        return plan_mask(
+            jobs, image, mask_path(masks_dir, image, *folders), table.classes[subject]
+        )  # CLIPSeg looks for the class word
 
     rows = []
     for method, subject, index, seed, path in images:
         noun = table.classes[subject]
         refs = views[subject][:1] if first_view_only else views[subject]
-        rows.append({
-            "ref": refs, "ref_mask": [mask_for(ref, subject, "references", subject) for ref in refs],
-            "out": path, "out_mask": mask_for(path, subject, "outputs", method, subject),
-            "prompt": render_prompt(table.templates(subject)[index], token, noun),
-            "subject": subject_names(token, noun), "method": method, "seed": seed, "id": f"{subject}-{index}",
-        })
+        rows.append(
+            {
+                "ref": refs,
+                "ref_mask": [mask_for(ref, subject, "references", subject) for ref in refs],
+                "out": path,
+                "out_mask": mask_for(path, subject, "outputs", method, subject),
+                "prompt": render_prompt(table.templates(subject)[index], token, noun),
+                "subject": subject_names(token, noun),
+                "method": method,
+                "seed": seed,
+                "id": f"{subject}-{index}",
+            }
+        )
     methods = {r["method"] for r in rows}
     subjects = {r["id"].rsplit("-", 1)[0] for r in rows}
     description = (
-        f"{count_text(len(rows), 'row')}: {count_text(len(methods), 'method')}, {count_text(len(subjects), 'subject')}, "
+        f"{count_text(len(rows), 'row')}: {count_text(len(methods), 'method')}, "
+        f"{count_text(len(subjects), 'subject')}, "
         f"{count_text(len({r['seed'] for r in rows}), 'seed')}"
     )
     return BuiltManifest(rows, list(jobs.values()), notes, description)

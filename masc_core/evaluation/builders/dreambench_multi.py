@@ -46,13 +46,19 @@ from .dreambench import OutputsLayout, read_dataset, scan_outputs, subject_names
 
 JOINER = "+"
 OUTPUTS_LAYOUT = (
-    "<method>/<subject>+<subject>[+...]/<prompt index>_<seed>.png (or .jpg, .jpeg, .webp, .bmp), e.g. musar/dog+cat/0_0.png"
+    "<method>/<subject>+<subject>[+...]/<prompt index>_<seed>.png (or .jpg, .jpeg, .webp, .bmp), e.g. "
+    "musar/dog+cat/0_0.png"
 )
-COMBINATIONS_LAYOUT = '{"combinations": [{"subjects": ["dog", "cat"], "prompts": ["a {0} and a {1} on the beach"]}, ...]}'
+COMBINATIONS_LAYOUT = (
+    '{"combinations": [{"subjects": ["dog", "cat"], "prompts": ["a {0} and a {1} on the beach"]}, ...]}'
+)
 
 
-def read_combinations(path: str, classes: dict[str, str], views: dict[str, list[str]]) -> dict[str, tuple[list[str], list[str]]]:
-    """Folder name (``dog+cat``) -> (its subjects, its prompt templates), checked against the dataset; one line otherwise."""
+def read_combinations(
+    path: str, classes: dict[str, str], views: dict[str, list[str]]
+) -> dict[str, tuple[list[str], list[str]]]:
+    """Folder name (``dog+cat``) -> (its subjects, its prompt templates), checked against the dataset; one line
+    otherwise."""
     where = f"combinations file '{path}'"
     if not os.path.isfile(path):
         raise MascInputError(f"{where} does not exist: give a JSON file {COMBINATIONS_LAYOUT}")
@@ -60,7 +66,9 @@ def read_combinations(path: str, classes: dict[str, str], views: dict[str, list[
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise MascInputError(f"{where} is not JSON ({str(exc).splitlines()[0]}): expected {COMBINATIONS_LAYOUT}") from None
+        raise MascInputError(
+            f"{where} is not JSON ({str(exc).splitlines()[0]}): expected {COMBINATIONS_LAYOUT}"
+        ) from None
     entries = data.get("combinations") if isinstance(data, dict) else None
     if not isinstance(entries, list) or not entries:
         raise MascInputError(f"{where} has no 'combinations' list: expected {COMBINATIONS_LAYOUT}")
@@ -69,29 +77,45 @@ def read_combinations(path: str, classes: dict[str, str], views: dict[str, list[
         at = f"{where}, combination {n}"
         subjects = entry.get("subjects") if isinstance(entry, dict) else None
         prompts = entry.get("prompts") if isinstance(entry, dict) else None
-        if not (isinstance(subjects, list) and all(isinstance(s, str) and s for s in subjects) and 2 <= len(subjects) <= MAX_SUBJECTS):
-            raise MascInputError(f"{at}: 'subjects' must list 2 to {MAX_SUBJECTS} DreamBench subject folders, e.g. [\"dog\", \"cat\"]")
+        if not (
+            isinstance(subjects, list)
+            and all(isinstance(s, str) and s for s in subjects)
+            and 2 <= len(subjects) <= MAX_SUBJECTS
+        ):
+            raise MascInputError(
+                f'{at}: \'subjects\' must list 2 to {MAX_SUBJECTS} DreamBench subject folders, e.g. ["dog", "cat"]'
+            )
         if not (isinstance(prompts, list) and prompts and all(isinstance(p, str) for p in prompts)):
             raise MascInputError(f"{at}: 'prompts' must be a list of templates with {{0}}, {{1}}, ... for the subjects")
         unknown = [s for s in subjects if s not in views]
         if unknown:
-            raise MascInputError(f"{at}: '{unknown[0]}' has no reference images in the DreamBench folder: name the dataset's subject folders")
+            raise MascInputError(
+                f"{at}: '{unknown[0]}' has no reference images in the DreamBench folder: name the dataset's subject "
+                "folders"
+            )
         nouns = [classes[s] for s in subjects]
         shared = next((s for s in nouns if nouns.count(s) > 1), None)
         if shared is not None:
             twins = [s for s in subjects if classes[s] == shared]
             raise MascInputError(
-                f"{at}: '{twins[0]}' and '{twins[1]}' are both a {shared}: their names and CLIPSeg's prompt cannot tell them "
+                f"{at}: '{twins[0]}' and '{twins[1]}' are both a {shared}: their names and CLIPSeg's prompt cannot "
+                "tell them "
                 "apart; combine subjects of different classes"
             )
         for t, template in enumerate(prompts):
             try:
                 template.format(*nouns)
             except (IndexError, KeyError, ValueError):
-                raise MascInputError(f"{at}, prompt {t} {template!r}: use {{0}} .. {{{len(subjects) - 1}}} for the subjects, nothing else in braces") from None
+                raise MascInputError(
+                    f"{at}, prompt {t} {template!r}: use {{0}} .. {{{len(subjects) - 1}}} for the subjects, nothing "
+                    "else in braces"
+                ) from None
             missing = [k for k in range(len(subjects)) if f"{{{k}}}" not in template]
             if missing:
-                raise MascInputError(f"{at}, prompt {t} {template!r} never names subject {missing[0]} ('{subjects[missing[0]]}'): give it {{{missing[0]}}}")
+                raise MascInputError(
+                    f"{at}, prompt {t} {template!r} never names subject {missing[0]} ('{subjects[missing[0]]}'): give "
+                    f"it {{{missing[0]}}}"
+                )
         name = JOINER.join(subjects)
         if name in found:
             raise MascInputError(f"{at}: '{name}' is listed twice: merge its prompts into one entry")
@@ -101,29 +125,51 @@ def read_combinations(path: str, classes: dict[str, str], views: dict[str, list[
 
 MULTI_OUTPUTS = OutputsLayout(
     OUTPUTS_LAYOUT,
-    ("combination folders are not in the combinations file", f"name each folder as its subjects joined with '{JOINER}', in the file's order"),
-    ("images have a prompt index past their combination's prompts", "number the prompts from 0 in the combinations file's order"),
+    (
+        "combination folders are not in the combinations file",
+        f"name each folder as its subjects joined with '{JOINER}', in the file's order",
+    ),
+    (
+        "images have a prompt index past their combination's prompts",
+        "number the prompts from 0 in the combinations file's order",
+    ),
 )
 
 
-def build(dataset_dir: str, combinations_file: str, outputs_dir: str, masks_dir: str, *, token: str = "",
-          first_view_only: bool = False) -> BuiltManifest:
+def build(
+    dataset_dir: str,
+    combinations_file: str,
+    outputs_dir: str,
+    masks_dir: str,
+    *,
+    token: str = "",
+    first_view_only: bool = False,
+) -> BuiltManifest:
     """Several-subject manifest rows for every generated image under ``outputs_dir``."""
     table, views, notes = read_dataset(dataset_dir)
     combinations = read_combinations(combinations_file, table.classes, views)
-    images = scan_outputs(outputs_dir, {name: len(prompts) for name, (_, prompts) in combinations.items()}, MULTI_OUTPUTS)
+    images = scan_outputs(
+        outputs_dir, {name: len(prompts) for name, (_, prompts) in combinations.items()}, MULTI_OUTPUTS
+    )
     token = token.strip()
     jobs: dict[str, MaskJob] = {}
 
     def mask_for(image: str, subject: str, *folders: str, suffix: str = "") -> str:
-        return plan_mask(jobs, image, mask_path(masks_dir, image, *folders, suffix=suffix), table.classes[subject])  # CLIPSeg looks for the class word
+        return plan_mask(
+            jobs, image, mask_path(masks_dir, image, *folders, suffix=suffix), table.classes[subject]
+        )  # CLIPSeg looks for the class word
 
     rows = []
     for method, combination, index, seed, path in images:
         subjects, prompts = combinations[combination]
         nouns = [table.classes[s] for s in subjects]
-        row = {"out": path, "prompt": _prompt(prompts[index], token, nouns), "method": method, "seed": seed,
-               "id": f"{combination}-{index}"}
+        row = {
+            "out": path,
+            "prompt": _prompt(prompts[index], token, nouns),
+            "method": method,
+            "seed": seed,
+            "id": f"{combination}-{index}",
+        }
         for k, (subject, noun) in enumerate(zip(subjects, nouns), start=1):
             refs = views[subject][:1] if first_view_only else views[subject]
             row[column("ref", k)] = refs
@@ -133,11 +179,13 @@ def build(dataset_dir: str, combinations_file: str, outputs_dir: str, masks_dir:
         rows.append(row)
     description = (
         f"{count_text(len(rows), 'row')}: {count_text(len({r['method'] for r in rows}), 'method')}, "
-        f"{count_text(len({r['id'].rsplit('-', 1)[0] for r in rows}), 'combination')}, {count_text(len({r['seed'] for r in rows}), 'seed')}"
+        f"{count_text(len({r['id'].rsplit('-', 1)[0] for r in rows}), 'combination')}, "
+        f"{count_text(len({r['seed'] for r in rows}), 'seed')}"
     )
     return BuiltManifest(rows, list(jobs.values()), notes, description)
 
 
 def _prompt(template: str, token: str, nouns: list[str]) -> str:
-    """``'a {0} and a {1} on the beach'`` -> ``a dog and a cat on the beach`` (``a sks dog and a sks cat ...`` with a token)."""
+    """``'a {0} and a {1} on the beach'`` -> ``a dog and a cat on the beach`` (``a sks dog and a sks cat ...`` with a
+    token)."""
     return collapse_whitespace(template.format(*[f"{token} {noun}" for noun in nouns]))

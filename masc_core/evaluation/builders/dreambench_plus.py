@@ -49,7 +49,11 @@ _SAMPLE_NAME = re.compile(r"^(\d+)_(\d+)\.[A-Za-z]+$")
 _METHOD_CUT = re.compile(r"_gs\d")
 _IP_ADAPTERS = {
     # The names DreamBench++'s rating files use, for each spelling of its IP-Adapter sample dirs.
-    "ip_adapter_plus_vit_h_sdxl": ("ip_adapter_plus_vit_h_sdxl", "ip_adapter_plus_sdxl_vit_huge", "ip_adapter_plus_vit_huge_sdxl"),
+    "ip_adapter_plus_vit_h_sdxl": (
+        "ip_adapter_plus_vit_h_sdxl",
+        "ip_adapter_plus_sdxl_vit_huge",
+        "ip_adapter_plus_vit_huge_sdxl",
+    ),
     "ip_adapter_vit_g_sdxl": ("ip_adapter_vit_g_sdxl", "ip_adapter_sdxl_vit_giant", "ip_adapter_vit_giant_sdxl"),
 }
 
@@ -76,7 +80,9 @@ def read_collections(data_dir: str) -> dict[str, Collection]:
         data_dir = os.path.join(data_dir, "data")  # the folder data.zip was unpacked in
     images_dir, captions_dir = os.path.join(data_dir, "images"), os.path.join(data_dir, "captions")
     if not os.path.isdir(images_dir) or not os.path.isdir(captions_dir):
-        raise MascInputError(f"DreamBench++ data folder '{data_dir}' has no images/ and captions/: expected {DATA_LAYOUT}")
+        raise MascInputError(
+            f"DreamBench++ data folder '{data_dir}' has no images/ and captions/: expected {DATA_LAYOUT}"
+        )
     collections: dict[str, Collection] = {}
     uncaptioned = []
     for folder, _, _ in sorted(os.walk(images_dir)):
@@ -94,7 +100,9 @@ def read_collections(data_dir: str) -> dict[str, Collection]:
             cid = collection_id(os.path.basename(folder), index, lines[0])
             collections[cid] = Collection(cid, lines[0], os.path.join(folder, image), lines[1:])
     if uncaptioned:
-        raise problems_error(f"DreamBench++ data folder '{data_dir}'", "images have no caption", uncaptioned, f"expected {DATA_LAYOUT}")
+        raise problems_error(
+            f"DreamBench++ data folder '{data_dir}'", "images have no caption", uncaptioned, f"expected {DATA_LAYOUT}"
+        )
     if not collections:
         raise MascInputError(f"DreamBench++ data folder '{data_dir}' has no images: expected {DATA_LAYOUT}")
     return collections
@@ -115,9 +123,15 @@ def method_dirs(samples_dir: str) -> list[str]:
     samples_dir = require_folder(samples_dir, "DreamBench++ samples folder", SAMPLES_LAYOUT)
     if os.path.isdir(os.path.join(samples_dir, "tgt_image")):
         return [samples_dir]  # one method's folder given directly
-    found = [os.path.join(samples_dir, d) for d in subfolders(samples_dir) if os.path.isdir(os.path.join(samples_dir, d, "tgt_image"))]
+    found = [
+        os.path.join(samples_dir, d)
+        for d in subfolders(samples_dir)
+        if os.path.isdir(os.path.join(samples_dir, d, "tgt_image"))
+    ]
     if not found:
-        raise MascInputError(f"DreamBench++ samples folder '{samples_dir}' has no <method dir>/tgt_image/: expected {SAMPLES_LAYOUT}")
+        raise MascInputError(
+            f"DreamBench++ samples folder '{samples_dir}' has no <method dir>/tgt_image/: expected {SAMPLES_LAYOUT}"
+        )
     return found
 
 
@@ -155,22 +169,37 @@ def scan_samples(samples_dir: str, collections: dict[str, Collection], methods: 
                     unknown.add(cid)
                 else:
                     index = int(match.group(1))
-                    found.append({
-                        "method": name, "method_dir": method_dir, "cid": cid, "index": index, "j": int(match.group(2)),
-                        "path": os.path.join(targets, cid, image),
-                        "prompt": _prompt(method_path, collections[cid], cid, image, index),
-                    })
+                    found.append(
+                        {
+                            "method": name,
+                            "method_dir": method_dir,
+                            "cid": cid,
+                            "index": index,
+                            "j": int(match.group(2)),
+                            "path": os.path.join(targets, cid, image),
+                            "prompt": _prompt(method_path, collections[cid], cid, image, index),
+                        }
+                    )
     where = f"DreamBench++ samples folder '{samples_dir}'"
     if misplaced:
         raise problems_error(where, "images do not follow the layout", misplaced, f"expected {SAMPLES_LAYOUT}")
     if unknown:
-        raise problems_error(where, "collection ids are not in the data folder", sorted(unknown), "check the data folder and the ids")
+        raise problems_error(
+            where, "collection ids are not in the data folder", sorted(unknown), "check the data folder and the ids"
+        )
     if not found:
         raise MascInputError(f"{where} holds no generated images: expected {SAMPLES_LAYOUT}")
     return sorted(found, key=lambda s: (s["method"], s["cid"], s["index"], s["j"]))
 
 
-def build(data_dir: str, samples_dir: str, masks_dir: str, *, ratings_dir: str | None = None, methods: dict[str, str] | None = None) -> BuiltManifest:
+def build(
+    data_dir: str,
+    samples_dir: str,
+    masks_dir: str,
+    *,
+    ratings_dir: str | None = None,
+    methods: dict[str, str] | None = None,
+) -> BuiltManifest:
     """Manifest rows for every DreamBench++ sample, with the human ratings of each rater group when given."""
     collections = read_collections(data_dir)
     samples = scan_samples(samples_dir, collections, methods or {})
@@ -180,12 +209,22 @@ def build(data_dir: str, samples_dir: str, masks_dir: str, *, ratings_dir: str |
     for sample in samples:
         collection = collections[sample["cid"]]
         key = f"{sample['cid']}-{sample['index']}"
-        ref_mask = plan_mask(jobs, collection.image, os.path.join(masks_dir, "references", collection.id + ".png"), collection.name)
-        out_mask = os.path.join(masks_dir, "outputs", sample["method_dir"], sample["cid"], f"{sample['index']}_{sample['j']}.png")
+        ref_mask = plan_mask(
+            jobs, collection.image, os.path.join(masks_dir, "references", collection.id + ".png"), collection.name
+        )
+        out_mask = os.path.join(
+            masks_dir, "outputs", sample["method_dir"], sample["cid"], f"{sample['index']}_{sample['j']}.png"
+        )
         row = {
-            "ref": [collection.image], "ref_mask": [ref_mask], "out": sample["path"],
+            "ref": [collection.image],
+            "ref_mask": [ref_mask],
+            "out": sample["path"],
             "out_mask": plan_mask(jobs, sample["path"], out_mask, collection.name),
-            "prompt": sample["prompt"], "subject": collection.name, "method": sample["method"], "seed": sample["j"], "id": key,
+            "prompt": sample["prompt"],
+            "subject": collection.name,
+            "method": sample["method"],
+            "seed": sample["j"],
+            "id": key,
         }
         given = ratings.get((sample["method"], key), {})
         for group in groups:

@@ -50,7 +50,9 @@ def _cross_pool(photos: dict[str, list[str]]) -> tuple[list[tuple[str, str]], np
     return pairs, np.cumsum(sizes)
 
 
-def _sample_cross(photos: dict[str, list[str]], count: int | None, seed: int, same: int) -> tuple[list[tuple[str, str]], list[str]]:
+def _sample_cross(
+    photos: dict[str, list[str]], count: int | None, seed: int, same: int
+) -> tuple[list[tuple[str, str]], list[str]]:
     pairs, cumulative = _cross_pool(photos)
     pool = int(cumulative[-1]) if len(cumulative) else 0
     notes = []
@@ -59,8 +61,14 @@ def _sample_cross(photos: dict[str, list[str]], count: int | None, seed: int, sa
         if count < same:
             notes.append(f"only {pool} cross-subject pairs exist: all of them are used ({same} same-subject pairs)")
     elif count > pool:
-        raise MascInputError(f"--cross-pairs {count}: only {pool} cross-subject pairs exist here; ask for at most {pool}")
-    picked = np.sort(np.random.default_rng(seed).choice(pool, size=count, replace=False)) if count else np.array([], dtype=np.int64)
+        raise MascInputError(
+            f"--cross-pairs {count}: only {pool} cross-subject pairs exist here; ask for at most {pool}"
+        )
+    picked = (
+        np.sort(np.random.default_rng(seed).choice(pool, size=count, replace=False))
+        if count
+        else np.array([], dtype=np.int64)
+    )
     result = []
     for flat in picked.tolist():
         at = int(np.searchsorted(cumulative, flat, side="right"))
@@ -91,7 +99,9 @@ def build(
         )
     same = [pair for subject in photos for pair in itertools.combinations(photos[subject], 2)]
     if not same:
-        raise MascInputError(f"photos folder '{photos_dir}': no subject has two photos, so there is no same-subject pair")
+        raise MascInputError(
+            f"photos folder '{photos_dir}': no subject has two photos, so there is no same-subject pair"
+        )
     cross, notes = _sample_cross(photos, cross_pairs, seed, len(same))
     subject_of = {path: subject for subject, paths in photos.items() for path in paths}
     words = _class_words(photos_dir, list(photos))
@@ -106,14 +116,24 @@ def build(
 
     rows = [
         {
-            "ref": [ref], "ref_mask": [mask_for(ref)], "out": out, "out_mask": mask_for(out), "prompt": "",
-            "subject": subject_of[ref], "id": f"{name(ref)}~{name(out)}", "same_subject": label,
+            "ref": [ref],
+            "ref_mask": [mask_for(ref)],
+            "out": out,
+            "out_mask": mask_for(out),
+            "prompt": "",
+            "subject": subject_of[ref],
+            "id": f"{name(ref)}~{name(out)}",
+            "same_subject": label,
         }
-        for pairs, label in ((same, 1), (cross, 0)) for ref, out in pairs
+        for pairs, label in ((same, 1), (cross, 0))
+        for ref, out in pairs
     ]
     unpaired = [s for s, paths in photos.items() if len(paths) < 2]
     if unpaired:
-        notes.append(f"{count_text(len(unpaired), 'subject')} with one photo only (cross-subject pairs only): {', '.join(unpaired)}")
+        notes.append(
+            f"{count_text(len(unpaired), 'subject')} with one photo only (cross-subject pairs only): "
+            f"{', '.join(unpaired)}"
+        )
     description = (
         f"{count_text(len(rows), 'pair')} over {count_text(len(photos), 'subject')}: "
         f"{len(same)} same-subject, {len(cross)} cross-subject (seed {seed})"

@@ -74,7 +74,9 @@ def read_ratings(ratings_dir: str) -> tuple[Ratings, list[str], list[str]]:
             if form == "merged":
                 match = _MERGED.match(name)
                 if not match:
-                    raise MascInputError(f"rating file '{path}' is not named <method>-cp.json or <method>-pf.json: expected {LAYOUT}")
+                    raise MascInputError(
+                        f"rating file '{path}' is not named <method>-cp.json or <method>-pf.json: expected {LAYOUT}"
+                    )
                 method, aspect = match.groups()
                 for key, value in _entries(path).items():
                     ratings.setdefault((method, key), {})[(aspect, group)] = _rating(path, key, value)

@@ -25,7 +25,9 @@ REGISTRY: tuple[MetricSpec, ...] = (global_pool.SPEC, pf_ablations.SPEC, clip.SP
 COLUMNS: tuple[Column, ...] = MASC_COLUMNS + tuple(column for spec in REGISTRY for column in spec.columns)
 ASPECT_METRICS: dict[str, tuple[str, ...]] = {a: tuple(c.name for c in COLUMNS if c.aspect == a) for a in ASPECTS}
 """Per aspect, the columns compared with that human rating, MaSC's first."""
-METRIC_ORDER: tuple[str, ...] = ASPECT_METRICS["cp"] + ASPECT_METRICS["pf"] + tuple(c.name for c in COLUMNS if c.aspect not in ASPECTS)
+METRIC_ORDER: tuple[str, ...] = (
+    ASPECT_METRICS["cp"] + ASPECT_METRICS["pf"] + tuple(c.name for c in COLUMNS if c.aspect not in ASPECTS)
+)
 """The canonical order of metric columns (concept metrics, then prompt metrics, then the several-subject ones)."""
 
 BASELINE_CHOICES: tuple[str, ...] = tuple(spec.key for spec in REGISTRY if spec.folder_option is None)
@@ -59,7 +61,12 @@ def same_backbone_scores(
     ones, the reasons.
     """
     chunk = ChunkInputs(
-        outs=[], masks=list(masks), prompts=list(prompts), subjects=[], stripped=list(stripped_prompts), out_tokens=list(outputs)
+        outs=[],
+        masks=list(masks),
+        prompts=list(prompts),
+        subjects=[],
+        stripped=list(stripped_prompts),
+        out_tokens=list(outputs),
     )
     models = Models(encoder, encoder.batch_size)
     values: list[dict[str, float | None]] = [{} for _ in outputs]
@@ -78,7 +85,20 @@ def same_backbone_scores(
 
 
 __all__ = [
-    "ASPECTS", "ASPECT_METRICS", "BASELINE_CHOICES", "COLUMNS", "METRIC_ORDER", "MASC_COLUMNS", "REGISTRY",
-    "ChunkInputs", "Column", "GroupInputs", "Metric", "MetricSpec", "Models", "RowValues", "get_spec",
+    "ASPECTS",
+    "ASPECT_METRICS",
+    "BASELINE_CHOICES",
+    "COLUMNS",
+    "METRIC_ORDER",
+    "MASC_COLUMNS",
+    "REGISTRY",
+    "ChunkInputs",
+    "Column",
+    "GroupInputs",
+    "Metric",
+    "MetricSpec",
+    "Models",
+    "RowValues",
+    "get_spec",
     "same_backbone_scores",
 ]

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ...models.encoder import ImageTokens, MascEncoder
-from ..manifest import ASPECTS  # re-exported: what a metric column may score
+from ..manifest import ASPECTS as ASPECTS  # re-exported: what a metric column may score
 
 
 @dataclass(frozen=True)

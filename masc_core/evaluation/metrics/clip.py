@@ -15,7 +15,9 @@ from .base import ChunkInputs, Column, GroupInputs, Metric, MetricSpec, Models, 
 
 class ClipMetrics(Metric):
     def __init__(self, models: Models, folder: str | None):
-        self.embedder = ClipEmbedder.load(folder, device=models.device, dtype=models.dtype, batch_size=models.batch_size)
+        self.embedder = ClipEmbedder.load(
+            folder, device=models.device, dtype=models.dtype, batch_size=models.batch_size
+        )
 
     def start_group(self, group: GroupInputs) -> None:
         self.references = self.embedder.images(group.refs)

@@ -41,6 +41,7 @@ class GlobalPool(Metric):
 SPEC = MetricSpec(
     key="global",
     columns=(Column("global_cp", "cp"), Column("global_pf", "pf")),
-    description="same backbone, global pool: global_cp (pooled reference vs output), global_pf (pooled output vs full prompt)",
+    description="same backbone, global pool: global_cp (pooled reference vs output), global_pf (pooled output vs full "
+    "prompt)",
     load=GlobalPool,
 )

@@ -16,13 +16,20 @@ from .base import ChunkInputs, Column, GroupInputs, Models
 
 SEVERAL_SUBJECTS = "subjects"
 """The aspect of the columns only several-subject rows have: summarised, never compared with a human rating."""
-COLUMNS = (Column("cp", "cp"), Column("pf", "pf"), Column("cp_mean", SEVERAL_SUBJECTS), Column("blend", SEVERAL_SUBJECTS))
+COLUMNS = (
+    Column("cp", "cp"),
+    Column("pf", "pf"),
+    Column("cp_mean", SEVERAL_SUBJECTS),
+    Column("blend", SEVERAL_SUBJECTS),
+)
 """With several subjects per image ``cp`` is their cp_min (the weakest subject), ``cp_mean`` their mean CP, and
 ``blend`` 1 when the image has a blend warning, 0 when not (undefined without output masks): its mean over
 rows is the blend rate."""
 
 
-def score_chunk(models: Models, group: GroupInputs, chunk: ChunkInputs, min_foreground: float) -> tuple[list[ImageScore], list[float]]:
+def score_chunk(
+    models: Models, group: GroupInputs, chunk: ChunkInputs, min_foreground: float
+) -> tuple[list[ImageScore], list[float]]:
     """MaSC scores of the chunk's rows (features come from the encoder's cache) and the reference masks' shares.
 
     ``score_images`` takes masks for all outputs or for none, so rows with
@@ -38,9 +45,13 @@ def score_chunk(models: Models, group: GroupInputs, chunk: ChunkInputs, min_fore
         if not members:
             continue
         batch = score_images(
-            models.encoder, [chunk.outs[i] for i in members], reference=group.refs, reference_mask=group.ref_masks,
+            models.encoder,
+            [chunk.outs[i] for i in members],
+            reference=group.refs,
+            reference_mask=group.ref_masks,
             mask=[chunk.masks[i] for i in members] if members is with_mask else None,
-            prompt=[chunk.prompts[i] for i in members], subject=[chunk.subjects[i] for i in members],
+            prompt=[chunk.prompts[i] for i in members],
+            subject=[chunk.subjects[i] for i in members],
             min_foreground=min_foreground,
         )
         ref_fractions = [r.foreground_fraction for r in batch.references]
@@ -49,7 +60,9 @@ def score_chunk(models: Models, group: GroupInputs, chunk: ChunkInputs, min_fore
     return scores, ref_fractions
 
 
-def _several_subjects(models: Models, group: GroupInputs, chunk: ChunkInputs, min_foreground: float) -> tuple[list[ImageScore], list[float]]:
+def _several_subjects(
+    models: Models, group: GroupInputs, chunk: ChunkInputs, min_foreground: float
+) -> tuple[list[ImageScore], list[float]]:
     """``score_subjects`` on the chunk's rows: CP = cp_min, each subject's figures and the blends in ``ImageScore``.
 
     The group's views are every subject's in subject order (``views_per_subject``). Rows sharing their names
@@ -57,7 +70,7 @@ def _several_subjects(models: Models, group: GroupInputs, chunk: ChunkInputs, mi
     """
     views, start = [], 0
     for count in group.views_per_subject:
-        views.append((group.refs[start:start + count], group.ref_masks[start:start + count]))
+        views.append((group.refs[start : start + count], group.ref_masks[start : start + count]))
         start += count
     calls: dict[tuple, list[int]] = {}
     for i, names in enumerate(chunk.subject_names):
@@ -66,10 +79,16 @@ def _several_subjects(models: Models, group: GroupInputs, chunk: ChunkInputs, mi
     ref_fractions: list[float] = []
     for (names, unmasked), members in calls.items():
         subjects = [Subject(name, refs, masks) for name, (refs, masks) in zip(names, views)]
-        output_masks = None if unmasked else [[chunk.subject_masks[i][k] for i in members] for k in range(len(subjects))]
+        output_masks = (
+            None if unmasked else [[chunk.subject_masks[i][k] for i in members] for k in range(len(subjects))]
+        )
         batch = score_subjects(
-            models.encoder, [chunk.outs[i] for i in members], subjects=subjects, output_masks=output_masks,
-            prompt=[chunk.prompts[i] for i in members], min_foreground=min_foreground,
+            models.encoder,
+            [chunk.outs[i] for i in members],
+            subjects=subjects,
+            output_masks=output_masks,
+            prompt=[chunk.prompts[i] for i in members],
+            min_foreground=min_foreground,
         )
         ref_fractions = [r.foreground_fraction for info in batch.subjects for r in info.references]
         for i, score in zip(members, batch.image_scores()):

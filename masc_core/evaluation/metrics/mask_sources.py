@@ -52,9 +52,11 @@ class MaskSourceMetric(Metric):
 
     def __init__(self, models: Models, folder: str, source: str):
         self.source, self.models = source, models
-        # The run has checked the folder (``scoring_identity`` requires the folder option; --mask-sources resolves Hub ids).
-        self.segmenter = segmenter_folders.load_segmenter(folder, kind=source, device=models.device,
-                                                   precision=models.dtype, batch_size=models.batch_size)
+        # The run has checked the folder (``scoring_identity`` requires the folder option; --mask-sources resolves Hub
+        # ids).
+        self.segmenter = segmenter_folders.load_segmenter(
+            folder, kind=source, device=models.device, precision=models.dtype, batch_size=models.batch_size
+        )
         self.images = 0
         self.group: GroupInputs | None = None
 
@@ -64,15 +66,20 @@ class MaskSourceMetric(Metric):
         # kept for the whole group, as the encoder keeps the reference's encoding.
         self.reference_masks: dict[tuple[str, str], np.ndarray] = {}
 
-    def _masks(self, images: list[np.ndarray], subject: str, known: dict[tuple[str, str], np.ndarray]) -> list[np.ndarray]:
+    def _masks(
+        self, images: list[np.ndarray], subject: str, known: dict[tuple[str, str], np.ndarray]
+    ) -> list[np.ndarray]:
         """One mask per image; an image already in ``known`` (or repeated in the list) is masked once, as SigLIP2
         encodes it once. What is masked is added to ``known``."""
         keys = [(content_key(image), subject) for image in images]
         missing = {key: image for key, image in zip(keys, images) if key not in known}
         if missing:
             self.images += len(missing)
-            # A folder-style name ("bear_plushie", as the pairs builder's subject column) reads as words to the segmenter.
-            made = self.segmenter.masks(list(missing.values()), subject.replace("_", " "), threshold=self.segmenter.default_threshold)
+            # A folder-style name ("bear_plushie", as the pairs builder's subject column) reads as words to the
+            # segmenter.
+            made = self.segmenter.masks(
+                list(missing.values()), subject.replace("_", " "), threshold=self.segmenter.default_threshold
+            )
             known.update({key: mask.numpy() for key, mask in zip(missing, made)})
         return [known[key] for key in keys]
 
@@ -96,9 +103,14 @@ class MaskSourceMetric(Metric):
             out_masks = self._masks([chunk.outs[i] for i in members], subject, dict(self.reference_masks))
             group = replace(self.group, ref_masks=ref_masks)
             part = replace(
-                chunk, outs=[chunk.outs[i] for i in members], masks=out_masks,
-                prompts=[chunk.prompts[i] for i in members], subjects=[chunk.subjects[i] for i in members],
-                stripped=[chunk.stripped[i] for i in members], out_tokens=[], shared={},
+                chunk,
+                outs=[chunk.outs[i] for i in members],
+                masks=out_masks,
+                prompts=[chunk.prompts[i] for i in members],
+                subjects=[chunk.subjects[i] for i in members],
+                stripped=[chunk.stripped[i] for i in members],
+                out_tokens=[],
+                shared={},
             )
             scores, _ = masc.score_chunk(self.models, group, part, 0.0)
             ref_share = min(foreground_fraction(m) for m in ref_masks)

@@ -42,7 +42,9 @@ class PfAblations(Metric):
         with_mask = [i for i in range(count) if foreground[i] is not None]
         for name, background in (("pf_bg_unstripped", True), ("pf_fg_unstripped", False)):
             regions = [foreground[i] if background else ~foreground[i] for i in with_mask]
-            pools = dict(zip(with_mask, encoder.pool_regions([outputs[i] for i in with_mask], regions) if with_mask else []))
+            pools = dict(
+                zip(with_mask, encoder.pool_regions([outputs[i] for i in with_mask], regions) if with_mask else [])
+            )
             for i, row in enumerate(rows):
                 if foreground[i] is None:
                     row.values[name], row.undefined[name] = None, NO_MASK
@@ -56,6 +58,7 @@ class PfAblations(Metric):
 SPEC = MetricSpec(
     key="pf-ablations",
     columns=(Column("pf_full_stripped", "pf"), Column("pf_bg_unstripped", "pf"), Column("pf_fg_unstripped", "pf")),
-    description="PF ablations: pf_full_stripped (global pool), pf_bg_unstripped (full prompt), pf_fg_unstripped (foreground pool)",
+    description="PF ablations: pf_full_stripped (global pool), pf_bg_unstripped (full prompt), pf_fg_unstripped "
+    "(foreground pool)",
     load=PfAblations,
 )

@@ -10,7 +10,9 @@ from .base import ChunkInputs, Models
 
 def full_pools(models: Models, chunk: ChunkInputs) -> list[torch.Tensor]:
     """Each output's global pool (SigLIP2's pooler over every patch), computed once per chunk."""
-    return chunk.once("siglip_global_pool", lambda: models.encoder.pool_regions(chunk.out_tokens, [None] * len(chunk.out_tokens)))
+    return chunk.once(
+        "siglip_global_pool", lambda: models.encoder.pool_regions(chunk.out_tokens, [None] * len(chunk.out_tokens))
+    )
 
 
 def cosine(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -67,12 +67,14 @@ class HostTestConditioning:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "text": ("STRING", {"multiline": True}),
-            "width": ("INT", {"default": 64, "min": 1, "max": 8192}),
-            "tokens": ("INT", {"default": 8, "min": 1, "max": 512}),
-            "pooled": ("INT", {"default": 768, "min": 0, "max": 8192}),
-        }}
+        return {
+            "required": {
+                "text": ("STRING", {"multiline": True}),
+                "width": ("INT", {"default": 64, "min": 1, "max": 8192}),
+                "tokens": ("INT", {"default": 8, "min": 1, "max": 512}),
+                "pooled": ("INT", {"default": 768, "min": 0, "max": 8192}),
+            }
+        }
 
     def encode(self, text, width, tokens, pooled):
         seed = int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:4], "little")
@@ -82,5 +84,8 @@ class HostTestConditioning:
         return ([[cond, extra]],)
 
 
-NODE_CLASS_MAPPINGS = {"HostTestCountModelCalls": HostTestCountModelCalls, "HostTestModelCalls": HostTestModelCalls,
-                       "HostTestConditioning": HostTestConditioning}
+NODE_CLASS_MAPPINGS = {
+    "HostTestCountModelCalls": HostTestCountModelCalls,
+    "HostTestModelCalls": HostTestModelCalls,
+    "HostTestConditioning": HostTestConditioning,
+}

@@ -1,0 +1,173 @@
+"""MaSC Sample Until (Custom): MaSC Sample Until for core's custom sampling (NOISE, GUIDER, SAMPLER, SIGMAS).
+
+Its rules come from MaSC Rules and MaSC Prune; it builds the same ``RunRules`` / ``PruneRules`` values as MaSC Sample
+Until (``sampling_nodes``) and runs the same ``sample_until_run.sample_until``, sampling each round with
+``host.sampling()``'s ``sample_guided_round``. It converts inputs; nothing else.
+"""
+
+from __future__ import annotations
+
+from ..masc_core.metric.masks import DEFAULT_MASK_THRESHOLD
+from . import host
+from .declarations import (
+    ENCODER_INPUT,
+    MASK_SUBJECT_INPUT,
+    MASK_THRESHOLD_INPUT,
+    PROMPT_INPUT,
+    PRUNE_INPUT,
+    REFERENCE_MASK_INPUT,
+    SAMPLED_REFERENCE_INPUT,
+    SEGMENTER_INPUT,
+    SUBJECT_INPUT,
+    SUBJECTS_INPUT,
+)
+from .inputs import checked_inputs
+from .metadata import HIDDEN_INPUTS
+from .rule_values import prune_value, rules_value
+from .sample_until_run import SamplerSide, sample_until
+from .sampling_nodes import MaSCSampleUntil
+from .types import CATEGORY, MASC_RULES
+
+NODE_CUSTOM = "MaSCSampleUntilCustom"
+
+
+@checked_inputs
+class MaSCSampleUntilCustom:
+    """Node: MaSC Sample Until (Custom)."""
+
+    SEARCH_ALIASES = [
+        "best of n custom",
+        "rejection sampling",
+        "sample until",
+        "samplercustomadvanced",
+        "guider",
+        "flux",
+    ]
+    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
+
+    DESCRIPTION = (
+        "MaSC Sample Until for core's custom sampling: samples candidates as SamplerCustomAdvanced does with your "
+        "NOISE, "
+        "GUIDER, SAMPLER and SIGMAS (any guider or sampler, Flux, SD3, Qwen-Image, ...), the seed counting up from the "
+        "NOISE's, scores each with MaSC and stops as soon as MaSC Rules' 'accept' pass. MaSC Prune decides before the "
+        "last step. Same outputs as MaSC Sample Until."
+    )
+    CATEGORY = CATEGORY
+    OUTPUT_NODE = True
+    FUNCTION = "sample"
+    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = (
+        MaSCSampleUntil.RETURN_TYPES,
+        MaSCSampleUntil.RETURN_NAMES,
+        MaSCSampleUntil.OUTPUT_TOOLTIPS,
+    )
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        required = {
+            "noise": (
+                "NOISE",
+                {
+                    "tooltip": "Random Noise: candidate i uses its seed + i, so SamplerCustomAdvanced with Random "
+                    "Noise at that seed reproduces it."
+                },
+            ),
+            "guider": (
+                "GUIDER",
+                {
+                    "tooltip": "The guider, as for SamplerCustomAdvanced (CFG Guider, Basic Guider, Dual CFG Guider, "
+                    "or another pack's)."
+                },
+            ),
+            "sampler": (
+                "SAMPLER",
+                {"tooltip": "The sampler, as for SamplerCustomAdvanced (KSampler Select or a Sampler... node)."},
+            ),
+            "sigmas": (
+                "SIGMAS",
+                {
+                    "tooltip": "The noise schedule, as for SamplerCustomAdvanced (Basic Scheduler, Flux2 Scheduler, "
+                    "...); its length sets the steps."
+                },
+            ),
+            "latent_image": ("LATENT", {"tooltip": "ONE latent every candidate starts from (batch size 1)."}),
+            "vae": ("VAE", {"tooltip": "Decodes each candidate for scoring, as VAE Decode."}),
+            "encoder": ENCODER_INPUT,
+            "rules": (MASC_RULES, {"tooltip": "What passes, how many to keep and the budget: MaSC Rules."}),
+            "prompt": PROMPT_INPUT,
+            "subject": SUBJECT_INPUT,
+        }
+        optional = {
+            "reference_image": SAMPLED_REFERENCE_INPUT,
+            "reference_mask": REFERENCE_MASK_INPUT,
+            "subjects": SUBJECTS_INPUT,
+            "segmenter": SEGMENTER_INPUT,
+            "prune": PRUNE_INPUT,
+            "mask_subject": MASK_SUBJECT_INPUT,
+            "mask_threshold": MASK_THRESHOLD_INPUT,
+        }
+        return {"required": required, "optional": optional, "hidden": dict(HIDDEN_INPUTS)}
+
+    def sample(
+        self,
+        noise,
+        guider,
+        sampler,
+        sigmas,
+        latent_image,
+        vae,
+        encoder,
+        rules,
+        prompt,
+        subject,
+        reference_image=None,
+        reference_mask=None,
+        subjects=None,
+        segmenter=None,
+        prune=None,
+        mask_subject=None,
+        mask_threshold=None,
+        extra_pnginfo=None,
+        unique_id=None,
+    ):
+        run_rules = rules_value(rules)
+        steps = host.check_custom_inputs(noise, guider, sampler, sigmas)
+        acceptance = run_rules.starting_at(int(noise.seed))  # the seeds count up from the NOISE's
+        sampling = host.sampling()
+        name = sampling.sampler_name(sampler)
+        pruning = prune_value(prune)
+        if pruning.active:
+            sampling.check_splittable(sampler)
+
+        def sample_round(seeds, latent, **round_options):
+            return sampling.sample_guided_round(noise, guider, sampler, sigmas, seeds, latent, **round_options)
+
+        # One SamplerCustomAdvanced call per candidate, always: another pack's guider may not batch exactly.
+        side = SamplerSide(
+            sample_round,
+            steps=steps,
+            label=name or f"the connected sampler ({type(sampler).__name__})",
+            known=name is not None,
+            batches=False,
+        )
+        threshold = (
+            DEFAULT_MASK_THRESHOLD if mask_threshold is None else mask_threshold
+        )  # optional: absent over the API
+        return sample_until(
+            NODE_CUSTOM,
+            side,
+            acceptance,
+            pruning,
+            vae,
+            latent_image,
+            encoder,
+            prompt,
+            subject,
+            mask_subject or "",
+            threshold,
+            reference_image,
+            reference_mask,
+            subjects,
+            segmenter,
+            extra_pnginfo,
+            unique_id,
+        )
