@@ -55,6 +55,7 @@ def sample_until(
     side: SamplerSide,
     rules: RunRules,
     pruning: PruneRules,
+    *,
     vae,
     latent_image,
     encoder,
@@ -82,17 +83,17 @@ def sample_until(
         noise_mask=latent_image.get("noise_mask") is not None,
     )
     score_round, scored_subject = round_scorer(
-        encoder,
-        reference_image,
-        reference_mask,
-        subjects,
-        subject,
-        mask_subject,
-        prompt,
-        rules,
-        segmenter,
-        mask_threshold,
-        rules.passing.on_blend,
+        encoder=encoder,
+        reference_image=reference_image,
+        reference_mask=reference_mask,
+        subjects=subjects,
+        subject=subject,
+        mask_subject=mask_subject,
+        prompt=prompt,
+        rules=rules,
+        segmenter=segmenter,
+        mask_threshold=mask_threshold,
+        on_blend=rules.passing.on_blend,
     )
     sampling = host.sampling()
     progress = host.CandidateProgress(rules.max_candidates, side.steps)
@@ -157,6 +158,7 @@ def reference_inputs(reference_image, reference_mask):
 
 
 def round_scorer(
+    *,
     encoder,
     reference_image,
     reference_mask,
