@@ -131,3 +131,49 @@ def test_float16_intermediates_score_as_float32(fp16_server, installed, tiny_mod
 def test_float16_intermediates_run_every_workflow_without_diffusion(fp16_server, path):
     entry = fp16_server.run(for_cpu(load(path)))
     assert hostapi.status(entry) == "success", hostapi.explain(entry)
+
+
+LARGE_ENCODER_NAME = "masc-host-test-siglip2-so400m"
+
+
+@pytest.fixture(scope="module")
+def large_encoder(host, installed, out_dir):
+    """A SigLIP2 of the real so400m size (4.3 GB in fp32: its load takes seconds), in models/masc for this module.
+
+    MASC_HOST_LARGE_SIGLIP2 names one built before (``masc_core.testing.build_checkpoint(..., size="so400m")``);
+    otherwise it is built here, once per session folder.
+    """
+    source = os.environ.get("MASC_HOST_LARGE_SIGLIP2") or os.path.join(out_dir, "siglip2-so400m")
+    if not os.path.isfile(os.path.join(source, "config.json")):
+        from masc_core.testing import build_checkpoint
+
+        build_checkpoint(source, size="so400m")
+    target = os.path.join(host.models("masc"), LARGE_ENCODER_NAME)
+    if os.path.lexists(target):
+        os.remove(target)
+    os.symlink(os.path.abspath(source), target)
+    yield LARGE_ENCODER_NAME
+    os.remove(target)
+
+
+def test_cancel_during_a_load_ends_the_load_as_an_interruption(server, large_encoder):
+    """Cancel pressed while Load MaSC Encoder reads a large checkpoint: the load stops at its next stage and the
+    prompt ends interrupted at the loader (before: the whole load ran on, and the prompt ended at a later node)."""
+    graph = _cp_graph(large_encoder)
+    graph["1"]["inputs"]["max_patches"] = 1008  # a setting no other test loads with: a fresh load, not the cache
+    messages = hostapi.Messages(server)
+    try:
+        prompt_id = server.queue(graph)
+        deadline = time.monotonic() + 600
+        while not [d for _, d in messages.of_type("executing", prompt_id) if d.get("node") == "1"]:
+            assert time.monotonic() < deadline, "the loader never started"
+            time.sleep(0.02)
+        server.request("/interrupt", {})
+        entry = server.wait(prompt_id)
+        interrupted = [d for _, d in messages.of_type("execution_interrupted", prompt_id)]
+    finally:
+        messages.close()
+    kinds = [kind for kind, _ in entry["status"].get("messages", [])]
+    assert hostapi.was_interrupted(entry) and "execution_error" not in kinds, hostapi.explain(entry)
+    assert interrupted and interrupted[0].get("node_id") == "1", interrupted  # at the loader, not after it
+    assert "5" not in entry.get("outputs", {})  # nothing after the loader ran
