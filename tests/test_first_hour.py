@@ -21,9 +21,11 @@ from importlib import import_module
 import pytest
 
 from comfy_harness import import_pack
+from workflow_specs import node_specs, ui_to_api
 
 PACK = import_pack()
 NODES = PACK.NODE_CLASS_MAPPINGS
+SPECS = node_specs()
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HUB_ID = "google/siglip2-so400m-patch16-naflex"
 
@@ -131,12 +133,13 @@ def test_every_node_of_a_shipped_workflow_runs_or_feeds_an_output(path):
     """ComfyUI runs only output nodes and what feeds them: workflow 1's Strip Subject stayed empty after Run."""
     with open(path, encoding="utf-8") as handle:
         workflow = json.load(handle)
-    nodes = {node["id"]: node for node in workflow["nodes"]}
-    feeds = {node_id: set() for node_id in nodes}  # node -> the nodes its outputs reach
-    for link in workflow["links"]:
-        origin, target = link[1], link[3]
-        feeds[origin].add(target)
-    running = {node_id for node_id, node in nodes.items() if is_output(node["type"])}
+    graph = ui_to_api(workflow, SPECS)  # what the front end queues: subgraph nodes opened into the nodes inside
+    feeds = {node_id: set() for node_id in graph}  # node -> the nodes its outputs reach
+    for node_id, node in graph.items():
+        for value in node["inputs"].values():
+            if isinstance(value, list):
+                feeds[value[0]].add(node_id)
+    running = {node_id for node_id, node in graph.items() if is_output(node["class_type"])}
     grown = True
     while grown:
         grown = False
@@ -144,9 +147,5 @@ def test_every_node_of_a_shipped_workflow_runs_or_feeds_an_output(path):
             if node_id not in running and targets & running:
                 running.add(node_id)
                 grown = True
-    idle = sorted(
-        f"{node['type']} #{node_id}"
-        for node_id, node in nodes.items()
-        if node_id not in running and node["type"] not in FRONT_END_ONLY
-    )
+    idle = sorted(f"{node['class_type']} #{node_id}" for node_id, node in graph.items() if node_id not in running)
     assert not idle, idle

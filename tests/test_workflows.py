@@ -16,7 +16,17 @@ import os
 import pytest
 
 from comfy_harness import ROOT
-from workflow_specs import FRONTEND_ONLY, node_specs, ui_to_api
+from workflow_specs import (
+    FRONTEND_ONLY,
+    INPUT_NODE,
+    OUTPUT_NODE,
+    all_nodes,
+    node_specs,
+    output_types,
+    subgraphs_of,
+    ui_to_api,
+    widget_slots,
+)
 
 UI_FILES = sorted(glob.glob(os.path.join(ROOT, "workflows", "*.json")))
 API_DIR = os.path.join(ROOT, "workflows", "api")
@@ -39,16 +49,34 @@ def test_ui_workflow_matches_its_api_twin(path, specs):
         ui = json.load(handle)
     with open(os.path.join(API_DIR, os.path.basename(path))) as handle:
         api = json.load(handle)
-    unknown = {n["type"] for n in ui["nodes"]} - set(specs) - FRONTEND_ONLY
+    subgraphs = subgraphs_of(ui)
+    unknown = {n["type"] for n in all_nodes(ui)} - set(specs) - set(subgraphs) - FRONTEND_ONLY
     assert not unknown, f"nodes neither in the pack nor in ComfyUI core: {unknown}"
     converted = ui_to_api(ui, specs)
     assert converted == {k: {"class_type": v["class_type"], "inputs": v["inputs"]} for k, v in api.items()}
-    nodes = {n["id"]: n for n in ui["nodes"]}
-    for link_id, origin, origin_slot, target, target_slot, kind in ui["links"]:
-        produced = specs[nodes[origin]["type"]]["output"][origin_slot]
-        wanted = nodes[target]["inputs"][target_slot]["type"]
-        assert kind in (produced, "*") and wanted in (produced, "*"), f"link {link_id}: {produced} -> {wanted} ({kind})"
+    check_link_types(ui["nodes"], ui["links"], specs, subgraphs)
+    for subgraph in subgraphs.values():
+        links = [
+            [x["id"], x["origin_id"], x["origin_slot"], x["target_id"], x["target_slot"], x["type"]]
+            for x in subgraph["links"]
+        ]
+        check_link_types(subgraph["nodes"], links, specs, subgraphs, subgraph)
     assert any(n["type"] == "Note" for n in ui["nodes"]), "each shared workflow explains itself in a Note"
+
+
+def check_link_types(nodes: list, links: list, specs: dict, subgraphs: dict, inside: dict | None = None) -> None:
+    """Every link joins an output and an input of its type; inside a subgraph, its own input and output nodes too."""
+    by_id = {n["id"]: n for n in nodes}
+    for link_id, origin, origin_slot, target, target_slot, kind in links:
+        if origin == INPUT_NODE:
+            produced = inside["inputs"][origin_slot]["type"]
+        else:
+            produced = output_types(by_id[origin], specs, subgraphs)[origin_slot]
+        if target == OUTPUT_NODE:
+            wanted = inside["outputs"][target_slot]["type"]
+        else:
+            wanted = by_id[target]["inputs"][target_slot]["type"]
+        assert kind in (produced, "*") and wanted in (produced, "*"), f"link {link_id}: {produced} -> {wanted} ({kind})"
 
 
 @pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(ROOT, "workflows", "*.json"))), ids=os.path.basename)
@@ -83,12 +111,10 @@ def test_every_model_file_a_workflow_names_can_be_downloaded_from_its_loader(pat
     templates carry it; a file named without one opens as a dead end ("... is missing")."""
     with open(path, encoding="utf-8") as handle:
         ui = json.load(handle)
-    for node in ui["nodes"]:
+    for node in all_nodes(ui):  # a generator folded into a subgraph keeps its loaders inside
         if node["type"] not in MODEL_LOADERS:
             continue
         names, directory = MODEL_LOADERS[node["type"]]
-        from workflow_specs import widget_slots
-
         values = dict(zip(widget_slots(specs[node["type"]]), node["widgets_values"]))
         offered = {entry["name"]: entry for entry in node["properties"].get("models", [])}
         for name in names:

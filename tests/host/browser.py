@@ -373,6 +373,9 @@ def main(plan_path: str, result_path: str) -> None:
         if plan.get("templates"):
             names = [item["name"] for item in plan.get("workflows", [])]
             result["templates"] = check_templates(page, plan["pack"], names, plan["out"])
+            from browser_places import open_templates  # beside this script
+
+            result["templates"]["opened"] = open_templates(page, plan["pack"], names, plan["out"])
         for item in plan.get("workflows", []):
             checked = check_workflow(page, item, plan.get("widgets", {}), plan["out"], bool(result["vue"]))
             result["workflows"][item["name"]] = checked

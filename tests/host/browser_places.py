@@ -203,3 +203,30 @@ def check_pick_after_reload(page, item: dict, widgets: dict, out: str) -> dict:
         "tiles_after": tiles_after,
         "picked": item["pick"],
     }
+
+
+def open_templates(page, pack: str, names: list[str], out: str) -> dict:
+    """Open each template from the templates browser, as a person does: the view the front end chose for it, whether
+    it draws nodes in full or as blank boxes (LiteGraph's low-quality mode, below ``min_font_size_for_lod`` over the
+    node font size), the nodes that overlap, and a screenshot ``open-<name>.png`` for review."""
+    opened = {}
+    for name in names:
+        if not page.get_by_text(pack, exact=True).count():
+            page.evaluate("async () => { await app.extensionManager.command.execute('Comfy.BrowseTemplates'); }")
+            page.wait_for_timeout(2500)
+        page.get_by_text(pack, exact=True).last.click()
+        page.wait_for_timeout(2500)
+        page.get_by_text(name, exact=True).first.click()
+        page.wait_for_timeout(3500)
+        page.keyboard.press("Escape")  # the missing-models toast of a DiT template, if any
+        page.wait_for_timeout(500)
+        view = page.evaluate(
+            """() => ({scale: app.canvas.ds.scale, low_quality: !!app.canvas.low_quality,
+                       threshold: app.canvas._lowQualityZoomThreshold ?? null,
+                       nodes: window.__masc.nodes().length, subgraphs: window.__masc.nodes().filter(n => n.subgraph).length})"""
+        )
+        view["overlaps"] = page.evaluate("() => window.__masc.overlaps(false)")
+        view["screenshot"] = os.path.join(out, f"open-{name}.png")
+        page.screenshot(path=view["screenshot"])
+        opened[name] = view
+    return opened

@@ -392,6 +392,22 @@ def test_templates_browser_lists_the_workflows_in_order_with_thumbnails(classic)
         assert card["width"] == width and not card["placeholder"], f"{card['name']}: no thumbnail shown ({card})"
 
 
+def test_every_template_opens_readable_with_no_overlap_and_a_screenshot(classic):
+    """Opened from the templates browser in a 1600 x 1000 window, the front end fits each template to the view: it
+    must fit at a zoom where nodes are drawn in full (below it LiteGraph draws blank boxes), with no node over
+    another. The screenshots (``open-<name>.png`` in the run's browser-classic folder) are kept for review."""
+    opened = classic["templates"]["opened"]
+    assert list(opened) == NAMES
+    for name, view in opened.items():
+        assert not view["low_quality"], f"{name} opens at {view['scale']:.3f}: nodes drawn as blank boxes ({view})"
+        if view["threshold"]:
+            assert view["scale"] >= view["threshold"], view
+        assert not view["overlaps"], f"{name}: {view['overlaps']}"
+        assert os.path.getsize(view["screenshot"]) > 20_000, f"{name}: no screenshot"
+    folded = {name for name, view in opened.items() if view["subgraphs"]}
+    assert {"8_flux_kontext_best_of_n", "9_qwen_image_edit_2511"} <= folded, folded
+
+
 def _blueprints_served(classic) -> dict:
     if not classic.get("blueprint_defs"):
         pytest.skip(
