@@ -1,33 +1,29 @@
-"""One run of either MaSC Sample Until node: every input checked, rounds until the loop stops, the outputs.
+"""One run of either MaSC Sample Until node: every input checked, the run built and called, the outputs formatted.
 
 MaSC Sample Until (KSampler's inputs) and MaSC Sample Until (Custom) (core's NOISE, GUIDER, SAMPLER, SIGMAS) differ
-only in how one round is sampled (``SamplerSide.sample_round``); everything else is this one path: the candidates'
-masks and scores (one subject with ``masc_core.score_images``, several with ``masc_core.score_subjects``), the
-decisions (``masc_core.selection.acceptance``), pruning's rounds (``rounds.CandidateRound``), the report, the
-``masc`` entry in saved PNGs and the outputs.
+only in how one round is sampled (``SamplerSide.sample_round``). The run itself (seeds, rounds, pruning's judged
+steps and survivors, acceptance, the ledger, the report) is ``masc_core.selection.sample_until.SampleUntilRun``; the
+candidates' scoring is ``masc_core.scoring.candidates``. This checks the inputs, binds the sampler to this run's
+latent, progress bar and VAE, and formats what the run gives: the ``masc`` entry in saved PNGs and the outputs.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
 from ..masc_core.errors import MascInputError
 from ..masc_core.metric.masks import masks_for_batch
 from ..masc_core.metric.scores import ScoreBatch, ScoreContext
-from ..masc_core.metric.subjects import SubjectBatch
-from ..masc_core.scoring.batch import score_images
-from ..masc_core.scoring.subject_scoring import score_subjects
-from ..masc_core.selection.acceptance import AcceptanceLoop, Outcome, RunRules, outcome_report, pace_line
+from ..masc_core.scoring.candidates import one_subject_scorer, subjects_scorer
+from ..masc_core.selection.acceptance import Outcome, RunRules
 from ..masc_core.selection.pruning import Ledger, PruneRules
-from ..masc_core.selection.samplers import samples_one_by_one, split_note
+from ..masc_core.selection.sample_until import SampleUntilRun
 from . import host
 from .convert import check_reference_mask, check_single_latent, comfy_images, comfy_masks, to_comfy_image_batch
 from .metadata import encoder_identity, image_digests, record
-from .rounds import CandidateRound
 from .declarations import OFF
 from .selection_nodes import blocked
 from .subject_nodes import declared_subjects, subjects_label
@@ -50,6 +46,28 @@ class SamplerSide:
     denoise: float = 1.0
 
 
+@dataclass
+class BoundSampler:
+    """A ``SamplerSide`` bound to this run's latent, progress bar and VAE: the run's ``CandidateSampler``."""
+
+    side: SamplerSide
+    latent: dict
+    progress: Any
+    vae: Any
+    backend: Any
+
+    def __getattr__(self, name):  # steps, label, known, batches, denoise: the side's
+        return getattr(self.side, name)
+
+    def sample_round(self, seeds, *, done, stops, judge, prunes):
+        return self.side.sample_round(
+            seeds, self.latent, progress=self.progress, done=done, stops=stops, judge=judge, prunes=prunes
+        )
+
+    def decode(self, samples):
+        return self.backend.decode(self.vae, samples)
+
+
 def sample_until(
     node: str,
     side: SamplerSide,
@@ -70,9 +88,8 @@ def sample_until(
     extra_pnginfo,
     unique_id,
 ) -> dict:
-    """A whole sample-until run, for both nodes: every input checked, then rounds until the loop stops, then the
-    outputs."""
-    loop = AcceptanceLoop(rules)
+    """A whole sample-until run, for both nodes: every input checked, the run, then the outputs."""
+    rules = rules.check()  # the rules' errors come before any other
     check_pf_needs_masks(rules, segmenter)
     check_single_latent(latent_image)
     pruning = pruning.check(
@@ -95,33 +112,25 @@ def sample_until(
         mask_threshold=mask_threshold,
         on_blend=rules.passing.on_blend,
     )
-    sampling = host.sampling()
     progress = host.CandidateProgress(rules.max_candidates, side.steps)
-    first_batch, thumbnails = None, []
-    ledger = Ledger(steps=side.steps) if pruning.active else None
-    started = time.monotonic()
-    while seeds := loop.next_seeds():
-        host.check_interrupt()
-        candidate_round = CandidateRound(
-            sampling, vae, score_round, rules, pruning, side.steps, len(loop.candidates) // rules.batch_size
-        )
-        round_scores, take, pruned, round_thumbnails, batch = candidate_round.run(
-            side.sample_round, seeds, latent_image, progress, loop.used, ledger
-        )
-        thumbnails += round_thumbnails  # every candidate, small: memory stays bounded
-        first_batch = first_batch or batch
-        loop.add_round(round_scores, take, pruned)
-        del candidate_round, take, batch
-        # What a candidate costs on this machine, so far: on a CPU a first run shows at once what the budget means.
-        host.show_text(unique_id, pace_line(time.monotonic() - started, loop.used, rules.max_candidates))
+    sampler = BoundSampler(side, latent_image, progress, vae, host.sampling())
+    run = SampleUntilRun(
+        rules,
+        pruning,
+        sampler,
+        score_round,
+        check_interrupt=host.check_interrupt,
+        on_round=lambda text: host.show_text(unique_id, text),
+    )
+    result = run.run()
     progress.update(progress.total)
-    outcome = loop.outcome()
-    scores = all_scores(outcome, first_batch, encoder, scored_subject, ledger, node)
-    report = run_report(
-        outcome, rules, scores, segmenter, side, extra_pnginfo, pruning, ledger, seconds=time.monotonic() - started
+    outcome = result.outcome
+    scores = all_scores(outcome, result.first_batch, encoder, scored_subject, result.ledger, node)
+    report = run.report(
+        result, scores, has_segmenter=segmenter is not None, saves_metadata=isinstance(extra_pnginfo, dict)
     )
     return node_result(
-        outcome, scores, latent_image, report, extra_pnginfo, unique_id, to_comfy_image_batch(thumbnails), node
+        outcome, scores, latent_image, report, extra_pnginfo, unique_id, to_comfy_image_batch(result.thumbnails), node
     )
 
 
@@ -182,47 +191,34 @@ def round_scorer(
                 "it to report"
             )
 
-        def score_one(arrays):
-            masks = mask_candidates(segmenter, arrays, mask_subject or subject, mask_threshold)
-            batch = score_images(
-                encoder.ready(),
-                arrays,
-                reference=references,
-                reference_mask=reference_masks,
-                mask=masks,
-                prompt=prompt,
-                subject=subject,
-                cp=True,
-                pf=True,
-                min_foreground=rules.min_foreground,
-                cache_outputs=False,
-                progress=progress,
-                bands=True,
-            )
-            return batch, masks
-
+        score_one = one_subject_scorer(
+            encoder=encoder,
+            references=references,
+            reference_masks=reference_masks,
+            segmenter=segmenter,
+            mask_subject=mask_subject or subject,
+            mask_threshold=mask_threshold,
+            prompt=prompt,
+            subject=subject,
+            min_foreground=rules.min_foreground,
+            progress=progress,
+        )
         return score_one, subject
 
     declared = check_subjects_input(
         subjects, reference_image, reference_mask, subject, mask_subject, segmenter, on_blend
     )
 
-    def score_several(arrays):
-        per_subject = [mask_candidates(segmenter, arrays, d.subject.names, mask_threshold) for d in declared]
-        multi: SubjectBatch = score_subjects(
-            encoder.ready(),
-            arrays,
-            subjects=[d.subject for d in declared],
-            output_masks=None if segmenter is None else per_subject,
-            prompt=prompt,
-            min_foreground=rules.min_foreground,
-            cache_outputs=False,
-            progress=progress,
-        )
-        batch = multi.as_score_batch(reject_blends=on_blend == "reject")
-        union = None if segmenter is None else torch.stack(per_subject).amax(dim=0)
-        return batch, union
-
+    score_several = subjects_scorer(
+        encoder=encoder,
+        subjects=[d.subject for d in declared],
+        segmenter=segmenter,
+        mask_threshold=mask_threshold,
+        prompt=prompt,
+        min_foreground=rules.min_foreground,
+        reject_blends=on_blend == "reject",
+        progress=progress,
+    )
     return score_several, subjects_label(declared)
 
 
@@ -257,14 +253,6 @@ def check_subjects_input(subjects, reference_image, reference_mask, subject, mas
     return declared
 
 
-def mask_candidates(segmenter, arrays, subject: str, threshold: float):
-    """The candidates' masks [B,H,W] from the segmenter, or None without one."""
-    if segmenter is None:
-        return None
-    masks = segmenter.ready().masks(arrays, subject, threshold=float(threshold), progress=host.interrupt_callback())
-    return torch.stack(masks)
-
-
 def all_scores(
     outcome: Outcome, first_batch: ScoreBatch, encoder, subject: str | None, ledger: Ledger | None, node: str
 ) -> ScoreBatch:
@@ -283,57 +271,6 @@ def all_scores(
             ledger=None if ledger is None else ledger.to_dict(),
         ),
     )
-
-
-def run_report(
-    outcome: Outcome,
-    rules: RunRules,
-    scores: ScoreBatch,
-    segmenter,
-    side: SamplerSide,
-    extra_pnginfo,
-    pruning: PruneRules | None = None,
-    ledger: Ledger | None = None,
-    seconds: float | None = None,
-) -> str:
-    """The loop's report plus what the run cost (``seconds``, measured) and what the user should know about its
-    setup."""
-    sampler_name = side.label
-    notes = [] if seconds is None else [pace_line(seconds, outcome.used)]
-    if ledger is not None:
-        what = (
-            "study: every candidate judged at steps "
-            + ", ".join(str(s) for s in pruning.stops(ledger.steps))
-            + f" of {ledger.steps}, none pruned"
-            if pruning.study
-            else f"pruning at step {pruning.stops(ledger.steps)[0]} of {ledger.steps}, {pruning.prune_keep} of each "
-            f"round of {rules.batch_size} go on"
-        )
-        notes.append(f"{what}: {ledger.summary()}")
-        note = split_note(sampler_name, known=side.known)
-        if note and not pruning.study:
-            notes.append(note)
-    if segmenter is None:
-        notes.append("no segmenter connected: PF undefined, CP only")
-    if scores.scores[0].subjects is not None:
-        labels = ", ".join(figure["subject"] for figure in scores.scores[0].subjects)
-        notes.append(
-            f"several subjects ({labels}): CP is cp_min, the weakest subject's; each candidate's subjects are under "
-            "its line"
-        )
-    if rules.batch_size > 1 and side.batches and samples_one_by_one(sampler_name) and ledger is None:
-        notes.append(
-            f"{sampler_name} draws noise while sampling: each candidate of a round was sampled in its own call, "
-            "so a KSampler with its seed reproduces it"
-        )
-    if not isinstance(extra_pnginfo, dict):
-        notes.append(
-            "ComfyUI passed no PNG metadata (an API prompt without extra_data.extra_pnginfo): scores are not saved in "
-            "PNGs"
-        )
-    first = scores.scores[0]
-    text = outcome_report(outcome, rules, first.encoded_prompt)
-    return "\n".join([text] + notes)
 
 
 def kept_latent(latent_image: dict, outcome: Outcome) -> dict:

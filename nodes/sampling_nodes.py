@@ -5,9 +5,9 @@
 - MaSC Sample Until (Custom) (``custom_sampling_node``) takes what core's SamplerCustomAdvanced takes (NOISE, GUIDER,
   SAMPLER, SIGMAS) and its rules from MaSC Rules and MaSC Prune (``rules_nodes``).
 
-Both build the same ``RunRules`` / ``PruneRules`` values and run ``sample_until_run.sample_until``; they differ only
-in the function that samples one round (``host.sampling()``'s ``sample_round`` or ``sample_guided_round``). They
-convert inputs; nothing else.
+Both build the same ``RunRules`` / ``PruneRules`` values and run ``sample_until_run.sample_until`` (which builds and
+calls ``masc_core.selection.sample_until.SampleUntilRun``); they differ only in the function that samples one round
+(``host.sampling()``'s ``sample_round`` or ``sample_guided_round``). They convert inputs; nothing else.
 """
 
 from __future__ import annotations
