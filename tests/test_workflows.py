@@ -125,3 +125,29 @@ def test_every_model_file_a_workflow_names_can_be_downloaded_from_its_loader(pat
             assert entry["url"].startswith("https://huggingface.co/") and entry["url"].split("?")[0].endswith(
                 "/" + file
             ), entry
+
+
+SAVED = sorted(
+    p
+    for p in glob.glob(os.path.join(ROOT, "tests", "data", "saved_workflows", "*.json"))
+    if not p.endswith(".api.json")
+)
+"""Workflows as earlier versions of the pack saved them: they must keep loading, every widget in its place."""
+
+
+@pytest.mark.parametrize("path", SAVED, ids=os.path.basename)
+def test_a_saved_workflow_still_loads_with_every_node_and_widget_in_its_place(path, specs):
+    with open(path, encoding="utf-8") as handle:
+        ui = json.load(handle)
+    unknown = {n["type"] for n in all_nodes(ui)} - set(specs) - set(subgraphs_of(ui)) - FRONTEND_ONLY
+    assert not unknown, f"nodes this version no longer defines: {unknown}"
+    converted = ui_to_api(ui, specs)  # every widget value where the node now expects it, of its type and range
+    assert len(converted) == len([n for n in ui["nodes"] if n["type"] not in FRONTEND_ONLY])
+
+
+def test_the_every_node_workflow_holds_every_node_the_pack_had_when_it_was_saved(specs):
+    """every_node_0.2.0.json: each of the 19 nodes of 0.2.0 with its widgets as the front end saves a new node (the
+    declared defaults, in the declared widget order, before the nodes moved to core's V3 schema)."""
+    with open(os.path.join(ROOT, "tests", "data", "saved_workflows", "every_node_0.2.0.json"), encoding="utf-8") as f:
+        saved = [n["type"] for n in json.load(f)["nodes"]]
+    assert len(set(saved)) == len(saved) == 19 and all(t.startswith("MaSC") for t in saved)

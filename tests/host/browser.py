@@ -273,9 +273,12 @@ def check_workflow(page, item: dict, widgets: dict, out: str, vue: bool) -> dict
     result = {"unknown_types": page.evaluate("(g) => window.__masc.unknownTypes(g)", graph)}
     page.evaluate("async (g) => { await app.loadGraphData(g); }", graph)
     page.wait_for_timeout(1500)
+    # The nodes inside subgraph definitions too, as "<subgraph id>/<node id>" (a folded generator's widgets).
     result["widgets_on_load"] = page.evaluate(
-        "() => app.graph.serialize().nodes.map(n => ({id: String(n.id), type: n.type, widgets_values: n.widgets_values "
-        "?? null}))"
+        """() => { const s = app.graph.serialize();
+            const entry = (n, id) => ({id, type: n.type, widgets_values: n.widgets_values ?? null});
+            return [...s.nodes.map(n => entry(n, String(n.id))),
+                    ...(s.definitions?.subgraphs ?? []).flatMap(g => g.nodes.map(n => entry(n, `${g.id}/${n.id}`)))]; }"""
     )
     result["flagged_on_load"] = page.evaluate("() => window.__masc.flagged()")
     result["node_count"] = page.evaluate("() => window.__masc.nodes().length")

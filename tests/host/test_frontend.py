@@ -10,6 +10,7 @@ written beside the UI workflows (``workflows/<name>.jpg``).
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -22,11 +23,17 @@ from PIL import Image
 from . import hostapi
 from .conftest import ENCODER_NAME, EXAMPLE_PREFIX, HERE, ROOT, SEGMENTER_NAME, pack_mappings, write_json
 from .graphs import BLUEPRINTS, DIT_LOADERS, UI_WORKFLOWS, check_saved_scores, load, node, page_widgets
+from workflow_specs import all_nodes, subgraphs_of  # tests/ is on the path (tests/conftest.py)
 
 NAMES = [os.path.splitext(os.path.basename(p))[0] for p in UI_WORKFLOWS]
-RUN_FROM_PAGE = [
-    name for name, path in zip(NAMES, UI_WORKFLOWS) if not {n["type"] for n in load(path)["nodes"]} & DIT_LOADERS
-]
+
+
+def _types(path: str) -> set[str]:
+    """Every node type of a UI workflow, those inside its subgraph definitions (a folded generator's) included."""
+    return {node["type"] for node in all_nodes(load(path))}
+
+
+RUN_FROM_PAGE = [name for name, path in zip(NAMES, UI_WORKFLOWS) if not _types(path) & DIT_LOADERS]
 """Workflows the page runs; the DiT templates' text encoders cannot exist here (they run in test_templates.py)."""
 BLUEPRINT_NAMES = [os.path.splitext(os.path.basename(p))[0] for p in BLUEPRINTS]
 PROMPT, SUBJECT = "a photo of a dog on the beach", "dog"
@@ -89,7 +96,7 @@ def _browse(host, server, installed, out_dir, sd15, vue: bool) -> dict:
         "templates": not vue,
         "widgets": page_widgets(sd15=sd15),
         # The front end's other places, once (classic session): help pages, blueprints placed from the search box.
-        "help": None if vue else sorted(pack_mappings().NODE_CLASS_MAPPINGS),
+        "help": None if vue else sorted(pack_mappings().nodes.NODE_CLASS_MAPPINGS),
         "blueprints": None if vue else BLUEPRINT_PLAN,
         "pick_reload": None
         if vue
@@ -106,7 +113,8 @@ def _browse(host, server, installed, out_dir, sd15, vue: bool) -> dict:
                 "pick": PICK_TILES if any(n["type"] == "MaSCPick" for n in load(path)["nodes"]) else None,
             }
             for name, path in zip(NAMES, UI_WORKFLOWS)
-        ],
+        ]
+        + [{"name": "saved-" + name, "path": path, "run": False} for name, path in SAVED.items()],
     }
     plan_path, result_path = os.path.join(folder, "plan.json"), os.path.join(folder, "result.json")
     write_json(plan_path, plan)
@@ -159,13 +167,13 @@ DESIGN_CARD_NAMES = {
 
 
 def test_front_end_shows_every_node_under_its_display_name(classic):
-    mappings = pack_mappings().NODE_DISPLAY_NAME_MAPPINGS
+    mappings = pack_mappings().nodes.NODE_DISPLAY_NAME_MAPPINGS
     assert classic["node_titles"] == mappings
     assert {k: classic["node_titles"].get(k) for k in DESIGN_CARD_NAMES} == DESIGN_CARD_NAMES
 
 
 def _ours() -> set[str]:
-    return set(pack_mappings().NODE_CLASS_MAPPINGS)
+    return set(pack_mappings().nodes.NODE_CLASS_MAPPINGS)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -183,18 +191,39 @@ def test_workflow_loads_with_every_node_known_and_nothing_flagged(session, name)
 def test_workflow_opens_with_the_widget_values_it_was_saved_with(session, name):
     """Every widget reads as the file says (a widget order the front end disagrees with would shift the values)."""
     loaded = {entry["id"]: entry["widgets_values"] for entry in session["workflows"][name]["widgets_on_load"]}
-    for saved in load(os.path.join(ROOT, "workflows", name + ".json"))["nodes"]:
+    workflow = load(os.path.join(ROOT, "workflows", name + ".json"))
+    subgraphs = subgraphs_of(workflow)
+    saved = [(str(n["id"]), n) for n in workflow["nodes"] if n["type"] not in subgraphs]  # a subgraph node's own
+    saved += [(f"{g}/{n['id']}", n) for g, graph in subgraphs.items() for n in graph["nodes"]]  # values mirror these
+    assert saved
+    for key, entry in saved:
+        if entry.get("widgets_values") is not None:
+            assert loaded.get(key) == entry["widgets_values"], f"{entry['type']} #{key}"
+
+
+SAVED = {
+    os.path.splitext(os.path.basename(p))[0]: p
+    for p in sorted(glob.glob(os.path.join(ROOT, "tests", "data", "saved_workflows", "*.json")))
+    if not p.endswith(".api.json")
+}
+"""Workflows earlier versions saved (workflow 4 of 0.2.0, every node of 0.2.0): opened, not run."""
+
+
+@pytest.mark.parametrize("name", sorted(SAVED))
+def test_a_saved_workflow_opens_with_every_node_known_and_every_widget_as_saved(session, name):
+    """The nodes moved to core's V3 schema: a workflow saved before opens with no missing node and every widget value
+    where it was (a shifted widget order would move values between widgets)."""
+    opened = session["workflows"]["saved-" + name]
+    assert opened["unknown_types"] == [] and opened["node_count"] == opened["file_node_count"], opened
+    loaded = {entry["id"]: entry["widgets_values"] for entry in opened["widgets_on_load"]}
+    for saved in load(SAVED[name])["nodes"]:
         if saved.get("widgets_values") is not None:
             assert loaded.get(str(saved["id"])) == saved["widgets_values"], f"{saved['type']} #{saved['id']}"
 
 
 def _with_node(*kinds: str) -> list[str]:
     """The workflows the page runs that hold a node of one of ``kinds``."""
-    return [
-        name
-        for name, path in zip(NAMES, UI_WORKFLOWS)
-        if name in RUN_FROM_PAGE and any(n["type"] in kinds for n in load(path)["nodes"])
-    ]
+    return [name for name, path in zip(NAMES, UI_WORKFLOWS) if name in RUN_FROM_PAGE and _types(path) & set(kinds)]
 
 
 @pytest.mark.parametrize("name", _with_node("SaveImage"))
@@ -532,7 +561,7 @@ def _help_headings(node_type: str) -> tuple[str, list[str]]:
     return lines[0][2:], [line[3:] for line in lines if line.startswith("## ")]
 
 
-@pytest.mark.parametrize("node_type", sorted(pack_mappings().NODE_CLASS_MAPPINGS))
+@pytest.mark.parametrize("node_type", sorted(pack_mappings().nodes.NODE_CLASS_MAPPINGS))
 def test_help_panel_shows_the_nodes_page(classic, out_dir, node_type):
     """Select the node, press the selection toolbox's Node Info button: the panel shows our page (screenshot kept)."""
     opened = classic["help"][node_type]
@@ -541,9 +570,9 @@ def test_help_panel_shows_the_nodes_page(classic, out_dir, node_type):
     title, headings = _help_headings(node_type)
     shown = opened["shown"]
     assert shown, f"the panel shows no page titled {title!r} ({opened.get('error', 'no error')})"
-    assert shown["h1"] == title == pack_mappings().NODE_DISPLAY_NAME_MAPPINGS[node_type]
+    assert shown["h1"] == title == pack_mappings().nodes.NODE_DISPLAY_NAME_MAPPINGS[node_type]
     assert shown["h2"] == headings
-    spec = pack_mappings().NODE_CLASS_MAPPINGS[node_type].INPUT_TYPES()
+    spec = pack_mappings().nodes.NODE_CLASS_MAPPINGS[node_type].INPUT_TYPES()
     for name in [*spec["required"], *spec.get("optional", {})]:
         assert name in shown["text"], f"the panel does not name the input {name}"
     pictures = re.findall(
