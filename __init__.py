@@ -2,11 +2,17 @@
 
 ComfyUI imports the pack as a package named after its folder, and has a
 top-level module called ``nodes`` of its own: everything here is imported
-relatively.
+relatively. The nodes reach ComfyUI on core's V3 schema: ``comfy_entrypoint``
+returns them as ``io.ComfyNode`` classes (``nodes/host/schema.py``). This module
+exports no ``NODE_CLASS_MAPPINGS``: core would then load the pack the V1 way and
+never call the entry point. The node classes themselves (what the unit tests
+run) are ``nodes.NODE_CLASS_MAPPINGS``.
 """
 
-from .nodes import NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS
-from .nodes.host import copy_example_inputs, quiet_console, register_model_folders, register_pick_route
+from .nodes import NODE_CLASS_MAPPINGS as _NODE_CLASSES
+from .nodes import NODE_DISPLAY_NAME_MAPPINGS as _DISPLAY_NAMES
+from .nodes.host import IN_COMFYUI, copy_example_inputs, quiet_console, register_model_folders, register_pick_route
+from .nodes.host import schema as _schema
 
 register_model_folders()
 # An expected refusal is one line on the console (ComfyUI logs a traceback for every node error).
@@ -19,4 +25,14 @@ copy_example_inputs()
 # Shows each scoring node's per-image scores as text on the node, and MaSC Pick's dialog.
 WEB_DIRECTORY = "./web"
 
-__all__ = ["NODE_CLASS_MAPPINGS", "NODE_DISPLAY_NAME_MAPPINGS", "WEB_DIRECTORY"]
+if _schema.available():
+
+    async def comfy_entrypoint():
+        """Core's V3 entry point: every MaSC node as an ``io.ComfyNode``."""
+        return _schema.extension(_NODE_CLASSES, _DISPLAY_NAMES)
+
+    __all__ = ["WEB_DIRECTORY", "comfy_entrypoint"]
+else:
+    if IN_COMFYUI:  # a core older than the pack supports: one line, no nodes (never a failed import)
+        _schema.explain_missing_api()
+    __all__ = ["WEB_DIRECTORY"]

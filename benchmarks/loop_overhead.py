@@ -104,7 +104,7 @@ def one_run(pack, harness, encoder, segmenter, *, candidates: int, batch_size: i
         ),
     ):
         started = time.perf_counter()
-        out = pack.NODE_CLASS_MAPPINGS["MaSCSampleUntil"]().sample(
+        out = pack.nodes.NODE_CLASS_MAPPINGS["MaSCSampleUntil"]().sample(
             model=harness.StandInModel(),
             positive=harness.text_conditioning("a photo of sks dog in the snow"),
             negative=harness.text_conditioning("blurry"),
@@ -149,8 +149,8 @@ def measure(args) -> list[dict]:
     workdir = args.workdir or tempfile.mkdtemp(prefix="masc-loop-bench-")
     models, name = prepare_models(workdir, args.size, args.checkpoint)
     pack, harness = load_nodes(models)
-    encoder = pack.NODE_CLASS_MAPPINGS["MaSCLoadEncoder"]().load(name, "cpu", "fp32", args.max_patches)[0]
-    segmenter = pack.NODE_CLASS_MAPPINGS["MaSCLoadAutoMaskModel"]().load("tiny-clipseg", "cpu", "fp32")[0]
+    encoder = pack.nodes.NODE_CLASS_MAPPINGS["MaSCLoadEncoder"]().load(name, "cpu", "fp32", args.max_patches)[0]
+    segmenter = pack.nodes.NODE_CLASS_MAPPINGS["MaSCLoadAutoMaskModel"]().load("tiny-clipseg", "cpu", "fp32")[0]
     touch_weights(encoder.core.model)
     results = []
     for batch_size in args.batch_sizes:

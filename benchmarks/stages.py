@@ -181,7 +181,7 @@ def timed_call(pack, encoder, inputs, heatmaps: bool) -> dict:
     core.clear_cache()
     with patched(pairs):
         started = time.perf_counter()
-        result = pack.NODE_CLASS_MAPPINGS["MaSCScore"]().score(
+        result = pack.nodes.NODE_CLASS_MAPPINGS["MaSCScore"]().score(
             encoder, reference, reference_mask, outputs, PROMPT, SUBJECT, heatmaps=heatmaps, mask=masks
         )
         clock._sync()
@@ -283,7 +283,7 @@ def run(args: argparse.Namespace) -> dict:
             pack = import_pack(ROOT)
             # The loader opens only folders under its model roots, as in ComfyUI: link the checkpoint in there.
             name = listed_under_models(workdir, folder)
-            encoder = pack.NODE_CLASS_MAPPINGS["MaSCLoadEncoder"]().load(
+            encoder = pack.nodes.NODE_CLASS_MAPPINGS["MaSCLoadEncoder"]().load(
                 model=name, device=args.device, precision="fp32", max_patches=args.max_patches
             )[0]
             row = {"model": model, "checkpoint": os.path.basename(folder), "maps": 3 * args.n, "outputs": args.n}

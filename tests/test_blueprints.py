@@ -160,7 +160,7 @@ def output_of(blueprint: dict, at: str, name: str) -> list:
 
 def _run(pack, comfy_dirs, graph):
     blocker = import_module(pack.__name__ + ".nodes.host").ExecutionBlocker
-    return run_graph(graph, pack.NODE_CLASS_MAPPINGS, comfy_dirs["input"], blocker)
+    return run_graph(graph, pack.nodes.NODE_CLASS_MAPPINGS, comfy_dirs["input"], blocker)
 
 
 LOADS = {
@@ -211,7 +211,7 @@ def test_score_a_pair_gives_what_masc_score_wired_by_hand_gives(pack, comfy_dirs
     }
     ran = _run(pack, comfy_dirs, {**LOADS, **placed, **by_hand})
     outputs = ran["outputs"]
-    returned = dict(zip(pack.NODE_CLASS_MAPPINGS["MaSCScore"].RETURN_NAMES, outputs["21"]))
+    returned = dict(zip(pack.nodes.NODE_CLASS_MAPPINGS["MaSCScore"].RETURN_NAMES, outputs["21"]))
     for name in ("cp", "pf", "stripped_prompt", "report"):
         source = output_of(blueprint, "9", name)
         assert outputs[source[0]][source[1]] == returned[name], name
@@ -276,7 +276,7 @@ def test_best_of_n_keeps_what_auto_masks_score_and_select_best_wired_by_hand_kee
         },
     }
     outputs = _run(pack, comfy_dirs, {**LOADS, **placed, **by_hand})["outputs"]
-    returned = dict(zip(pack.NODE_CLASS_MAPPINGS["MaSCSelectBest"].RETURN_NAMES, outputs["34"]))
+    returned = dict(zip(pack.nodes.NODE_CLASS_MAPPINGS["MaSCSelectBest"].RETURN_NAMES, outputs["34"]))
     for name in ("images", "mask"):
         source = output_of(blueprint, "9", name)
         assert outputs[source[0]][source[1]].equal(returned[name]), name

@@ -118,7 +118,7 @@ def test_the_node_sheets_every_candidate_of_sample_until(pack, comfy_dirs):
     from comfy_harness import stand_in_sampling
     from test_sample_until import inputs, models
 
-    nodes = pack.NODE_CLASS_MAPPINGS
+    nodes = pack.nodes.NODE_CLASS_MAPPINGS
     setup = models.__wrapped__(pack, comfy_dirs)
     with stand_in_sampling(pack):
         out = nodes["MaSCSampleUntil"]().sample(**inputs(setup, min_cp=1.0, max_candidates=5, accept=2))

@@ -64,7 +64,7 @@ def test_a_batch_sharing_a_prompt_is_stripped_once(monkeypatch):
 
 
 def test_the_subject_node_refuses_too_many_names_before_converting_images(pack):
-    node = pack.NODE_CLASS_MAPPINGS["MaSCSubject"]()
+    node = pack.nodes.NODE_CLASS_MAPPINGS["MaSCSubject"]()
     errors = importlib.import_module(pack.__name__ + ".masc_core.errors")
     with pytest.raises(errors.MascInputError, match="names lists 2,000 names") as refused:
         node.declare(
@@ -412,7 +412,7 @@ def test_the_log_node_refuses_a_crafted_filename_without_the_servers_path(pack, 
     batch = scores.ScoreBatch(
         scores=[scores.ImageScore(index=0, cp=0.5)], references=[], context=scores.ScoreContext(node="MaSCScore")
     )
-    node = pack.NODE_CLASS_MAPPINGS["MaSCLogScores"]()
+    node = pack.nodes.NODE_CLASS_MAPPINGS["MaSCLogScores"]()
     before = sorted(os.listdir(comfy_dirs["output"]))
     for name in ["x\x00.jsonl", "n" * 300 + ".jsonl", "/".join(["deep"] * 500) + ".jsonl"]:
         with pytest.raises(errors.MascInputError) as refused:

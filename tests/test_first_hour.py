@@ -24,7 +24,7 @@ from comfy_harness import import_pack
 from workflow_specs import node_specs, ui_to_api
 
 PACK = import_pack()
-NODES = PACK.NODE_CLASS_MAPPINGS
+NODES = PACK.nodes.NODE_CLASS_MAPPINGS
 SPECS = node_specs()
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HUB_ID = "google/siglip2-so400m-patch16-naflex"

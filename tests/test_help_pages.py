@@ -10,7 +10,7 @@ import pytest
 
 from comfy_harness import ROOT, import_pack
 
-NODES = import_pack().NODE_CLASS_MAPPINGS
+NODES = import_pack().nodes.NODE_CLASS_MAPPINGS
 DOCS = os.path.join(ROOT, "web", "docs")
 
 
@@ -23,7 +23,7 @@ def page(node_id: str) -> str:
 def test_every_node_has_a_help_page_naming_each_input_and_output(node_id):
     text = page(node_id)
     node_class = NODES[node_id]
-    assert text.startswith(f"# {import_pack().NODE_DISPLAY_NAME_MAPPINGS[node_id]}\n")
+    assert text.startswith(f"# {import_pack().nodes.NODE_DISPLAY_NAME_MAPPINGS[node_id]}\n")
     headings = re.findall(r"^## (.+)$", text, flags=re.M)
     assert headings == ["Inputs", "Outputs", "Example", "Pitfalls"]
     inputs_part = text.split("## Inputs", 1)[1].split("## Outputs", 1)[0]

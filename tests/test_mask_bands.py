@@ -195,7 +195,7 @@ def test_gate_marks_uncertain_verdicts_and_the_png_entry_carries_the_bands(pack,
     from comfy_harness import save_image
     from masc_core.cli import main
 
-    encoder = pack.NODE_CLASS_MAPPINGS["MaSCLoadEncoder"]().load(
+    encoder = pack.nodes.NODE_CLASS_MAPPINGS["MaSCLoadEncoder"]().load(
         "google/siglip2-so400m-patch16-naflex", "cpu", "fp32", 1024
     )[0]
     common, outs, masks = _inputs()
@@ -204,7 +204,7 @@ def test_gate_marks_uncertain_verdicts_and_the_png_entry_carries_the_bands(pack,
     )
     out_masks = torch.stack([torch.from_numpy(box_mask(256, 256, 0.2, 0.2, 0.8, 0.8).astype(np.float32) / 255)] * 2)
     extra = {"workflow": {}}
-    score = pack.NODE_CLASS_MAPPINGS["MaSCScore"]().score(
+    score = pack.nodes.NODE_CLASS_MAPPINGS["MaSCScore"]().score(
         encoder,
         torch.from_numpy(common["reference"].astype(np.float32) / 255)[None],
         torch.from_numpy(common["reference_mask"].astype(np.float32) / 255)[None],
@@ -220,7 +220,7 @@ def test_gate_marks_uncertain_verdicts_and_the_png_entry_carries_the_bands(pack,
     first = scores.scores[0]
     assert first.cp_band[0] <= first.cp <= first.cp_band[1]
     middle = (first.cp_band[0] + first.cp_band[1]) / 2  # a threshold inside the band: the masks could flip it
-    gate = pack.NODE_CLASS_MAPPINGS["MaSCGate"]()
+    gate = pack.nodes.NODE_CLASS_MAPPINGS["MaSCGate"]()
     report = gate.gate(scores, images, middle, -1.0, False, 0.05, extra_pnginfo=extra, unique_id="4")["result"][-1]
     assert (
         f"(uncertain: CP band [{first.cp_band[0]:+.4f}, {first.cp_band[1]:+.4f}] straddles {middle:g})"

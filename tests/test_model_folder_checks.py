@@ -31,7 +31,7 @@ from socket_values import socket_value
 from test_node_inputs import SERVER_PATH, valid_inputs
 
 PACK = import_pack()
-NODES = PACK.NODE_CLASS_MAPPINGS
+NODES = PACK.nodes.NODE_CLASS_MAPPINGS
 LOADERS = {"sam3": Sam3Segmenter, "clipseg": ClipSegSegmenter, "siglip": MascEncoder, "siglip_fixed": MascEncoder}
 
 

@@ -20,7 +20,7 @@ from comfy_harness import import_pack
 from socket_values import socket_value
 
 PACK = import_pack()
-NODES = PACK.NODE_CLASS_MAPPINGS
+NODES = PACK.nodes.NODE_CLASS_MAPPINGS
 SERVER_PATH = re.compile(r"(^|[\s'(\"=])/(tmp|root|home|work|srv|opt|usr|etc|var|mnt)\b")
 """An absolute path of this machine in a message (the tests' folders live under /tmp)."""
 
@@ -61,7 +61,7 @@ def refusal(pack, node_id: str, **changes) -> str:
 
 
 def test_every_node_checks_its_inputs(pack):
-    assert all(getattr(node_class, "INPUTS_CHECKED", False) for node_class in pack.NODE_CLASS_MAPPINGS.values())
+    assert all(getattr(node_class, "INPUTS_CHECKED", False) for node_class in pack.nodes.NODE_CLASS_MAPPINGS.values())
 
 
 @pytest.mark.parametrize(

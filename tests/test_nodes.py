@@ -19,23 +19,23 @@ WORKFLOWS = sorted(glob.glob(os.path.join(ROOT, "workflows", "api", "*.json")))
 
 
 def node_classes(pack):
-    return pack.NODE_CLASS_MAPPINGS
+    return pack.nodes.NODE_CLASS_MAPPINGS
 
 
 def test_pack_imports_as_comfyui_loads_it(pack):
-    assert set(pack.NODE_CLASS_MAPPINGS) == set(pack.NODE_DISPLAY_NAME_MAPPINGS)
-    assert all(name.startswith("MaSC") for name in pack.NODE_CLASS_MAPPINGS)  # core ids are never shadowed
-    assert pack.NODE_DISPLAY_NAME_MAPPINGS["MaSCLoadEncoder"] == "Load MaSC Encoder"
-    assert pack.NODE_DISPLAY_NAME_MAPPINGS["MaSCConceptPreservation"] == "MaSC Concept Preservation"
-    assert pack.NODE_DISPLAY_NAME_MAPPINGS["MaSCPromptFollowing"] == "MaSC Prompt Following"
-    assert pack.NODE_DISPLAY_NAME_MAPPINGS["MaSCStripSubject"] == "Strip Subject"
+    assert set(pack.nodes.NODE_CLASS_MAPPINGS) == set(pack.nodes.NODE_DISPLAY_NAME_MAPPINGS)
+    assert all(name.startswith("MaSC") for name in pack.nodes.NODE_CLASS_MAPPINGS)  # core ids are never shadowed
+    assert pack.nodes.NODE_DISPLAY_NAME_MAPPINGS["MaSCLoadEncoder"] == "Load MaSC Encoder"
+    assert pack.nodes.NODE_DISPLAY_NAME_MAPPINGS["MaSCConceptPreservation"] == "MaSC Concept Preservation"
+    assert pack.nodes.NODE_DISPLAY_NAME_MAPPINGS["MaSCPromptFollowing"] == "MaSC Prompt Following"
+    assert pack.nodes.NODE_DISPLAY_NAME_MAPPINGS["MaSCStripSubject"] == "Strip Subject"
     assert os.path.isfile(os.path.join(ROOT, pack.WEB_DIRECTORY, "masc_scores.js"))
     assert pack.__name__ == ROOT.replace(".", "_x_")
 
 
-@pytest.mark.parametrize("node_id", sorted(import_pack().NODE_CLASS_MAPPINGS))
+@pytest.mark.parametrize("node_id", sorted(import_pack().nodes.NODE_CLASS_MAPPINGS))
 def test_node_contract(pack, node_id, comfy_dirs):
-    cls = pack.NODE_CLASS_MAPPINGS[node_id]
+    cls = pack.nodes.NODE_CLASS_MAPPINGS[node_id]
     spec = cls.INPUT_TYPES()
     assert set(spec) <= {"required", "optional", "hidden"} and spec["required"]
     assert cls.CATEGORY == "MaSC" and cls.DESCRIPTION
@@ -62,16 +62,19 @@ def test_node_contract(pack, node_id, comfy_dirs):
 
 
 def test_encoder_models_combo_lists_folders_and_the_hub_id(pack, comfy_dirs):
-    from_pack = pack.NODE_CLASS_MAPPINGS["MaSCLoadEncoder"].INPUT_TYPES()["required"]["model"][0]
+    from_pack = pack.nodes.NODE_CLASS_MAPPINGS["MaSCLoadEncoder"].INPUT_TYPES()["required"]["model"][0]
     assert from_pack == ["google/siglip2-so400m-patch16-naflex"]  # local folder listed once, hub id not repeated
     os.makedirs(os.path.join(comfy_dirs["models"], "masc", "not-a-checkpoint"))
-    assert "not-a-checkpoint" not in pack.NODE_CLASS_MAPPINGS["MaSCLoadEncoder"].INPUT_TYPES()["required"]["model"][0]
+    assert (
+        "not-a-checkpoint"
+        not in pack.nodes.NODE_CLASS_MAPPINGS["MaSCLoadEncoder"].INPUT_TYPES()["required"]["model"][0]
+    )
 
 
 def load_encoder(pack, **overrides):
     options = dict(model="google/siglip2-so400m-patch16-naflex", device="cpu", precision="fp32", max_patches=1024)
     options.update(overrides)
-    return pack.NODE_CLASS_MAPPINGS["MaSCLoadEncoder"]().load(**options)[0]
+    return pack.nodes.NODE_CLASS_MAPPINGS["MaSCLoadEncoder"]().load(**options)[0]
 
 
 def test_encoder_is_loaded_once_and_shared(pack, comfy_dirs):
@@ -86,13 +89,15 @@ def test_api_workflows_run(pack, comfy_dirs, path, tmp_path):
     with open(path) as handle:
         graph = json.load(handle)
     types_used = {node["class_type"] for node in graph.values()}
-    missing = {t for t in types_used if t not in pack.NODE_CLASS_MAPPINGS and t not in CORE_NODES}
+    missing = {t for t in types_used if t not in pack.nodes.NODE_CLASS_MAPPINGS and t not in CORE_NODES}
     assert not missing, f"unknown node types {missing}"
     from importlib import import_module
 
     blocker = import_module(pack.__name__ + ".nodes.host").ExecutionBlocker
     with stand_in_sampling(pack):
-        result = run_graph(graph, pack.NODE_CLASS_MAPPINGS, comfy_dirs["input"], blocker, output_dir=str(tmp_path))
+        result = run_graph(
+            graph, pack.nodes.NODE_CLASS_MAPPINGS, comfy_dirs["input"], blocker, output_dir=str(tmp_path)
+        )
     assert result["shown"] or result["saved"] or result["previews"]
     for node_id, value in result["shown"].items():
         if isinstance(value, float):
@@ -108,7 +113,7 @@ def float_image(name):
 def test_node_scores_equal_masc_core_on_the_same_pixels(pack, comfy_dirs):
     from masc_core import MascEncoder, score_images
 
-    nodes = pack.NODE_CLASS_MAPPINGS
+    nodes = pack.nodes.NODE_CLASS_MAPPINGS
     encoder = load_encoder(pack)
     ref, out = float_image("dog_00"), torch.cat([float_image("dog_01"), float_image("cat_00")])
     ref_mask = torch.from_numpy(box_mask(512, 512, dtype=np.float32))[None]
@@ -152,7 +157,7 @@ def test_empty_reference_mask_from_load_image_is_explained(pack, comfy_dirs):
     MascInputError = pack_errors(pack).MascInputError
     encoder = load_encoder(pack)
     with pytest.raises(MascInputError, match="empty 64x64 mask Load Image gives"):
-        pack.NODE_CLASS_MAPPINGS["MaSCConceptPreservation"]().score(
+        pack.nodes.NODE_CLASS_MAPPINGS["MaSCConceptPreservation"]().score(
             encoder, float_image("dog_00"), torch.zeros(1, 64, 64), float_image("dog_01"), heatmaps=False
         )
 
@@ -162,14 +167,14 @@ def test_batch_counts_that_do_not_fit_name_the_input(pack, comfy_dirs):
     encoder = load_encoder(pack)
     images = torch.cat([float_image("dog_01")] * 3)
     with pytest.raises(MascInputError, match="mask has 2 masks for 3 images"):
-        pack.NODE_CLASS_MAPPINGS["MaSCPromptFollowing"]().score(
+        pack.nodes.NODE_CLASS_MAPPINGS["MaSCPromptFollowing"]().score(
             encoder, images, torch.ones(2, 64, 64), "p", "dog", heatmaps=False
         )
 
 
 def test_missing_output_mask_is_stated_in_the_report(pack, comfy_dirs):
     encoder = load_encoder(pack)
-    out = pack.NODE_CLASS_MAPPINGS["MaSCScore"]().score(
+    out = pack.nodes.NODE_CLASS_MAPPINGS["MaSCScore"]().score(
         encoder, float_image("dog_00"), torch.ones(1, 64, 64), float_image("dog_01"), "a dog", "dog", heatmaps=False
     )
     assert np.isnan(out["result"][1])
@@ -183,7 +188,7 @@ def scored_batch(pack, count=4):
     masks = torch.from_numpy(
         np.stack([box_mask(512, 512, 0.1, 0.1, 0.1 + 0.2 * (i + 1), 0.5, np.float32) for i in range(count)])
     )
-    node = pack.NODE_CLASS_MAPPINGS["MaSCScore"]().score(
+    node = pack.nodes.NODE_CLASS_MAPPINGS["MaSCScore"]().score(
         encoder,
         float_image("dog_00"),
         torch.from_numpy(box_mask(512, 512, dtype=np.float32)),
@@ -202,7 +207,7 @@ def test_select_best_carries_latents_and_masks_in_rank_order(pack, comfy_dirs):
         "samples": torch.arange(4, dtype=torch.float32).view(4, 1, 1, 1).expand(4, 4, 8, 8).clone(),
         "batch_index": [10, 11, 12, 13],
     }
-    node = pack.NODE_CLASS_MAPPINGS["MaSCSelectBest"]()
+    node = pack.nodes.NODE_CLASS_MAPPINGS["MaSCSelectBest"]()
     result = node.select(scores, images, "cp", 1.0, 1.0, 2, -1.0, -1.0, False, 0.05, latent=latent, mask=masks)[
         "result"
     ]
@@ -221,13 +226,13 @@ def test_select_best_and_gate_block_downstream_when_nothing_passes(pack, comfy_d
 
     blocker = import_module(pack.__name__ + ".nodes.host").ExecutionBlocker
     scores, images, _ = scored_batch(pack)
-    select = pack.NODE_CLASS_MAPPINGS["MaSCSelectBest"]().select(
+    select = pack.nodes.NODE_CLASS_MAPPINGS["MaSCSelectBest"]().select(
         scores, images, "cp", 1.0, 1.0, 1, 0.9999, -1.0, False, 0.05
     )
     images_out, latent_out, mask_out, best, indices, ranking = select["result"]
     assert all(isinstance(v, blocker) and v.message is None for v in (images_out, latent_out, mask_out))
     assert best == -1 and "no image passed" in ranking
-    gate = pack.NODE_CLASS_MAPPINGS["MaSCGate"]().gate(scores, images, 0.9999, -1.0, False, 0.05)
+    gate = pack.nodes.NODE_CLASS_MAPPINGS["MaSCGate"]().gate(scores, images, 0.9999, -1.0, False, 0.05)
     assert isinstance(gate["result"][0], blocker) and gate["result"][3] == 0
     assert "0 of 4 passed; downstream nodes skipped" in gate["result"][4]
 
@@ -237,18 +242,20 @@ def test_gate_passes_what_clears_the_thresholds(pack, comfy_dirs):
     cps = [s.cp for s in scores.scores]
     threshold = sorted(cps)[1] + 1e-9  # the two best pass
     fractions = [s.foreground_fraction for s in scores.scores]
-    gate = pack.NODE_CLASS_MAPPINGS["MaSCGate"]().gate(scores, images, threshold, -1.0, True, 0.09, mask=masks)[
+    gate = pack.nodes.NODE_CLASS_MAPPINGS["MaSCGate"]().gate(scores, images, threshold, -1.0, True, 0.09, mask=masks)[
         "result"
     ]
     expected = [i for i in range(4) if cps[i] >= threshold and fractions[i] >= 0.09]
     assert gate[3] == len(expected) and torch.equal(gate[0], images[expected])
     assert torch.equal(gate[2], masks[expected])
     with pytest.raises(pack_errors(pack).MascInputError, match="images has 3 images but scores has 4"):
-        pack.NODE_CLASS_MAPPINGS["MaSCGate"]().gate(scores, images[:3], 0.5, -1.0, False, 0.05)
+        pack.nodes.NODE_CLASS_MAPPINGS["MaSCGate"]().gate(scores, images[:3], 0.5, -1.0, False, 0.05)
 
 
 def load_segmenter(pack):
-    return pack.NODE_CLASS_MAPPINGS["MaSCLoadAutoMaskModel"]().load("CIDAS/clipseg-rd64-refined", "cpu", "fp32")[0]
+    return pack.nodes.NODE_CLASS_MAPPINGS["MaSCLoadAutoMaskModel"]().load("CIDAS/clipseg-rd64-refined", "cpu", "fp32")[
+        0
+    ]
 
 
 def test_auto_mask_node_masks_a_batch_and_feeds_scoring(pack, comfy_dirs):
@@ -257,7 +264,7 @@ def test_auto_mask_node_masks_a_batch_and_feeds_scoring(pack, comfy_dirs):
     segmenter = load_segmenter(pack)
     assert load_segmenter(pack) is segmenter
     images = torch.cat([float_image("dog_01"), float_image("cat_00")])
-    node = pack.NODE_CLASS_MAPPINGS["MaSCAutoMask"]()
+    node = pack.nodes.NODE_CLASS_MAPPINGS["MaSCAutoMask"]()
     masks, preview, report = node.mask(segmenter, images, "dog", 0.5, 0)["result"]
     assert masks.shape == (2, 512, 512) and set(torch.unique(masks).tolist()) == {0.0, 1.0}  # non-trivial masks
     assert preview.shape == (2, 512, 512, 3)
@@ -270,7 +277,7 @@ def test_auto_mask_node_masks_a_batch_and_feeds_scoring(pack, comfy_dirs):
     looser = node.mask(segmenter, images, "dog", 0.2, 0)["result"][0]
     grown = node.mask(segmenter, images, "dog", 0.5, 6)["result"][0]
     assert looser.sum() >= masks.sum() and grown.sum() >= masks.sum()
-    score = pack.NODE_CLASS_MAPPINGS["MaSCScore"]().score(
+    score = pack.nodes.NODE_CLASS_MAPPINGS["MaSCScore"]().score(
         load_encoder(pack),
         float_image("dog_00"),
         torch.from_numpy(box_mask(512, 512, dtype=np.float32)),
@@ -284,7 +291,9 @@ def test_auto_mask_node_masks_a_batch_and_feeds_scoring(pack, comfy_dirs):
 
 
 def test_strip_subject_node(pack):
-    out = pack.NODE_CLASS_MAPPINGS["MaSCStripSubject"]().strip("a photo of a sks dog on the beach", "sks dog, dog")
+    out = pack.nodes.NODE_CLASS_MAPPINGS["MaSCStripSubject"]().strip(
+        "a photo of a sks dog on the beach", "sks dog, dog"
+    )
     assert out["result"] == ("a photo of on the beach",) and out["ui"]["text"] == ["a photo of on the beach"]
 
 
@@ -308,8 +317,10 @@ def test_api_workflows_score_the_same_with_float16_intermediates(pack, comfy_dir
             "float16 latents change the generated pixels themselves (every node's float16 path is checked below)"
         )
     blocker = import_module(pack.__name__ + ".nodes.host").ExecutionBlocker
-    full = run_graph(graph, pack.NODE_CLASS_MAPPINGS, comfy_dirs["input"], blocker)
-    half = run_graph(graph, pack.NODE_CLASS_MAPPINGS, comfy_dirs["input"], blocker, intermediate_dtype=torch.float16)
+    full = run_graph(graph, pack.nodes.NODE_CLASS_MAPPINGS, comfy_dirs["input"], blocker)
+    half = run_graph(
+        graph, pack.nodes.NODE_CLASS_MAPPINGS, comfy_dirs["input"], blocker, intermediate_dtype=torch.float16
+    )
     assert {k: v.get("text") for k, v in half["ui"].items()} == {k: v.get("text") for k, v in full["ui"].items()}
     assert half["shown"] == full["shown"] and half["blocked"] == full["blocked"]
 
@@ -320,7 +331,7 @@ def score_batch(node_result: dict):
 
 
 def test_every_node_accepts_float16_images_masks_and_latents(pack, comfy_dirs):
-    nodes = pack.NODE_CLASS_MAPPINGS
+    nodes = pack.nodes.NODE_CLASS_MAPPINGS
     encoder = load_encoder(pack)
     ref, out = float_image("dog_00"), torch.cat([float_image("dog_01"), float_image("cat_00")])
     ref_mask = torch.from_numpy(box_mask(512, 512, dtype=np.float32))[None]
@@ -398,7 +409,7 @@ def test_thumbnails_on_the_node_are_the_image_outputs_at_preview_size(pack, comf
     outputs = torch.cat([wide, torch.flip(wide, dims=[2])])
     ref_mask = torch.from_numpy(box_mask(512, 512, dtype=np.float32))[None]
     out_mask = torch.from_numpy(box_mask(600, 1100, dtype=np.float32))[None]
-    node = pack.NODE_CLASS_MAPPINGS["MaSCScore"]()
+    node = pack.nodes.NODE_CLASS_MAPPINGS["MaSCScore"]()
     scored = node.score(
         encoder, float_image("dog_00"), ref_mask, outputs, "a dog on the beach", "dog", heatmaps=True, mask=out_mask
     )
@@ -445,7 +456,7 @@ def test_sam3_loader_feeds_auto_mask_with_the_same_masks_as_the_library(pack, co
     from masc_core.models.sam3 import Sam3Segmenter
 
     pytest.importorskip("transformers.models.sam3", reason="SAM3 needs transformers 5")
-    loader = pack.NODE_CLASS_MAPPINGS["MaSCLoadSAM3Model"]
+    loader = pack.nodes.NODE_CLASS_MAPPINGS["MaSCLoadSAM3Model"]
     assert loader.INPUT_TYPES()["required"]["model"][0][:1] == ["tiny-sam3"]
     assert loader.INPUT_TYPES()["required"]["model"][0][-1] == "facebook/sam3"
     segmenter = loader().load("tiny-sam3", "cpu", "fp32", 0.5)[0]
@@ -453,7 +464,9 @@ def test_sam3_loader_feeds_auto_mask_with_the_same_masks_as_the_library(pack, co
     stricter = loader().load("tiny-sam3", "cpu", "fp32", 0.9)[0]
     assert stricter is not segmenter and stricter.core.score_threshold == 0.9
     images = torch.cat([float_image("dog_01"), float_image("cat_00")])
-    masks, preview, report = pack.NODE_CLASS_MAPPINGS["MaSCAutoMask"]().mask(segmenter, images, "dog", 0.5, 0)["result"]
+    masks, preview, report = pack.nodes.NODE_CLASS_MAPPINGS["MaSCAutoMask"]().mask(segmenter, images, "dog", 0.5, 0)[
+        "result"
+    ]
     direct = Sam3Segmenter.load(os.path.join(comfy_dirs["models"], "sam3", "tiny-sam3"), device="cpu")
     assert torch.equal(
         masks, torch.stack(direct.masks([load_photo("dog_01"), load_photo("cat_00")], "dog", threshold=0.5))

@@ -151,7 +151,7 @@ def scored(pack, count=6):
 def run_pick(pack, browser, *, show=4, keep=1, timeout=60, extra=None, **optional):
     host = importlib.import_module(pack.__name__ + ".nodes.host")
     batch, images, latent = scored(pack)
-    node = pack.NODE_CLASS_MAPPINGS["MaSCPick"]()
+    node = pack.nodes.NODE_CLASS_MAPPINGS["MaSCPick"]()
     with host.use_pick_browser(browser):
         out = node.pick(
             batch,
@@ -195,7 +195,7 @@ def test_a_pick_in_the_browser_passes_those_candidates_on_with_labels(pack, comf
         "passed over",
     ]
     # MaSC Log Scores writes the labels; calibrate reads them back.
-    log = pack.NODE_CLASS_MAPPINGS["MaSCLogScores"]().log(scores, "picks.jsonl", "")
+    log = pack.nodes.NODE_CLASS_MAPPINGS["MaSCLogScores"]().log(scores, "picks.jsonl", "")
     score_log = importlib.import_module(pack.__name__ + ".masc_core.evaluation.score_log")
     rows = score_log.read_log(f"{comfy_dirs['output']}/{log['result'][0]}")[-6:]
     assert [r["label"] for r in rows] == [None, "picked", "passed over", "passed over", None, "picked"]
@@ -254,7 +254,7 @@ def test_bad_counts_are_one_line(pack, kwargs, message):
 
 
 def test_a_pick_is_never_served_from_the_cache(pack):
-    value = pack.NODE_CLASS_MAPPINGS["MaSCPick"].IS_CHANGED(show=4)
+    value = pack.nodes.NODE_CLASS_MAPPINGS["MaSCPick"].IS_CHANGED(show=4)
     assert value != value  # NaN never equals the previous run's value
 
 

@@ -170,7 +170,7 @@ def test_the_largest_answer_the_dialog_can_send_fits_the_route(pack):
 
 
 def test_the_pick_widgets_stay_within_what_the_route_takes(pack):
-    declared = pack.NODE_CLASS_MAPPINGS["MaSCPick"].INPUT_TYPES()["required"]
+    declared = pack.nodes.NODE_CLASS_MAPPINGS["MaSCPick"].INPUT_TYPES()["required"]
     for name in ("show", "keep"):
         assert declared[name][1]["max"] == SHOWN.high and declared[name][1]["min"] == 1
     errors = importlib.import_module(pack.__name__ + ".masc_core.errors")

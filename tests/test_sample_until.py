@@ -33,7 +33,7 @@ def float_image(name):
 
 @pytest.fixture(scope="module")
 def models(pack, comfy_dirs):
-    nodes = pack.NODE_CLASS_MAPPINGS
+    nodes = pack.nodes.NODE_CLASS_MAPPINGS
     encoder = nodes["MaSCLoadEncoder"]().load("google/siglip2-so400m-patch16-naflex", "cpu", "fp32", 1024)[0]
     segmenter = nodes["MaSCLoadAutoMaskModel"]().load("CIDAS/clipseg-rd64-refined", "cpu", "fp32")[0]
     return {"encoder": encoder, "segmenter": segmenter, "model": StandInModel(), "vae": StandInVAE()}
@@ -81,7 +81,7 @@ def inputs(models, **changes):
 
 def run(pack, models, **changes):
     with stand_in_sampling(pack) as backend:
-        out = pack.NODE_CLASS_MAPPINGS["MaSCSampleUntil"]().sample(**inputs(models, **changes))
+        out = pack.nodes.NODE_CLASS_MAPPINGS["MaSCSampleUntil"]().sample(**inputs(models, **changes))
     return out, backend
 
 
@@ -109,7 +109,7 @@ def plain_candidates(models, seeds, steps=3):
 def plain_cps(pack, models):
     """CP of the first 8 seeds' plain KSampler images, from MaSC Score (the reference the loop must agree with)."""
     images = plain_candidates(models, range(1000, 1008))
-    score = pack.NODE_CLASS_MAPPINGS["MaSCConceptPreservation"]().score(
+    score = pack.nodes.NODE_CLASS_MAPPINGS["MaSCConceptPreservation"]().score(
         models["encoder"],
         float_image("dog_00"),
         torch.from_numpy(box_mask(512, 512, dtype=np.float32))[None],
@@ -272,7 +272,7 @@ def test_scores_travel_in_the_png_and_feed_select_best_and_the_log(pack, models,
     entry = extra["masc"]["nodes"]["13"]
     assert entry["node"] == "MaSCSampleUntil" and [i["seed"] for i in entry["images"]] == [1000, 1001, 1002, 1003]
     assert entry["encoder"]["model"] == "google/siglip2-so400m-patch16-naflex" and len(entry["encoder"]["digest"]) == 12
-    select = pack.NODE_CLASS_MAPPINGS["MaSCSelectBest"]().select(
+    select = pack.nodes.NODE_CLASS_MAPPINGS["MaSCSelectBest"]().select(
         scores, kept_images, "cp", 1.0, 1.0, 5, -1.0, -1.0, False, 0.05, extra_pnginfo=extra, unique_id="14"
     )["result"]
     assert torch.equal(select[0], kept_images)  # Sample Until's kept images with their own scores, best first already
@@ -295,7 +295,7 @@ def test_scores_travel_in_the_png_and_feed_select_best_and_the_log(pack, models,
     assert printed[3].startswith("  this image: #0  seed") and printed[3].endswith(
         "selected"
     )  # Select Best's view of it
-    log = pack.NODE_CLASS_MAPPINGS["MaSCLogScores"]().log(scores, "night.jsonl", "test")["result"]
+    log = pack.nodes.NODE_CLASS_MAPPINGS["MaSCLogScores"]().log(scores, "night.jsonl", "test")["result"]
     assert log[0] == "night.jsonl" and log[1].startswith(
         "appended 4 rows to output/night.jsonl (run "
     )  # no server path
@@ -332,24 +332,24 @@ def test_bad_input_is_refused_before_sampling_in_one_line(pack, models, changes,
     errors = module(pack, "masc_core.errors")
     with pytest.raises(errors.MascInputError, match=message) as error:
         with stand_in_sampling(pack) as backend:
-            pack.NODE_CLASS_MAPPINGS["MaSCSampleUntil"]().sample(**inputs(models, **changes))
+            pack.nodes.NODE_CLASS_MAPPINGS["MaSCSampleUntil"]().sample(**inputs(models, **changes))
     assert "\n" not in str(error.value) and backend.calls == []
 
 
 def test_outside_comfyui_without_a_sampler_says_so(pack, models):
     errors = module(pack, "masc_core.errors")
     with pytest.raises(errors.MascInputError, match="samples with ComfyUI's own sampler: run it inside ComfyUI"):
-        pack.NODE_CLASS_MAPPINGS["MaSCSampleUntil"]().sample(**inputs(models))
+        pack.nodes.NODE_CLASS_MAPPINGS["MaSCSampleUntil"]().sample(**inputs(models))
 
 
 def test_a_load_image_empty_mask_as_candidate_mask_gets_the_hint(pack, models):
     errors = module(pack, "masc_core.errors")
     with pytest.raises(errors.MascInputError, match="mask is empty .* the empty 64x64 mask Load Image gives"):
-        pack.NODE_CLASS_MAPPINGS["MaSCPromptFollowing"]().score(
+        pack.nodes.NODE_CLASS_MAPPINGS["MaSCPromptFollowing"]().score(
             models["encoder"], float_image("dog_01"), torch.zeros(1, 64, 64), PROMPT, "dog"
         )
     # An empty mask of the image's own size is a segmenter finding no subject: scored, not refused.
-    out = pack.NODE_CLASS_MAPPINGS["MaSCPromptFollowing"]().score(
+    out = pack.nodes.NODE_CLASS_MAPPINGS["MaSCPromptFollowing"]().score(
         models["encoder"], float_image("dog_01"), torch.zeros(1, 512, 512), PROMPT, "dog", heatmaps=False
     )
     assert out["result"][2].scores[0].foreground_fraction == 0.0
@@ -382,7 +382,11 @@ def test_workflow_4_in_one_queue_press(pack, comfy_dirs, tmp_path, capsys, case)
     }[case]
     with stand_in_sampling(pack) as backend:
         result = run_graph(
-            workflow_4(**settings), pack.NODE_CLASS_MAPPINGS, comfy_dirs["input"], blocker, output_dir=str(tmp_path)
+            workflow_4(**settings),
+            pack.nodes.NODE_CLASS_MAPPINGS,
+            comfy_dirs["input"],
+            blocker,
+            output_dir=str(tmp_path),
         )
     outputs = result["outputs"]["10"]
     used, report = outputs[4], outputs[6]

@@ -66,11 +66,11 @@ def make_rules(pack, **changes):
         on_shortfall="return best",
     )
     values.update((name, value) for name, value in changes.items() if name in RULE_NAMES)
-    return pack.NODE_CLASS_MAPPINGS["MaSCRules"]().rules(**values)[0]
+    return pack.nodes.NODE_CLASS_MAPPINGS["MaSCRules"]().rules(**values)[0]
 
 
 def make_prune(pack, prune_at=0.0, prune_keep=1, prune_study=False):
-    return pack.NODE_CLASS_MAPPINGS["MaSCPrune"]().prune(prune_at, prune_keep, prune_study)[0]
+    return pack.nodes.NODE_CLASS_MAPPINGS["MaSCPrune"]().prune(prune_at, prune_keep, prune_study)[0]
 
 
 def custom_inputs(pack, models, *, seed=1000, steps=3, sampler="euler", guider=None, prune=None, **rule_changes):
@@ -102,7 +102,7 @@ def custom_inputs(pack, models, *, seed=1000, steps=3, sampler="euler", guider=N
 def run_custom(pack, models, **changes):
     values = custom_inputs(pack, models, **changes)
     with stand_in_sampling(pack) as backend:
-        out = pack.NODE_CLASS_MAPPINGS["MaSCSampleUntilCustom"]().sample(**values)
+        out = pack.nodes.NODE_CLASS_MAPPINGS["MaSCSampleUntilCustom"]().sample(**values)
     return out, backend
 
 
@@ -187,7 +187,7 @@ def test_candidate_i_is_sampler_custom_advanced_with_random_noise_at_seed_plus_i
 def test_the_graphs_noise_is_never_changed(pack, models):
     values = custom_inputs(pack, models, accept=3, max_candidates=3, min_cp=1.0)
     with stand_in_sampling(pack):
-        pack.NODE_CLASS_MAPPINGS["MaSCSampleUntilCustom"]().sample(**values)
+        pack.nodes.NODE_CLASS_MAPPINGS["MaSCSampleUntilCustom"]().sample(**values)
     assert values["noise"].seed == 1000  # a cached Random Noise output is shared with the graph's other nodes
 
 
@@ -212,10 +212,10 @@ def test_another_packs_sampler_is_replayed_and_the_report_says_why(pack, models)
 
 
 def test_the_widgets_an_artist_sees_are_few(pack):
-    custom = pack.NODE_CLASS_MAPPINGS["MaSCSampleUntilCustom"].INPUT_TYPES()
-    rules = pack.NODE_CLASS_MAPPINGS["MaSCRules"].INPUT_TYPES()
-    prune = pack.NODE_CLASS_MAPPINGS["MaSCPrune"].INPUT_TYPES()
-    today = pack.NODE_CLASS_MAPPINGS["MaSCSampleUntil"].INPUT_TYPES()
+    custom = pack.nodes.NODE_CLASS_MAPPINGS["MaSCSampleUntilCustom"].INPUT_TYPES()
+    rules = pack.nodes.NODE_CLASS_MAPPINGS["MaSCRules"].INPUT_TYPES()
+    prune = pack.nodes.NODE_CLASS_MAPPINGS["MaSCPrune"].INPUT_TYPES()
+    today = pack.nodes.NODE_CLASS_MAPPINGS["MaSCSampleUntil"].INPUT_TYPES()
     assert widgets(custom) == ["prompt", "subject", "mask_subject", "mask_threshold"]
     assert len(widgets(rules)) == 13 and len(widgets(prune)) == 3  # each at most ~16
     assert len(widgets(today)) == 26  # what the typed nodes split up
@@ -223,7 +223,7 @@ def test_the_widgets_an_artist_sees_are_few(pack):
 
 def test_sample_untils_saved_inputs_keep_their_names_and_order(pack):
     """Saved workflows store widget values by position: MaSC Sample Until's inputs never move."""
-    spec = pack.NODE_CLASS_MAPPINGS["MaSCSampleUntil"].INPUT_TYPES()
+    spec = pack.nodes.NODE_CLASS_MAPPINGS["MaSCSampleUntil"].INPUT_TYPES()
     assert list(spec["required"]) == [
         "model",
         "positive",
@@ -299,7 +299,7 @@ def test_a_value_that_cannot_work_is_one_line_before_anything_is_sampled(pack, m
     values.update(changes)
     with stand_in_sampling(pack) as backend:
         with pytest.raises(errors(pack).MascInputError) as caught:
-            pack.NODE_CLASS_MAPPINGS["MaSCSampleUntilCustom"]().sample(**values)
+            pack.nodes.NODE_CLASS_MAPPINGS["MaSCSampleUntilCustom"]().sample(**values)
     assert message in str(caught.value) and "\n" not in str(caught.value)
     assert backend.calls == []
 
@@ -347,7 +347,7 @@ def test_masc_rules_cannot_be_forged_over_a_link(pack):
 
 
 def test_gate_and_select_best_judge_by_masc_rules_as_by_their_own_widgets(pack):
-    nodes = pack.NODE_CLASS_MAPPINGS
+    nodes = pack.nodes.NODE_CLASS_MAPPINGS
     batch, images, latent = scored(pack)  # CP 0.40, 0.90, 0.55, 0.70, 0.20, 0.65
     rules = make_rules(pack, rank_by="cp", min_cp=0.6)
     by_widgets = nodes["MaSCGate"]().gate(batch, images, 0.6, -1.0, False, 0.05, latent=latent)["result"]
@@ -371,7 +371,7 @@ def test_pick_orders_by_masc_rules_but_lets_the_person_judge(pack, comfy_dirs):
     browser = Browser(host.pick_board(), picks=[0])
     rules = make_rules(pack, rank_by="cp", min_cp=0.99)  # nothing would pass: Pick still shows the best 4 by CP
     with host.use_pick_browser(browser):
-        out = pack.NODE_CLASS_MAPPINGS["MaSCPick"]().pick(
+        out = pack.nodes.NODE_CLASS_MAPPINGS["MaSCPick"]().pick(
             batch, images, 4, 1, "pf", 1.0, 1.0, 60, latent=latent, rules=rules, unique_id="9"
         )
     for thread in browser.threads:

@@ -37,7 +37,7 @@ def preview_cps(pack, models, seeds, step):
         ]
     )
     images = models["vae"].decode(previews)
-    out = pack.NODE_CLASS_MAPPINGS["MaSCConceptPreservation"]().score(
+    out = pack.nodes.NODE_CLASS_MAPPINGS["MaSCConceptPreservation"]().score(
         models["encoder"],
         float_image("dog_00"),
         torch.from_numpy(box_mask(512, 512, dtype=np.float32))[None],
@@ -210,7 +210,7 @@ def test_prune_report_reads_a_study_logged_by_log_scores(pack, models, comfy_dir
     stats = pytest.importorskip("scipy.stats")
     out, _ = run(pack, models, steps=10, batch_size=4, max_candidates=8, accept=8, min_cp=-1.0, prune_study=True)
     scores = out["result"][3]
-    logged = pack.NODE_CLASS_MAPPINGS["MaSCLogScores"]().log(scores, "study.jsonl", "")
+    logged = pack.nodes.NODE_CLASS_MAPPINGS["MaSCLogScores"]().log(scores, "study.jsonl", "")
     score_log = importlib.import_module(pack.__name__ + ".masc_core.evaluation.score_log")
     study = importlib.import_module(pack.__name__ + ".masc_core.evaluation.prune_study")
     rows = score_log.read_log(f"{comfy_dirs['output']}/{logged['result'][0]}")
@@ -298,7 +298,7 @@ def test_a_sam3_segmenter_stops_early_and_prunes_as_clipseg_does(pack, models, c
     from masc_core.models.sam3 import Sam3Segmenter
 
     pytest.importorskip("transformers.models.sam3", reason="SAM3 needs transformers 5")
-    sam3 = pack.NODE_CLASS_MAPPINGS["MaSCLoadSAM3Model"]().load("tiny-sam3", "cpu", "fp32", 0.5)[0]
+    sam3 = pack.nodes.NODE_CLASS_MAPPINGS["MaSCLoadSAM3Model"]().load("tiny-sam3", "cpu", "fp32", 0.5)[0]
     out, backend = run(
         pack,
         models,

@@ -28,7 +28,7 @@ def models(pack, comfy_dirs):
 
 def declare(pack, names, photo, chained=None, mask=None):
     reference_mask = torch.from_numpy(box_mask(512, 512, dtype=np.float32))[None]
-    node = pack.NODE_CLASS_MAPPINGS["MaSCSubject"]()
+    node = pack.nodes.NODE_CLASS_MAPPINGS["MaSCSubject"]()
     return node.declare(names, float_image(photo), reference_mask, mask=mask, subjects=chained)[0]
 
 
@@ -54,7 +54,7 @@ def several(models, subjects, **changes):
 
 def run(pack, values):
     with stand_in_sampling(pack) as backend:
-        out = pack.NODE_CLASS_MAPPINGS["MaSCSampleUntil"]().sample(**values)
+        out = pack.nodes.NODE_CLASS_MAPPINGS["MaSCSampleUntil"]().sample(**values)
     return out, backend
 
 
@@ -162,7 +162,7 @@ def test_several_subject_figures_reach_the_png_read_and_the_log(pack, models, do
         and printed[3].startswith("      blend: ")
     )
     for filename in ("subjects.jsonl", "subjects.csv"):
-        log = pack.NODE_CLASS_MAPPINGS["MaSCLogScores"]().log(scores, filename, "two")["result"]
+        log = pack.nodes.NODE_CLASS_MAPPINGS["MaSCLogScores"]().log(scores, filename, "two")["result"]
         text = open(os.path.join(os.environ["MASC_OUTPUT_DIR"], log[0]), encoding="utf-8").read()
         if filename.endswith(".jsonl"):
             rows = [json.loads(line) for line in text.splitlines()]
@@ -254,6 +254,8 @@ def test_a_subjects_value_no_masc_subject_made_is_one_line(pack, models, dog_and
     with pytest.raises(errors.MascInputError, match=message):
         run(pack, several(models, value))
     with pytest.raises(errors.MascInputError, match=message):
-        pack.NODE_CLASS_MAPPINGS["MaSCScoreSubjects"]().score(models["encoder"], float_image("dog_01"), value, PROMPT)
+        pack.nodes.NODE_CLASS_MAPPINGS["MaSCScoreSubjects"]().score(
+            models["encoder"], float_image("dog_01"), value, PROMPT
+        )
     with pytest.raises(errors.MascInputError, match=message):
         declare(pack, "cat", "cat_00", value)

@@ -20,7 +20,7 @@ def _tensor(array: np.ndarray) -> torch.Tensor:
 
 
 def _declare(pack, subject, mask=None, chained=None):
-    node = pack.NODE_CLASS_MAPPINGS["MaSCSubject"]()
+    node = pack.nodes.NODE_CLASS_MAPPINGS["MaSCSubject"]()
     return node.declare(
         subject.names, _tensor(subject.references), _tensor(subject.reference_masks), mask=mask, subjects=chained
     )[0]
@@ -36,7 +36,7 @@ def scene(pack, comfy_dirs):
 
 def test_score_subjects_node_gives_the_librarys_scores(pack, comfy_dirs, scene):
     images, subjects = scene
-    node = pack.NODE_CLASS_MAPPINGS["MaSCScoreSubjects"]().score(load_encoder(pack), images, subjects, PROMPT)
+    node = pack.nodes.NODE_CLASS_MAPPINGS["MaSCScoreSubjects"]().score(load_encoder(pack), images, subjects, PROMPT)
     cp_min, cp_mean, pf, scores, stripped, report = node["result"]
     direct = score_subjects(
         MascEncoder.load(comfy_dirs["checkpoint"], device="cpu"),
@@ -58,7 +58,7 @@ def test_score_subjects_node_gives_the_librarys_scores(pack, comfy_dirs, scene):
 
 def test_select_best_and_gate_take_its_scores_and_reject_blends_on_request(pack, comfy_dirs, scene):
     images, subjects = scene
-    nodes = pack.NODE_CLASS_MAPPINGS
+    nodes = pack.nodes.NODE_CLASS_MAPPINGS
     encoder = load_encoder(pack)
     rejecting = nodes["MaSCScoreSubjects"]().score(encoder, images, subjects, PROMPT, on_blend="reject")["result"][3]
     assert rejecting.scores[0].cp is not None and rejecting.scores[1].cp is None
@@ -79,7 +79,7 @@ def test_bad_subject_input_is_one_line(pack, comfy_dirs, scene):
 
     MascInputError = import_module(pack.__name__ + ".masc_core.errors").MascInputError  # the pack's own copy  # noqa: N806
     images, subjects = scene
-    nodes = pack.NODE_CLASS_MAPPINGS
+    nodes = pack.nodes.NODE_CLASS_MAPPINGS
     encoder = load_encoder(pack)
     unmasked = _declare(pack, CAT, None, _declare(pack, DOG, torch.cat([_tensor(_half("left"))] * 2)))
     with pytest.raises(MascInputError, match="the cat has no output mask while the sks dog has one"):
@@ -98,10 +98,10 @@ def test_log_scores_appends_one_row_per_image_with_cp_min_as_cp(pack, comfy_dirs
     import os
 
     images, subjects = scene
-    scores = pack.NODE_CLASS_MAPPINGS["MaSCScoreSubjects"]().score(load_encoder(pack), images, subjects, PROMPT)[
+    scores = pack.nodes.NODE_CLASS_MAPPINGS["MaSCScoreSubjects"]().score(load_encoder(pack), images, subjects, PROMPT)[
         "result"
     ][3]
-    pack.NODE_CLASS_MAPPINGS["MaSCLogScores"]().log(scores, "two_subjects.jsonl", "test")
+    pack.nodes.NODE_CLASS_MAPPINGS["MaSCLogScores"]().log(scores, "two_subjects.jsonl", "test")
     with open(os.path.join(comfy_dirs["output"], "two_subjects.jsonl"), encoding="utf-8") as handle:
         rows = [json.loads(line) for line in handle]
     assert [row["cp"] for row in rows[-2:]] == pytest.approx([s.cp for s in scores.scores], abs=1e-9)

@@ -153,6 +153,6 @@ def node_specs() -> dict:
     pack = import_pack()
     ours = {
         name: {"input": cls.INPUT_TYPES(), "output": list(cls.RETURN_TYPES)}
-        for name, cls in pack.NODE_CLASS_MAPPINGS.items()
+        for name, cls in pack.nodes.NODE_CLASS_MAPPINGS.items()
     }
     return {**core, **ours}

@@ -302,7 +302,7 @@ def metadata_writers() -> frozenset[str]:
     """The pack's node types that add their scores to saved PNGs (they take ComfyUI's hidden extra_pnginfo)."""
     return frozenset(
         name
-        for name, cls in pack_mappings().NODE_CLASS_MAPPINGS.items()
+        for name, cls in pack_mappings().nodes.NODE_CLASS_MAPPINGS.items()
         if "extra_pnginfo" in cls.INPUT_TYPES().get("hidden", {})
     )
 

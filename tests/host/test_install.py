@@ -45,30 +45,58 @@ def test_example_inputs_are_copied_without_overwriting_a_users_file(server, inst
             assert filecmp.cmp(os.path.join(source, name), copied, shallow=False), name
 
 
+def combo_choices(spec: list) -> list | None:
+    """A choice input's options, as V1 lists them (``[[...], {...}]``) or V3 (``["COMBO", {"options": [...]}]``)."""
+    if isinstance(spec[0], list):
+        return spec[0]
+    return spec[1].get("options") if spec[0] == "COMBO" else None
+
+
+HOST_LISTED = {"model", "sampler_name", "scheduler"}
+"""Choices the server lists from what it has (model folders, core's samplers): the driver's own lists differ."""
+
+
 def test_object_info_declares_every_node_input_and_output(server, host):
     pack = pack_mappings()
     info = server.request("/object_info")
-    for node_id, cls in pack.NODE_CLASS_MAPPINGS.items():
+    for node_id, cls in pack.nodes.NODE_CLASS_MAPPINGS.items():
         assert node_id in info, f"{node_id} is missing from /object_info"
         entry = info[node_id]
-        assert entry["display_name"] == pack.NODE_DISPLAY_NAME_MAPPINGS[node_id]
-        assert entry["category"] == "MaSC" and entry["description"]
+        # Served from a V3 schema: core's V3 info (NodeInfoV1 of comfy_api) carries output_matchtypes, V1's never.
+        assert "output_matchtypes" in entry, f"{node_id} is not a V3 node"
+        assert entry["display_name"] == pack.nodes.NODE_DISPLAY_NAME_MAPPINGS[node_id]
+        assert entry["category"] == "MaSC" and entry["description"] == cls.DESCRIPTION
         assert entry["python_module"] == f"custom_nodes.{host.pack_name}", "another copy of the pack was loaded"
+        declared = cls.INPUT_TYPES()
         for section in ("required", "optional"):
-            for name, spec in entry["input"].get(section, {}).items():
-                assert len(spec) > 1 and spec[1].get("tooltip"), f"{node_id}.{name} has no tooltip"
-        assert len(entry["output_tooltips"]) == len(entry["output"]) == len(cls.RETURN_TYPES)
-        assert all(entry["output_tooltips"]), f"{node_id} has an output without tooltip"
-        assert entry["output_name"] == list(cls.RETURN_NAMES)
-    strangers = {k for k, v in info.items() if k.startswith("MaSC") and k not in pack.NODE_CLASS_MAPPINGS}
+            served = entry["input"].get(section, {})
+            assert list(served) == list(declared.get(section, {})), f"{node_id}: {section} inputs or their order"
+            for name, spec in served.items():
+                kind, options = declared[section][name][0], dict(declared[section][name][1])
+                assert len(spec) > 1 and spec[1].get("tooltip") == options.pop("tooltip"), f"{node_id}.{name}"
+                if isinstance(kind, list) and name in HOST_LISTED:
+                    assert combo_choices(spec), f"{node_id}.{name}"  # the server's own folders and samplers
+                elif isinstance(kind, list):
+                    assert combo_choices(spec) == kind, f"{node_id}.{name}"
+                else:
+                    assert spec[0] == kind, f"{node_id}.{name}: {spec[0]} for {kind}"
+                for option, value in options.items():  # default, min, max, step, round, multiline, ...
+                    assert spec[1].get(option) == value, f"{node_id}.{name}.{option}: {spec[1].get(option)!r}"
+        assert set(declared.get("hidden", {})) <= set(entry["input"].get("hidden", {})), node_id  # V3 adds "prompt"
+        assert entry["output"] == list(cls.RETURN_TYPES) and entry["output_name"] == list(cls.RETURN_NAMES)
+        assert entry["output_tooltips"] == list(cls.OUTPUT_TOOLTIPS) and all(entry["output_tooltips"]), node_id
+        assert entry["output_node"] == bool(getattr(cls, "OUTPUT_NODE", False)), node_id
+    strangers = {k for k, v in info.items() if k.startswith("MaSC") and k not in pack.nodes.NODE_CLASS_MAPPINGS}
     assert not strangers, f"MaSC nodes this checkout does not define: {strangers}"
 
 
 def test_model_menus_list_the_local_checkpoint_folders(server):
-    encoder = server.request("/object_info/MaSCLoadEncoder")["MaSCLoadEncoder"]["input"]["required"]["model"][0]
-    segmenter = server.request("/object_info/MaSCLoadAutoMaskModel")["MaSCLoadAutoMaskModel"]["input"]["required"][
-        "model"
-    ][0]
+    encoder = combo_choices(
+        server.request("/object_info/MaSCLoadEncoder")["MaSCLoadEncoder"]["input"]["required"]["model"]
+    )
+    segmenter = combo_choices(
+        server.request("/object_info/MaSCLoadAutoMaskModel")["MaSCLoadAutoMaskModel"]["input"]["required"]["model"]
+    )
     assert ENCODER_NAME in encoder and NOT_SIGLIP_NAME in encoder and "google/siglip2-so400m-patch16-naflex" in encoder
     assert SEGMENTER_NAME in segmenter
 
@@ -80,7 +108,7 @@ def test_templates_are_listed(server, host):
 
 def test_help_pages_are_served_where_the_node_library_fetches_them(server, host):
     """The front end's node help fetches /extensions/<pack>/docs/<NodeClass>.md from the pack's web directory."""
-    for node_id in pack_mappings().NODE_CLASS_MAPPINGS:
+    for node_id in pack_mappings().nodes.NODE_CLASS_MAPPINGS:
         text = server.request(f"/extensions/{host.pack_name}/docs/{node_id}.md", raw=True).decode("utf-8")
         assert text.startswith("# ") and "## Inputs" in text, node_id
 

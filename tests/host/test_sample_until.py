@@ -48,7 +48,7 @@ SAMPLER_INPUTS = (
 
 
 def _output(name: str) -> int:
-    return list(pack_mappings().NODE_CLASS_MAPPINGS[NODE].RETURN_NAMES).index(name)
+    return list(pack_mappings().nodes.NODE_CLASS_MAPPINGS[NODE].RETURN_NAMES).index(name)
 
 
 class Run:
