@@ -47,10 +47,8 @@ class MaSCSampleUntilCustom:
 
     DESCRIPTION = (
         "MaSC Sample Until for core's custom sampling: samples candidates as SamplerCustomAdvanced does with your "
-        "NOISE, "
-        "GUIDER, SAMPLER and SIGMAS (any guider or sampler, Flux, SD3, Qwen-Image, ...), the seed counting up from the "
-        "NOISE's, scores each with MaSC and stops as soon as MaSC Rules' 'accept' pass. MaSC Prune decides before the "
-        "last step. Same outputs as MaSC Sample Until."
+        "NOISE, GUIDER, SAMPLER and SIGMAS (seed counting up from the NOISE's), scores each with MaSC and stops as "
+        "soon as MaSC Rules' 'accept' pass. MaSC Prune decides before the last step."
     )
     CATEGORY = CATEGORY
     OUTPUT_NODE = True

@@ -24,8 +24,8 @@ REFERENCE_INPUT = (
 REFERENCE_MASK_INPUT = (
     "MASK",
     {
-        "tooltip": "The subject in the reference (white = subject), one per view or one for all; resized to the image. "
-        "Load Image's MASK is 1 - alpha: invert it for a cut-out with a transparent background."
+        "tooltip": "The subject in the reference (white = subject), one per view or one for all. From a cut-out's "
+        "alpha, invert Load Image's MASK."
     },
 )
 OUTPUT_MASK_INPUT = (
@@ -116,10 +116,8 @@ ON_UNCERTAIN_INPUT = (
     list(UNCERTAIN_CHOICES),
     {
         "default": KEEP_BUT_MARK,
-        "tooltip": "When a score's mask-sensitivity band (the score with its mask one patch smaller or larger) "
-        "straddles a "
-        "threshold, the masks could flip the verdict. keep but mark: the score decides, the verdict says uncertain; "
-        "accept: that threshold counts as cleared; reject: it counts as failed.",
+        "tooltip": "When the masks could flip a verdict (the mask band straddles a threshold): keep but mark it, "
+        "or count the threshold as cleared or failed.",
     },
 )
 """What an uncertain image becomes (MaSC Select Best, MaSC Gate, MaSC Sample Until)."""
@@ -196,15 +194,8 @@ PRUNE_INPUTS = {
             "min": 0.0,
             "max": 0.95,
             "step": 0.05,
-            "tooltip": "Decide before the last step: at this share of the steps each round's candidates are judged on "
-            "the model's "
-            "denoised preview and only the best prune_keep are finished (0 = off). Saves the pruned ones' remaining "
-            "steps; the risk is pruning one that would have ended best: run a study first (prune_study, then "
-            "'python -m masc_core prune-report'). Needs batch_size above prune_keep; samples a round one candidate at "
-            "a time. "
-            "Survivors equal a KSampler at their seed: with euler, heun, dpm_2 or ddim they go on from the judged "
-            "step; "
-            "any other sampler samples them again from step 0, which costs the judged steps twice.",
+            "tooltip": "At this share of the steps, judge each round on the model's preview and finish the best "
+            "prune_keep (0 = off). Study first (help page).",
         },
     ),
     "prune_keep": (
@@ -220,8 +211,8 @@ PRUNE_INPUTS = {
         "BOOLEAN",
         {
             "default": False,
-            "tooltip": "Prune nothing; judge every candidate at 20, 30, 40, 50 and 60% of its steps and finish it, so "
-            "MaSC Log Scores writes previews beside final scores for 'python -m masc_core prune-report'.",
+            "tooltip": "Prune nothing: judge every candidate at 20-60% of its steps and finish it, for "
+            "'python -m masc_core prune-report' on MaSC Log Scores' log.",
         },
     ),
 }
@@ -231,8 +222,8 @@ full."""
 RULES_INPUT = (
     MASC_RULES,
     {
-        "tooltip": "Optional: what passes, from MaSC Rules (the same rules as your MaSC Sample Until (Custom)). "
-        "When connected it replaces this node's ranking and threshold widgets."
+        "tooltip": "Optional: what passes, from MaSC Rules. When connected it replaces this node's ranking and "
+        "threshold widgets."
     },
 )
 """The optional ``rules`` input of MaSC Gate, Select Best and Pick."""
@@ -278,8 +269,7 @@ SEGMENTER_INPUT = (
 SUBJECTS_INPUT = (
     MASC_SUBJECTS,
     {
-        "tooltip": "Several subjects in each candidate (chained MaSC Subject nodes) instead of reference_image, "
-        "reference_mask and subject. A candidate passes only when every subject does (CP = cp_min, the weakest "
-        "subject); the segmenter masks each subject by its own names."
+        "tooltip": "Several subjects (chained MaSC Subject nodes) instead of reference_image, reference_mask and "
+        "subject: a candidate passes when every subject does."
     },
 )

@@ -63,8 +63,8 @@ class MaSCLoadSAM3Model(CheckpointLoader):
     )
     KIND, HUB_ID = "sam3", SAM3_MODEL_ID
     MODEL_TOOLTIP = (
-        f"A SAM3 folder (config.json, model.safetensors, tokenizer) under models/sam3, or {SAM3_MODEL_ID} "
-        "(gated: accept the SAM License on its Hub page and log in first; downloaded once into models/sam3)."
+        f"A SAM3 folder under models/sam3, or {SAM3_MODEL_ID} (gated: accept its licence on the Hub and log in; "
+        "downloaded once)."
     )
 
     @classmethod
@@ -77,9 +77,8 @@ class MaSCLoadSAM3Model(CheckpointLoader):
                     "min": 0.0,
                     "max": 1.0,
                     "step": 0.01,
-                    "tooltip": "Instances SAM3 scores at least this are merged into the subject's mask (the union: "
-                    "every "
-                    "part of the subject stays out of PF's background). As core SAM3 Detect's threshold.",
+                    "tooltip": "Instances SAM3 scores at least this join the subject's mask (their union), as "
+                    "core SAM3 Detect's threshold.",
                 },
             ),
         }

@@ -141,11 +141,9 @@ class MaSCPick:
     """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
 
     DESCRIPTION = (
-        "Shows the best candidates in the browser with their scores (heatmaps on demand) and waits for you to pick one "
-        "or several; passes the picked images, latents and masks on as Select Best does. Never hangs: after 'timeout' "
-        "seconds, or at once for an API prompt with no browser, it keeps the first 'keep' in score order; Cancel works "
-        "while it waits. Log its 'scores' with MaSC Log Scores: your picks become labels for 'python -m masc_core "
-        "calibrate'."
+        "Shows the best candidates in the browser with their scores and waits for you to pick one or several; passes "
+        "the picked images, latents and masks on as Select Best does. After 'timeout' seconds (at once over the API) "
+        "it keeps the first 'keep' in score order. Logged picks feed 'python -m masc_core calibrate'."
     )
     CATEGORY = CATEGORY
     FUNCTION = "pick"

@@ -60,9 +60,8 @@ class MaSCSubject:
                 "mask": (
                     "MASK",
                     {
-                        "tooltip": "This subject in each generated image (white = subject), e.g. MaSC Auto Mask "
-                        "prompted with its name. Give it for every subject or none: the other subjects' regions "
-                        "are what this subject's CP may not search."
+                        "tooltip": "This subject in each generated image (white = subject), e.g. from MaSC Auto "
+                        "Mask. Give it for every subject or none."
                     },
                 ),
                 "subjects": (

@@ -71,3 +71,23 @@ def test_formulas_are_not_rendered_as_italics(name):
     with open(os.path.join(DOCS, name), encoding="utf-8") as handle:
         text = prose(handle.read())
     assert not re.search(r"\w\*\w", text), re.search(r".{0,30}\w\*\w.{0,30}", text).group(0)
+
+
+def test_tooltips_and_descriptions_stay_short_the_help_page_holds_the_rest():
+    """Core's V3 schema shows tooltips on hover and the description under the node's name: one glance each. The long
+    explanations live in web/docs/<node>.md (the help panel)."""
+    from comfy_harness import import_pack
+
+    long = []
+    for node_id, cls in import_pack().nodes.NODE_CLASS_MAPPINGS.items():
+        for section, entries in cls.INPUT_TYPES().items():
+            for name, entry in entries.items() if section != "hidden" else ():
+                if len(entry[1].get("tooltip", "")) > TOOLTIP_MOST:
+                    long.append(f"{node_id}.{name}")
+        long += [f"{node_id} output {i}" for i, tip in enumerate(cls.OUTPUT_TOOLTIPS) if len(tip) > TOOLTIP_MOST]
+        if len(cls.DESCRIPTION) > DESCRIPTION_MOST:
+            long.append(f"{node_id} description")
+    assert not long, long
+
+
+TOOLTIP_MOST, DESCRIPTION_MOST = 150, 320
