@@ -120,7 +120,7 @@ def sample_until(
         sampler,
         score_round,
         check_interrupt=host.check_interrupt,
-        on_round=lambda text: host.show_text(unique_id, text),
+        on_round=lambda news: show_round(news, progress, unique_id),
     )
     result = run.run()
     progress.update(progress.total)
@@ -132,6 +132,12 @@ def sample_until(
     return node_result(
         outcome, scores, latent_image, report, extra_pnginfo, unique_id, to_comfy_image_batch(result.thumbnails), node
     )
+
+
+def show_round(news, progress, unique_id) -> None:
+    """A finished round on the running node: its candidates' scores as the node's text, the best one's picture."""
+    host.show_text(unique_id, news.text)
+    progress.show(news.picture)
 
 
 def check_pf_needs_masks(rules: RunRules, segmenter) -> None:

@@ -180,3 +180,32 @@ def test_add_round_wants_one_score_per_seed():
     loop.next_seeds()
     with pytest.raises(ValueError):
         loop.add_round([ImageScore(index=0, cp=0.5)], lambda j: j)
+
+
+def test_round_news_names_every_candidate_and_pictures_the_best_finished_one():
+    """What a running Sample Until node shows after a round (masc_core.selection.sample_until.round_news)."""
+    import numpy as np
+
+    from masc_core.selection.acceptance import Candidate
+    from masc_core.selection.sample_until import round_news
+
+    def candidate(index, cp, key, passed, pruned=None, mask=0.3):
+        score = ImageScore(index=index, cp=cp, pf=0.1, foreground_fraction=mask)
+        return Candidate(index, 1000 + index, score, key, passed, [] if passed else ["CP below 0.6"], pruned=pruned)
+
+    pictures = [np.full((2, 2, 3), value, np.uint8) for value in (10, 20, 30)]
+    round_ = [
+        candidate(4, 0.5, 0.5, False),
+        candidate(5, None, None, False, pruned="pruned at step 6 of 20 (preview CP +0.1000)"),
+        candidate(6, 0.7, 0.7, True, mask=None),
+    ]
+    news = round_news(round_, pictures, "time: 1.0 s per candidate (6.0 s for 6 candidates)")
+    assert news.text.split("\n") == [
+        "time: 1.0 s per candidate (6.0 s for 6 candidates)",
+        "#4 seed 1004: CP +0.5000, PF +0.1000, mask 30.0%: fails: CP below 0.6",
+        "#5 seed 1005: CP n/a, PF +0.1000, mask 30.0%: pruned at step 6 of 20 (preview CP +0.1000)",
+        "#6 seed 1006: CP +0.7000, PF +0.1000: passes",
+    ]
+    assert news.picture is pictures[2]  # the best by the run's key among those that finished
+    all_pruned = [candidate(7, None, None, False, pruned="pruned at step 6 of 20")]
+    assert round_news(all_pruned, pictures[:1], "time").picture is None

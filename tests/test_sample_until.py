@@ -418,18 +418,32 @@ def test_without_png_metadata_from_comfyui_the_report_says_scores_are_not_saved(
     assert out["result"][6].endswith("scores are not saved in PNGs")
 
 
-def test_the_report_says_what_a_candidate_cost_and_the_node_shows_it_while_running(pack, models, monkeypatch):
+def test_the_node_shows_each_round_its_candidates_their_scores_and_the_pace_while_running(pack, models, monkeypatch):
     """On a CPU a candidate can take minutes: the run says so while it goes (the node's progress text) and in the
     report. The figures are measured, so only their form is held here."""
     host = module(pack, "nodes.host")
-    shown = []
+    shown, pictures = [], []
     monkeypatch.setattr(host, "show_text", lambda node_id, text: shown.append((node_id, text)))
+    monkeypatch.setattr(host.CandidateProgress, "show", lambda self, picture: pictures.append(picture))
     out, _ = run(pack, models, accept=1, max_candidates=3, min_cp=0.99, unique_id="12")  # nothing passes: 3 rounds
     report = out["result"][6]
     pace = r"time: \d+\.\d s per candidate \(\d+\.\d s for {count} candidates?\)"
     (line,) = [line for line in report.splitlines() if line.startswith("time: ")]
     assert re.fullmatch(pace.format(count=3), line), report
     assert [node_id for node_id, _ in shown] == ["12"] * 3
+    candidates = out["result"][7]  # every candidate's thumbnail, float 0..1
     for done, (_, text) in enumerate(shown, start=1):
+        first, *candidate_lines = text.split("\n")
         rest = r"; at most \d+ s more for the other {left}".format(left=3 - done) if done < 3 else ""
-        assert re.fullmatch(pace.format(count=done) + rest, text), text
+        assert re.fullmatch(pace.format(count=done) + rest, first), text
+        # The round's candidate, with its scores and how it fared, as the report's line for it says.
+        (shown_line,) = candidate_lines
+        seed = 1000 + done - 1
+        cp = re.search(rf"^\s*{done - 1}\s+{seed}\s+(\S+)", report, re.M).group(1)
+        assert re.fullmatch(
+            rf"#{done - 1} seed {seed}: CP {re.escape(cp)}, PF \S+: fails: CP below 0.99", shown_line
+        )
+        # ... and its picture on the node: the thumbnail the 'candidates' output holds for it.
+        assert pictures[done - 1].dtype == np.uint8
+        assert np.array_equal(pictures[done - 1], np.round(candidates[done - 1].numpy() * 255).astype(np.uint8))
+    assert len(pictures) == 3

@@ -15,7 +15,8 @@ from typing import Any, Callable, Protocol, Sequence
 
 from ..io.images import to_rgb_uint8_list
 from ..metric.scores import ImageScore
-from .acceptance import AcceptanceLoop, Outcome, RunRules, outcome_report, pace_line
+from ..metric.report import format_score, format_share
+from .acceptance import AcceptanceLoop, Candidate, Outcome, RunRules, outcome_report, pace_line
 from .contact_sheet import thumbnail
 from .pruning import CandidateLedger, Ledger, PruneRules, RoundResult, preview_record, pruned_reason, survivors
 from .samplers import samples_one_by_one, split_note
@@ -66,6 +67,30 @@ class RunResult:
     ledger: Ledger | None
     thumbnails: list = field(default_factory=list)
     seconds: float = 0.0
+
+
+@dataclass
+class RoundNews:
+    """What a finished round shows on the running node, while the run goes on."""
+
+    text: str
+    """The pace so far, then a line per candidate of the round: number, seed, scores and how it fared."""
+    picture: Any = None
+    """The round's best finished candidate, small (RGB uint8), or None when every one was pruned."""
+
+
+def round_news(candidates: list[Candidate], thumbnails: list, pace: str) -> RoundNews:
+    """The news of a round: its candidates (in sampling order, as the loop judged them) and their thumbnails."""
+    lines = [pace]
+    for c in candidates:
+        fared = c.pruned or ("passes" if c.passed else "fails: " + "; ".join(c.reasons))
+        scores = f"CP {format_score(c.score.cp)}, PF {format_score(c.score.pf)}"
+        if c.score.foreground_fraction is not None:
+            scores += f", mask {format_share(c.score.foreground_fraction).strip()}"
+        lines.append(f"#{c.index} seed {c.seed}: {scores}: {fared}")
+    finished = [j for j, c in enumerate(candidates) if c.pruned is None]
+    best = max(finished, key=lambda j: (candidates[j].key is not None, candidates[j].key or 0.0), default=None)
+    return RoundNews("\n".join(lines), None if best is None else thumbnails[best])
 
 
 class CandidateRound:
@@ -182,7 +207,7 @@ class SampleUntilRun:
         score_round: RoundScorer,
         *,
         check_interrupt: Callable[[], None] = lambda: None,
-        on_round: Callable[[str], None] = lambda text: None,
+        on_round: Callable[[RoundNews], None] = lambda news: None,
     ):
         self.rules, self.sampler, self.score_round = rules, sampler, score_round
         self.pruning = pruning
@@ -206,8 +231,10 @@ class SampleUntilRun:
             result.first_batch = result.first_batch or batch
             loop.add_round(round_scores, take, pruned)
             del candidate_round, take, batch
-            # What a candidate costs on this machine, so far: on a CPU a first run shows at once what the budget means.
-            self.on_round(pace_line(time.monotonic() - started, loop.used, rules.max_candidates))
+            # What a candidate costs on this machine, so far (on a CPU a first run shows at once what the budget
+            # means), and the round's candidates with their scores, on the node while the run goes on.
+            pace = pace_line(time.monotonic() - started, loop.used, rules.max_candidates)
+            self.on_round(round_news(loop.candidates[-len(seeds) :], thumbnails, pace))
         result.outcome = loop.outcome()
         result.seconds = time.monotonic() - started
         return result

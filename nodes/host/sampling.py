@@ -2,7 +2,7 @@
 
 ``CoreSampling`` samples candidates as core KSampler + VAE Decode would (one per seed), and in phases for pruning
 (resume or replay, so a survivor is always the image KSampler gives at its seed). Outside ComfyUI there is no
-sampling unless a stand-in is installed with ``use_sampling`` (the tests'). Over 200 lines: the phases and the
+sampling unless a stand-in is installed with ``use_sampling`` (the tests'). Over 400 lines: the phases and the
 counted, stoppable sampler call are the part of pruning that must touch core's sampler objects.
 """
 
@@ -55,6 +55,10 @@ def scheduler_names() -> list[str]:
     return list(comfy_samplers.KSampler.SCHEDULERS) if IN_COMFYUI else list(FALLBACK_SCHEDULERS)
 
 
+PREVIEW_SIDE = 512
+"""The largest side of a candidate's picture on the node (core's own previews are at most 512 px by default)."""
+
+
 class CandidateProgress:
     """One progress bar over a run's candidates (each counted in sampler steps), with core's latent previews.
 
@@ -66,15 +70,30 @@ class CandidateProgress:
         self.total = max(1, int(candidates)) * self.steps
         self.bar = comfy_utils.ProgressBar(self.total) if IN_COMFYUI else None
         self.updates: list[tuple[int, int]] = []
+        self.pictures: list = []
+        self.value = 0
         self._previewer = None
         self._previewer_for = None
 
     def update(self, value: int, preview=None) -> None:
         value = min(int(value), self.total)
+        self.value = value
         if self.bar is not None:
             self.bar.update_absolute(value, self.total, preview)
         else:
             self.updates.append((value, self.total))
+
+    def show(self, picture) -> None:
+        """A finished candidate (RGB uint8 array) as the node's preview, where the bar stands: core sends it to the
+        front end as it sends a sampler's live preview (``pictures`` keeps them outside ComfyUI, for tests)."""
+        if picture is None:
+            return
+        if self.bar is None:
+            self.pictures.append(picture)
+            return
+        from PIL import Image
+
+        self.bar.update_absolute(self.value, self.total, ("JPEG", Image.fromarray(picture), PREVIEW_SIDE))
 
     def sampler_callback(self, model, done: int) -> Callable:
         """``callback(step, x0, x, total_steps)`` for a sampler call that starts after ``done`` candidates."""

@@ -183,6 +183,7 @@ class Messages:
     def __init__(self, server: Server, *, announce: bool = False):
         """``announce``: say, as the pack's script does for its page, that this client can answer MaSC Pick."""
         self.items: list[tuple[float, dict]] = []
+        self.binary: list[tuple[float, int, bytes]] = []
         self._sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)
         key = base64.b64encode(os.urandom(16)).decode()
         self._sock.sendall(
@@ -227,6 +228,8 @@ class Messages:
                     return
                 if opcode == 1:
                     self.items.append((time.monotonic(), json.loads(payload)))
+                elif opcode == 2:  # core's binary events: a 4-byte type, then its data (server.py encode_bytes)
+                    self.binary.append((time.monotonic(), struct.unpack(">I", payload[:4])[0], payload[4:]))
         except (OSError, EOFError, ValueError):
             return
 
@@ -237,6 +240,20 @@ class Messages:
             if message.get("type") == kind
             and (prompt_id is None or message.get("data", {}).get("prompt_id") == prompt_id)
         ]
+
+    def texts(self, node_id: str) -> list[str]:
+        """The progress texts core sent for a node (binary event 3: node id length, node id, UTF-8 text)."""
+        found = []
+        for _, kind, data in list(self.binary):
+            if kind == 3:
+                length = struct.unpack(">I", data[:4])[0]
+                if data[4 : 4 + length].decode() == str(node_id):
+                    found.append(data[4 + length :].decode("utf-8"))
+        return found
+
+    def preview_images(self) -> list[bytes]:
+        """The preview pictures core sent (binary event 1: a 4-byte format, then JPEG or PNG bytes), in order."""
+        return [data[4:] for _, kind, data in list(self.binary) if kind == 1]
 
     def close(self) -> None:
         """Hang up as a closed tab does: shutdown sends the FIN at once (a bare close() would wait for the reader

@@ -263,3 +263,27 @@ def test_two_subjects_stop_at_the_first_candidate_where_both_pass(two_subjects_b
         r"this image: #\d+  seed \d+  cp_min [+-]\d\.\d{4} .* accepted\n +sks dog CP [+-]\d\.\d{4} mask .*  cat CP ",
         read.stdout,
     ), read.stdout
+
+
+def test_the_node_shows_each_round_its_candidates_and_a_picture_while_it_samples(server, sd15, installed):
+    """What the front end draws on the running node arrives over the websocket as the rounds end: the progress text
+    (the pace and a line per candidate with its seed and scores) and a preview picture of the round's best."""
+    import io
+
+    messages = hostapi.Messages(server)
+    try:
+        run = Run(server, sd15, installed["output"], **{**NONE_PASSES, "accept": 1, "batch_size": 1})
+        run.check_succeeded()
+        texts = messages.texts(run.node)
+        pictures = messages.preview_images()
+    finally:
+        messages.close()
+    rounds = [text for text in texts if "per candidate" in text]
+    assert len(rounds) == 2, texts  # one round of one candidate each: two updates, in order
+    for done, text in enumerate(rounds):
+        pace, line = text.split("\n")
+        assert pace.startswith("time: ") and f"for {done + 1} candidate" in pace, text
+        assert re.fullmatch(rf"#{done} seed {SEED + done}: CP [+-]\d\.\d{{4}}, PF \S+(, mask \S+)?: fails: .+", line)
+    assert len(pictures) >= 2, "no candidate picture reached the page"
+    with Image.open(io.BytesIO(pictures[-1])) as picture:
+        assert picture.format == "JPEG" and max(picture.size) <= 512 and min(picture.size) > 16
