@@ -137,7 +137,9 @@ class MaSCSampleUntilCustom:
             sampling.check_splittable(sampler)
 
         def sample_round(seeds, latent, **round_options):
-            return sampling.sample_guided_round(noise, guider, sampler, sigmas, seeds, latent, **round_options)
+            return sampling.sample_guided_round(
+                noise=noise, guider=guider, sampler=sampler, sigmas=sigmas, seeds=seeds, latent=latent, **round_options
+            )
 
         # One SamplerCustomAdvanced call per candidate, always: another pack's guider may not batch exactly.
         side = SamplerSide(

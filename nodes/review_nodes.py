@@ -261,7 +261,16 @@ class MaSCPick:
         order = passing_from(rules, pass_rules(rank_by, cp_weight, pf_weight))
         ranking = pass_rules(order.by, order.cp_weight, order.pf_weight).rank(scores.scores)
         shown = ranking.order[:show]
-        outcome = self._ask(scores, images, shown, keep, seconds, heatmap_arrays, order.by, unique_id)
+        outcome = self._ask(
+            scores=scores,
+            images=images,
+            shown=shown,
+            keep=keep,
+            seconds=seconds,
+            heatmap_arrays=heatmap_arrays,
+            rank_by=order.by,
+            unique_id=unique_id,
+        )
         chosen = sorted((shown[p] for p in outcome.picks), key=shown.index)
         verdicts = _pick_verdicts(count, shown, chosen, outcome)
         labelled = ScoreBatch(

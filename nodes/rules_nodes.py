@@ -82,7 +82,15 @@ class MaSCRules:
         on_shortfall,
     ):
         passing = pass_rules(
-            rank_by, cp_weight, pf_weight, min_cp, min_pf, reject_small_masks, min_foreground, on_uncertain, on_blend
+            rank_by=rank_by,
+            cp_weight=cp_weight,
+            pf_weight=pf_weight,
+            min_cp=min_cp,
+            min_pf=min_pf,
+            reject_small_masks=reject_small_masks,
+            min_foreground=min_foreground,
+            on_uncertain=on_uncertain,
+            on_blend=on_blend,
         )
         rules = RunRules(
             passing=passing,

@@ -125,12 +125,26 @@ def sample_until(
     result = run.run()
     progress.update(progress.total)
     outcome = result.outcome
-    scores = all_scores(outcome, result.first_batch, encoder, scored_subject, result.ledger, node)
+    scores = all_scores(
+        outcome=outcome,
+        first_batch=result.first_batch,
+        encoder=encoder,
+        subject=scored_subject,
+        ledger=result.ledger,
+        node=node,
+    )
     report = run.report(
         result, scores, has_segmenter=segmenter is not None, saves_metadata=isinstance(extra_pnginfo, dict)
     )
     return node_result(
-        outcome, scores, latent_image, report, extra_pnginfo, unique_id, to_comfy_image_batch(result.thumbnails), node
+        outcome=outcome,
+        scores=scores,
+        latent_image=latent_image,
+        report=report,
+        extra_pnginfo=extra_pnginfo,
+        unique_id=unique_id,
+        candidates=to_comfy_image_batch(result.thumbnails),
+        node=node,
     )
 
 
@@ -212,7 +226,13 @@ def round_scorer(
         return score_one, subject
 
     declared = check_subjects_input(
-        subjects, reference_image, reference_mask, subject, mask_subject, segmenter, on_blend
+        subjects=subjects,
+        reference_image=reference_image,
+        reference_mask=reference_mask,
+        subject=subject,
+        mask_subject=mask_subject,
+        segmenter=segmenter,
+        on_blend=on_blend,
     )
 
     score_several = subjects_scorer(

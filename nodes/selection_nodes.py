@@ -232,13 +232,31 @@ class MaSCSelectBest:
         scores = check_batch(scores, images)
         passing = passing_from(
             rules,
-            pass_rules(rank_by, cp_weight, pf_weight, min_cp, min_pf, reject_small_masks, min_foreground, on_uncertain),
+            pass_rules(
+                rank_by=rank_by,
+                cp_weight=cp_weight,
+                pf_weight=pf_weight,
+                min_cp=min_cp,
+                min_pf=min_pf,
+                reject_small_masks=reject_small_masks,
+                min_foreground=min_foreground,
+                on_uncertain=on_uncertain,
+            ),
         )
         ranking = passing.rank(scores.scores, top_k=int(top_k))
         chosen = ranking.selected
         count = images.shape[0]
         table = ranking.table() + top_k_note(int(top_k), count, len([i for i in ranking.items if i.passed]))
-        selection_entry(extra_pnginfo, unique_id, scores, images, "MaSCSelectBest", ranking, chosen, "selected")
+        selection_entry(
+            extra_pnginfo=extra_pnginfo,
+            unique_id=unique_id,
+            scores=scores,
+            images=images,
+            node="MaSCSelectBest",
+            ranking=ranking,
+            chosen=chosen,
+            selected_word="selected",
+        )
         if not chosen:
             text = "no image passed; downstream nodes skipped\n" + table
             return {"ui": {"text": [text]}, "result": chosen_outputs(images, chosen) + (-1, "", text)}
@@ -298,12 +316,31 @@ class MaSCGate:
         cp_on, pf_on = threshold_value(min_cp), threshold_value(min_pf)
         by = "both" if (cp_on is not None and pf_on is not None) else ("pf" if pf_on is not None else "cp")
         passing = passing_from(
-            rules, pass_rules(by, 1.0, 1.0, min_cp, min_pf, reject_small_masks, min_foreground, on_uncertain)
+            rules,
+            pass_rules(
+                rank_by=by,
+                cp_weight=1.0,
+                pf_weight=1.0,
+                min_cp=min_cp,
+                min_pf=min_pf,
+                reject_small_masks=reject_small_masks,
+                min_foreground=min_foreground,
+                on_uncertain=on_uncertain,
+            ),
         )
         ranking = passing.rank(scores.scores)
         passed = sorted(ranking.selected)
         count = images.shape[0]
-        selection_entry(extra_pnginfo, unique_id, scores, images, "MaSCGate", ranking, passed, "passed")
+        selection_entry(
+            extra_pnginfo=extra_pnginfo,
+            unique_id=unique_id,
+            scores=scores,
+            images=images,
+            node="MaSCGate",
+            ranking=ranking,
+            chosen=passed,
+            selected_word="passed",
+        )
         lines = [f"{len(passed)} of {count} passed" + ("" if passed else "; downstream nodes skipped")]
         for item in sorted(ranking.items, key=lambda x: x.index):
             lines.append(

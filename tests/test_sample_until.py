@@ -440,9 +440,7 @@ def test_the_node_shows_each_round_its_candidates_their_scores_and_the_pace_whil
         (shown_line,) = candidate_lines
         seed = 1000 + done - 1
         cp = re.search(rf"^\s*{done - 1}\s+{seed}\s+(\S+)", report, re.M).group(1)
-        assert re.fullmatch(
-            rf"#{done - 1} seed {seed}: CP {re.escape(cp)}, PF \S+: fails: CP below 0.99", shown_line
-        )
+        assert re.fullmatch(rf"#{done - 1} seed {seed}: CP {re.escape(cp)}, PF \S+: fails: CP below 0.99", shown_line)
         # ... and its picture on the node: the thumbnail the 'candidates' output holds for it.
         assert pictures[done - 1].dtype == np.uint8
         assert np.array_equal(pictures[done - 1], np.round(candidates[done - 1].numpy() * 255).astype(np.uint8))

@@ -85,7 +85,16 @@ def run_subjects(args: argparse.Namespace) -> int:
         args, heatmaps=bool(args.heatmaps)
     )
     written = (
-        write_subject_heatmaps(args.heatmaps, batch, subjects, outs, args.out, encoder.device) if args.heatmaps else []
+        write_subject_heatmaps(
+            directory=args.heatmaps,
+            batch=batch,
+            subjects=subjects,
+            outs=outs,
+            out_paths=args.out,
+            device=encoder.device,
+        )
+        if args.heatmaps
+        else []
     )
     if args.json:
         document = {
@@ -123,7 +132,13 @@ def run(args: argparse.Namespace) -> int:
         row = {"image": args.out[i], "mask": args.out_mask[i] if args.out_mask else None}
         row.update(item.to_dict())
         rows.append(row)
-    written = write_heatmaps(args.heatmaps, batch, refs, outs, args.out, encoder.device) if args.heatmaps else []
+    written = (
+        write_heatmaps(
+            directory=args.heatmaps, batch=batch, refs=refs, outs=outs, out_paths=args.out, device=encoder.device
+        )
+        if args.heatmaps
+        else []
+    )
     if args.json:
         document = {
             "model": encoder.describe(),

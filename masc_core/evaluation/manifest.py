@@ -277,9 +277,17 @@ def _row(
         ("out_mask", (out_mask,) if out_mask else (), (out_mask_path,) if out_mask else ()),
     ):
         for name, full in zip(names, resolved):
-            _check_file(path, line, column, name, full, missing)
+            _check_file(path=path, line=line, column=column, name=name, resolved=full, missing=missing)
     subject = _text(path, line, "subject", record["subject"], required=False) or ""
-    extra = further_subjects(path, folder, line, record, missing, subject, out_mask)
+    extra = further_subjects(
+        path=path,
+        folder=folder,
+        line=line,
+        record=record,
+        missing=missing,
+        first_subject=subject,
+        first_out_mask=out_mask,
+    )
     return ManifestRow(
         index=index,
         line=line,
@@ -352,7 +360,11 @@ def parse_records(
     for position, (line, record) in enumerate(records):
         ratings = _row_ratings(path, line, record, raters, pooled_form)
         index = indices[position] if indices is not None else position
-        rows.append(_row(path, folder, index, line, record, ratings, missing_files))
+        rows.append(
+            _row(
+                path=path, folder=folder, index=index, line=line, record=record, ratings=ratings, missing=missing_files
+            )
+        )
     if missing_files:
         raise missing_files_error(
             f"manifest '{path}'",

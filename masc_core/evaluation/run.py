@@ -232,7 +232,16 @@ def evaluate(
     timing = scoring.timing(clock, scored, skipped)
     files.write_json(os.path.join(target, results.TIMING_JSON), timing)
     written += [os.path.join(target, results.RUN_JSON), os.path.join(target, results.TIMING_JSON)]
-    return EvalReport(target, len(scope), scored, skipped, timing, summary, written, records=records)
+    return EvalReport(
+        out_dir=target,
+        rows_total=len(scope),
+        rows_scored=scored,
+        rows_skipped=skipped,
+        timing=timing,
+        summary=summary,
+        written=written,
+        records=records,
+    )
 
 
 def write_outputs(
@@ -322,5 +331,13 @@ def merge(out_dir: str, shard_dirs: Sequence[str] | None = None) -> EvalReport:
     files.write_json(os.path.join(out_dir, results.TIMING_JSON), timing)
     written += [os.path.join(out_dir, results.RUN_JSON), os.path.join(out_dir, results.TIMING_JSON)]
     return EvalReport(
-        out_dir, total, timing["rows_scored"], timing["rows_skipped"], timing, summary, written, len(runs), rows
+        out_dir=out_dir,
+        rows_total=total,
+        rows_scored=timing["rows_scored"],
+        rows_skipped=timing["rows_skipped"],
+        timing=timing,
+        summary=summary,
+        written=written,
+        merged_shards=len(runs),
+        records=rows,
     )

@@ -130,7 +130,7 @@ def further_subjects(
             ("out_mask", (out_mask,) if out_mask else (), (subject.out_mask_path,) if out_mask else ()),
         ):
             for name, full in zip(written, resolved):
-                _check_file(path, line, column(stem, k), name, full, missing)
+                _check_file(path=path, line=line, column=column(stem, k), name=name, resolved=full, missing=missing)
         subjects.append(subject)
     if subjects:
         _check_row(path, line, first_subject, first_out_mask, subjects)

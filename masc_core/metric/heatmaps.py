@@ -221,7 +221,9 @@ class _Painter:
 def _single(image: np.ndarray, grid, *, vmin: float, vmax: float, muted=None) -> np.ndarray:
     canvas = _Canvas(image, torch.device("cpu"))
     out = torch.empty(*canvas.size, 3, dtype=torch.uint8)
-    _Painter(canvas.pixels.device).paint(canvas, grid, vmin, vmax, muting(muted, canvas.size), out)
+    _Painter(canvas.pixels.device).paint(
+        canvas=canvas, grid=grid, vmin=vmin, vmax=vmax, muted=muting(muted, canvas.size), out=out
+    )
     return out.numpy()
 
 
@@ -316,7 +318,7 @@ def render_heatmaps(
     host = torch.empty(offset, dtype=torch.uint8)
     buffer = host if device.type == "cpu" else torch.empty(offset, dtype=torch.uint8, device=device)
     slots = {kind: [_cut(buffer, start, shape) for start, shape in spots] for kind, spots in places.items()}
-    _paint_batch(_Painter(device), maps, references, outputs, slots, count)
+    _paint_batch(painter=_Painter(device), maps=maps, references=references, outputs=outputs, slots=slots, count=count)
     if buffer is not host:
         host.copy_(buffer)  # the one device-to-host copy
     host = host.numpy()
@@ -339,15 +341,29 @@ def _paint_batch(painter: _Painter, maps, references, outputs, slots: dict, coun
         canvas = _Canvas(references[k], painter.device)
         muted = muting(~np.asarray(maps.reference_keep[k], bool), canvas.size)
         for n in range(count):
-            painter.paint(canvas, maps.reference_match[n][k], low, high, muted, slots["reference"][n * views + k])
+            painter.paint(
+                canvas=canvas,
+                grid=maps.reference_match[n][k],
+                vmin=low,
+                vmax=high,
+                muted=muted,
+                out=slots["reference"][n * views + k],
+            )
     for n in range(count if slots["presence"] or slots["attention"] else 0):
         canvas = _Canvas(outputs[n], painter.device)
         if slots["presence"]:
-            painter.paint(canvas, maps.output_presence[n], low, high, muting(None, canvas.size), slots["presence"][n])
+            painter.paint(
+                canvas=canvas,
+                grid=maps.output_presence[n],
+                vmin=low,
+                vmax=high,
+                muted=muting(None, canvas.size),
+                out=slots["presence"][n],
+            )
         if slots["attention"]:
             grid, vmax, hidden = _attention_scale(maps.background_attention[n], maps.output_hidden[n])
             muted = muting(hidden, canvas.size)
-            painter.paint(canvas, grid, 0.0, vmax, muted, slots["attention"][n])
+            painter.paint(canvas=canvas, grid=grid, vmin=0.0, vmax=vmax, muted=muted, out=slots["attention"][n])
 
 
 def _draw_captions(batch: ScoreBatch, pictures: dict, views: int) -> None:

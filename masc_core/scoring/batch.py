@@ -133,7 +133,16 @@ def _read_inputs(images, reference, reference_mask, mask, prompt, subject, cp, p
     if want_pf and any(p is None for p in prompts):
         raise MascInputError("prompt is missing: PF compares the background with the prompt")
     subjects = _per_image(subject, count, "subject")
-    return _Inputs(outputs, references, reference_masks, output_masks, prompts, subjects, want_cp, want_pf)
+    return _Inputs(
+        outputs=outputs,
+        references=references,
+        reference_masks=reference_masks,
+        output_masks=output_masks,
+        prompts=prompts,
+        subjects=subjects,
+        want_cp=want_cp,
+        want_pf=want_pf,
+    )
 
 
 def _concept_preservation(
@@ -323,7 +332,14 @@ def _add_bands(
                 )
     if prompt is not None and prompt.hidden_rows is not None and prompt.pooled_rows:
         grids = [t.grid for t in out_tokens]
-        pf = pf_variants(encoder, out_padded, prompt.hidden_rows, grids, prompt.texts, prompt.pooled_rows)
+        pf = pf_variants(
+            encoder=encoder,
+            out_padded=out_padded,
+            hidden_rows=prompt.hidden_rows,
+            grids=grids,
+            texts=prompt.texts,
+            rows=prompt.pooled_rows,
+        )
         for n, item in enumerate(scores):
             item.pf_band = band(item.pf, [pf[v].get(n) for v in VARIANTS])
             if item.pf is not None and n not in pf["dilated"]:

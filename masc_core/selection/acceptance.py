@@ -250,11 +250,29 @@ class AcceptanceLoop:
         pruned = pruned or {}
         for j, (seed, score) in enumerate(zip(self._pending, numbered)):
             if j in pruned:
-                new.append(Candidate(score.index, seed, score, None, False, [pruned[j]], pruned=pruned[j]))
+                new.append(
+                    Candidate(
+                        index=score.index,
+                        seed=seed,
+                        score=score,
+                        key=None,
+                        passed=False,
+                        reasons=[pruned[j]],
+                        pruned=pruned[j],
+                    )
+                )
                 continue
             item = judged[score.index]
             new.append(
-                Candidate(score.index, seed, score, item.key, item.passed, list(item.reasons), list(item.uncertain))
+                Candidate(
+                    index=score.index,
+                    seed=seed,
+                    score=score,
+                    key=item.key,
+                    passed=item.passed,
+                    reasons=list(item.reasons),
+                    uncertain=list(item.uncertain),
+                )
             )
         self.candidates.extend(new)
         self._pending = []

@@ -254,7 +254,16 @@ def _ranked(
             reasons.append(reject[score.index])
         unique = list(dict.fromkeys(reasons))
         items.append(
-            RankedItem(score.index, score.cp, score.pf, key, not unique, unique, score.foreground_fraction, uncertain)
+            RankedItem(
+                index=score.index,
+                cp=score.cp,
+                pf=score.pf,
+                key=key,
+                passed=not unique,
+                reasons=unique,
+                foreground_fraction=score.foreground_fraction,
+                uncertain=uncertain,
+            )
         )
     items.sort(key=lambda item: (item.key is None, -(item.key if item.key is not None else 0.0), item.index))
     passing = [item.index for item in items if item.passed]

@@ -160,9 +160,27 @@ class CoreSampling:
           sampler is replayed (each call from step 0, stopping right after a judged step; a survivor sampled again from
           step 0, so its history and noise are the uninterrupted run's). A study needs one call each.
         """
-        source = _KSamplerSource(model, latent, positive, negative, steps, cfg, sampler_name, scheduler, denoise)
+        source = _KSamplerSource(
+            model=model,
+            latent=latent,
+            positive=positive,
+            negative=negative,
+            steps=steps,
+            cfg=cfg,
+            sampler_name=sampler_name,
+            scheduler=scheduler,
+            denoise=denoise,
+        )
         return self._round(
-            source, seeds, latent, progress, done, stops, judge, prunes, batch=not samples_one_by_one(sampler_name)
+            source=source,
+            seeds=seeds,
+            latent=latent,
+            progress=progress,
+            done=done,
+            stops=stops,
+            judge=judge,
+            prunes=prunes,
+            batch=not samples_one_by_one(sampler_name),
         )
 
     def sample_guided_round(
@@ -175,7 +193,17 @@ class CoreSampling:
         replayed.
         """
         source = _GuiderSource(noise, guider, sampler, sigmas, latent)
-        return self._round(source, seeds, latent, progress, done, stops, judge, prunes, batch=False)
+        return self._round(
+            source=source,
+            seeds=seeds,
+            latent=latent,
+            progress=progress,
+            done=done,
+            stops=stops,
+            judge=judge,
+            prunes=prunes,
+            batch=False,
+        )
 
     @staticmethod
     def sampler_name(sampler) -> str | None:
@@ -198,7 +226,16 @@ class CoreSampling:
 
     def _round(self, source, seeds, latent, progress, done, stops, judge, prunes, batch) -> RoundResult:
         image = self._fix_empty_latent(source.model, latent)
-        round_sampler = _CoreRoundSampler(source, seeds, latent, image, progress, done, stops, prunes)
+        round_sampler = _CoreRoundSampler(
+            source=source,
+            seeds=seeds,
+            latent=latent,
+            image=image,
+            progress=progress,
+            done=done,
+            stops=stops,
+            prunes=prunes,
+        )
         return run_round(
             round_sampler.plan,
             len(seeds),
