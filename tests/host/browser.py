@@ -46,7 +46,11 @@ window.__masc = {
   nodes() { return app.graph._nodes ?? app.graph.nodes; },
   // Every node, those inside subgraph nodes included (a blueprint's inner nodes hold the model widgets).
   allNodes(nodes = this.nodes()) { return nodes.flatMap(n => [n, ...(n.subgraph ? this.allNodes(n.subgraph.nodes) : [])]); },
-  unknownTypes(graph) { return graph.nodes.map(n => n.type).filter(t => !(t in LiteGraph.registered_node_types)); },
+  // A subgraph node's type is the id of a subgraph the file defines itself (known once the file is loaded).
+  unknownTypes(graph) {
+    const own = new Set((graph.definitions?.subgraphs ?? []).map(s => s.id));
+    return graph.nodes.map(n => n.type).filter(t => !own.has(t) && !(t in LiteGraph.registered_node_types));
+  },
   flagged() { return this.nodes().filter(n => n.has_errors).map(n => `${n.id} ${n.type}`); },
   // rules: {byType: {type: {widget: value}}, byWidget: {widget: value}, atMost: {widget: number}}
   // (what graphs.for_cpu does to API graphs)
