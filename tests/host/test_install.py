@@ -62,8 +62,9 @@ def test_object_info_declares_every_node_input_and_output(server, host):
     for node_id, cls in pack.nodes.NODE_CLASS_MAPPINGS.items():
         assert node_id in info, f"{node_id} is missing from /object_info"
         entry = info[node_id]
-        # Served from a V3 schema: core's V3 info (NodeInfoV1 of comfy_api) carries output_matchtypes, V1's never.
-        assert "output_matchtypes" in entry, f"{node_id} is not a V3 node"
+        # Served from a V3 schema: core's V3 info (comfy_api's NodeInfoV1, every field) always carries "experimental";
+        # server.py's V1 info only for a node that declares itself experimental (none of ours).
+        assert "experimental" in entry and not entry["experimental"], f"{node_id} is not a V3 node"
         assert entry["display_name"] == pack.nodes.NODE_DISPLAY_NAME_MAPPINGS[node_id]
         assert entry["category"] == "MaSC" and entry["description"] == cls.DESCRIPTION
         assert entry["python_module"] == f"custom_nodes.{host.pack_name}", "another copy of the pack was loaded"
