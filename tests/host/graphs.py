@@ -154,7 +154,7 @@ def for_tiny_dits(graph: dict, *, steps: int = 4, side: int = 256) -> dict:
     graph = copy.deepcopy(graph)
     family = "qwen" if any("qwen" in str(n["inputs"].get("unet_name", "")) for n in graph.values()) else "flux"
     unet, vae, width, pooled = TINY_DITS[family]
-    top = max(int(i) for i in graph)
+    top = max(int(part) for i in graph for part in i.split(":"))  # ids inside a subgraph node read "50:6"
     for node_id, n in list(graph.items()):
         kind, inputs = n["class_type"], n["inputs"]
         if kind == "UNETLoader":
