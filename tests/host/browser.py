@@ -378,7 +378,7 @@ def main(plan_path: str, result_path: str) -> None:
             ".filter(([type]) => type.startsWith('MaSC')).map(([type, cls]) => [type, cls.title]))"
         )
         if plan.get("templates"):
-            names = [item["name"] for item in plan.get("workflows", [])]
+            names = [item["name"] for item in plan.get("workflows", []) if not item.get("saved")]  # the templates
             result["templates"] = check_templates(page, plan["pack"], names, plan["out"])
             from browser_places import open_templates  # beside this script
 

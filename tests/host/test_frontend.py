@@ -114,7 +114,7 @@ def _browse(host, server, installed, out_dir, sd15, vue: bool) -> dict:
             }
             for name, path in zip(NAMES, UI_WORKFLOWS)
         ]
-        + [{"name": "saved-" + name, "path": path, "run": False} for name, path in SAVED.items()],
+        + [{"name": "saved-" + name, "path": path, "run": False, "saved": True} for name, path in SAVED.items()],
     }
     plan_path, result_path = os.path.join(folder, "plan.json"), os.path.join(folder, "result.json")
     write_json(plan_path, plan)
