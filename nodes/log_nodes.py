@@ -65,5 +65,7 @@ class MaSCLogScores:
         append_rows(path, rows)
         # Relative to the output folder: a report is shown, saved in thumbnails and shared; the server's layout is not.
         shown_path = os.path.relpath(path, os.path.realpath(folder)).replace(os.sep, "/")
-        report = f"appended {len(rows)} rows to output/{shown_path} (run {run})"
+        # Three short lines: the node keeps its width on the canvas (one line of ~70 characters widened it into
+        # whatever sits to its right in a template).
+        report = f"appended {len(rows)} rows to\noutput/{shown_path}\n(run {run})"
         return {"ui": {"text": [report]}, "result": (shown_path, report)}

@@ -297,7 +297,7 @@ def test_scores_travel_in_the_png_and_feed_select_best_and_the_log(pack, models,
     )  # Select Best's view of it
     log = pack.nodes.NODE_CLASS_MAPPINGS["MaSCLogScores"]().log(scores, "night.jsonl", "test")["result"]
     assert log[0] == "night.jsonl" and log[1].startswith(
-        "appended 4 rows to output/night.jsonl (run "
+        "appended 4 rows to\noutput/night.jsonl\n(run "
     )  # no server path
     rows = [json.loads(line) for line in open(os.path.join(os.environ["MASC_OUTPUT_DIR"], log[0]))]
     assert [r["seed"] for r in rows[-4:]] == [1000, 1001, 1002, 1003] and rows[-1]["method"] == "test"

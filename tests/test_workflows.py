@@ -105,6 +105,38 @@ MODEL_LOADERS = {  # core loader -> its widgets that name a model file, and the 
 }
 
 
+# The front end fits an opened template to its window and draws nodes as blank boxes below zoom 8/14; at 1600 x 1000
+# that held up to about 2,050 x 1,200 graph units (measured in the host suite's browser test, which checks the zoom).
+MAX_LAYOUT = (2050, 1200)
+TITLE_HEIGHT = 30  # LiteGraph draws a node's title above its pos
+# Nodes whose report box grows downwards after a run (by about 25 px a candidate): nothing may sit below them.
+GROWS_AFTER_RUN = {"MaSCSampleUntil", "MaSCSampleUntilCustom"}
+
+
+def _rectangle(node):
+    x, y = node["pos"]
+    width, height = node["size"]
+    return x, y - TITLE_HEIGHT, x + width, y + height
+
+
+@pytest.mark.parametrize("path", UI_FILES, ids=[os.path.basename(p) for p in UI_FILES])
+def test_a_template_fits_a_window_and_leaves_room_below_nodes_that_grow(path):
+    with open(path) as handle:
+        nodes = json.load(handle)["nodes"]
+    rectangles = {node["id"]: _rectangle(node) for node in nodes}
+    left, top = min(r[0] for r in rectangles.values()), min(r[1] for r in rectangles.values())
+    right, bottom = max(r[2] for r in rectangles.values()), max(r[3] for r in rectangles.values())
+    assert right - left <= MAX_LAYOUT[0] and bottom - top <= MAX_LAYOUT[1], (
+        f"layout is {right - left} x {bottom - top} units, over {MAX_LAYOUT}: it opens too small to read"
+    )
+    for node in nodes:
+        if node["type"] not in GROWS_AFTER_RUN:
+            continue
+        x0, _, x1, y1 = rectangles[node["id"]]
+        below = [i for i, r in rectangles.items() if i != node["id"] and r[0] < x1 and r[2] > x0 and r[1] >= y1]
+        assert not below, f"nodes {below} sit below node {node['id']} ({node['type']}), which grows after a run"
+
+
 @pytest.mark.parametrize("path", UI_FILES, ids=[os.path.basename(p) for p in UI_FILES])
 def test_every_model_file_a_workflow_names_can_be_downloaded_from_its_loader(path, specs):
     """The front end (1.49 and later) offers a missing model's download from the loader's ``models`` property, as core's

@@ -95,7 +95,7 @@ def low_threshold(server, sd15, installed, out_dir) -> Run:
 def _log_rows(installed, run: Run) -> list[dict]:
     """The rows this run appended to the score log (the log's report names its file and run)."""
     text = hostapi.ui_text(run.entry, run.log)
-    match = re.fullmatch(r"appended (\d+) rows to output/(.+) \(run (\S+)\)", text.strip())
+    match = re.fullmatch(r"appended (\d+) rows to\noutput/(.+)\n\(run (\S+)\)", text.strip())
     assert match, text  # relative to the output folder: the server's own path is never shown
     assert not os.path.isabs(match.group(2)) and installed["output"] not in text, text
     path = os.path.join(installed["output"], match.group(2))
