@@ -7,6 +7,8 @@ Until (``sampling_nodes``) and runs the same ``sample_until_run.sample_until``, 
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..masc_core.metric.masks import DEFAULT_MASK_THRESHOLD
 from . import host
 from .declarations import (
@@ -23,7 +25,7 @@ from .declarations import (
 )
 from .inputs import checked_inputs
 from .metadata import HIDDEN_INPUTS
-from .rule_values import prune_value, rules_value
+from .rule_values import prune_value
 from .sample_until_run import SamplerSide, sample_until
 from .sampling_nodes import MaSCSampleUntil
 from .types import CATEGORY, MASC_RULES
@@ -127,9 +129,9 @@ class MaSCSampleUntilCustom:
         extra_pnginfo=None,
         unique_id=None,
     ):
-        run_rules = rules_value(rules)
         steps = host.check_custom_inputs(noise, guider, sampler, sigmas)
-        acceptance = run_rules.starting_at(int(noise.seed))  # the seeds count up from the NOISE's
+        # The seeds count up from the NOISE's; the run checks the rules before anything is sampled.
+        acceptance = dataclasses.replace(rules, seed=int(noise.seed))
         sampling = host.sampling()
         name = sampling.sampler_name(sampler)
         pruning = prune_value(prune)

@@ -16,17 +16,14 @@ import torch
 
 from ..masc_core.errors import MascInputError
 from ..masc_core.metric.masks import masks_for_batch
-from ..masc_core.metric.scores import ScoreBatch, ScoreContext
-from ..masc_core.scoring.candidates import one_subject_scorer, subjects_scorer
+from ..masc_core.scoring.candidates import CandidateScoring, FinishedRun, run_sample_until
 from ..masc_core.selection.acceptance import Outcome, RunRules
-from ..masc_core.selection.pruning import Ledger, PruneRules
-from ..masc_core.selection.sample_until import SampleUntilRun
+from ..masc_core.selection.pruning import PruneRules
 from . import host
 from .convert import check_reference_mask, check_single_latent, comfy_images, comfy_masks, to_comfy_image_batch
-from .metadata import encoder_identity, image_digests, record
-from .declarations import OFF
+from .metadata import image_digests, record, scoring_context
 from .selection_nodes import blocked
-from .subject_nodes import declared_subjects, subjects_label
+from .subject_nodes import declared_subjects
 
 
 @dataclass(frozen=True)
@@ -48,16 +45,23 @@ class SamplerSide:
 
 @dataclass
 class BoundSampler:
-    """A ``SamplerSide`` bound to this run's latent, progress bar and VAE: the run's ``CandidateSampler``."""
+    """A ``SamplerSide`` bound to this run's latent, node and VAE: the run's ``CandidateSampler`` in ComfyUI."""
 
     side: SamplerSide
     latent: dict
-    progress: Any
     vae: Any
     backend: Any
+    unique_id: Any
+    progress: Any = None
+    """The node's progress bar (``host.CandidateProgress``), made when the run starts and knows its budget."""
 
     def __getattr__(self, name):  # steps, label, known, batches, denoise: the side's
+        if name == "side":  # not set yet (copying): no recursion
+            raise AttributeError(name)
         return getattr(self.side, name)
+
+    def start(self, budget):
+        self.progress = host.CandidateProgress(budget, self.side.steps)
 
     def sample_round(self, seeds, *, done, stops, judge, prunes):
         return self.side.sample_round(
@@ -66,6 +70,19 @@ class BoundSampler:
 
     def decode(self, samples):
         return self.backend.decode(self.vae, samples)
+
+    def show_round(self, news):
+        """A finished round on the running node: its candidates' scores as the node's text, the best one's picture."""
+        host.show_text(self.unique_id, news.text)
+        self.progress.show(news.picture)
+
+    def check_interrupt(self):
+        host.check_interrupt()
+
+    def finish(self):
+        """The progress bar full: the run is over (it may stop before its budget)."""
+        if self.progress is not None:
+            self.progress.update(self.progress.total)
 
 
 def sample_until(
@@ -88,18 +105,9 @@ def sample_until(
     extra_pnginfo,
     unique_id,
 ) -> dict:
-    """A whole sample-until run, for both nodes: every input checked, the run, then the outputs."""
-    rules = rules.check()  # the rules' errors come before any other
-    check_pf_needs_masks(rules, segmenter)
+    """A whole sample-until run, for both nodes: the inputs converted, the run (masc_core), then the outputs."""
     check_single_latent(latent_image)
-    pruning = pruning.check(
-        batch_size=rules.batch_size,
-        steps=side.steps,
-        sampler_name=side.label,
-        denoise=side.denoise,
-        noise_mask=latent_image.get("noise_mask") is not None,
-    )
-    score_round, scored_subject = round_scorer(
+    scoring = candidate_scoring(
         encoder=encoder,
         reference_image=reference_image,
         reference_mask=reference_mask,
@@ -107,69 +115,27 @@ def sample_until(
         subject=subject,
         mask_subject=mask_subject,
         prompt=prompt,
-        rules=rules,
         segmenter=segmenter,
         mask_threshold=mask_threshold,
-        on_blend=rules.passing.on_blend,
     )
-    progress = host.CandidateProgress(rules.max_candidates, side.steps)
-    sampler = BoundSampler(side, latent_image, progress, vae, host.sampling())
-    run = SampleUntilRun(
+    sampler = BoundSampler(side, latent_image, vae, host.sampling(), unique_id)
+    finished = run_sample_until(
         rules,
         pruning,
         sampler,
-        score_round,
-        check_interrupt=host.check_interrupt,
-        on_round=lambda news: show_round(news, progress, unique_id),
+        scoring,
+        context=scoring_context(node, encoder, scoring.label),
+        noise_mask=latent_image.get("noise_mask") is not None,
+        saves_metadata=isinstance(extra_pnginfo, dict),
     )
-    result = run.run()
-    progress.update(progress.total)
-    outcome = result.outcome
-    scores = all_scores(
-        outcome=outcome,
-        first_batch=result.first_batch,
-        encoder=encoder,
-        subject=scored_subject,
-        ledger=result.ledger,
-        node=node,
-    )
-    report = run.report(
-        result, scores, has_segmenter=segmenter is not None, saves_metadata=isinstance(extra_pnginfo, dict)
-    )
+    sampler.finish()
     return node_result(
-        outcome=outcome,
-        scores=scores,
+        finished,
         latent_image=latent_image,
-        report=report,
         extra_pnginfo=extra_pnginfo,
         unique_id=unique_id,
-        candidates=to_comfy_image_batch(result.thumbnails),
         node=node,
     )
-
-
-def show_round(news, progress, unique_id) -> None:
-    """A finished round on the running node: its candidates' scores as the node's text, the best one's picture."""
-    host.show_text(unique_id, news.text)
-    progress.show(news.picture)
-
-
-def check_pf_needs_masks(rules: RunRules, segmenter) -> None:
-    """PF needs each candidate's mask: without a segmenter, settings that use PF cannot work."""
-    if segmenter is not None:
-        return
-    uses_pf = [
-        (rules.passing.by in ("pf", "both"), f"rank_by '{rules.passing.by}'"),
-        (rules.passing.min_pf is not None, "min_pf"),
-        (rules.passing.reject_small_masks, "reject_small_masks"),
-    ]
-    for used, name in uses_pf:
-        if used:
-            raise MascInputError(
-                f"{name} needs the candidates' masks, and no segmenter is connected: connect Load MaSC Auto Mask Model "
-                "or Load MaSC SAM3 Model to "
-                f"'segmenter', or rank by cp with min_pf {OFF:g} and reject_small_masks off (CP only)"
-            )
 
 
 def reference_inputs(reference_image, reference_mask):
@@ -186,7 +152,7 @@ def reference_inputs(reference_image, reference_mask):
     return references, masks_for_batch(masks, len(references), "reference_mask")
 
 
-def round_scorer(
+def candidate_scoring(
     *,
     encoder,
     reference_image,
@@ -195,60 +161,38 @@ def round_scorer(
     subject,
     mask_subject,
     prompt,
-    rules,
     segmenter,
     mask_threshold,
-    on_blend,
-):
-    """(a function scoring one round's decoded candidates -> (ScoreBatch, masks [B,H,W] or None), the subject names the
-    scores record). Every input is checked here, before the first candidate is sampled."""
-    progress = host.interrupt_callback()
+) -> CandidateScoring:
+    """How the candidates are scored, from the node's inputs: converted and checked before any candidate is
+    sampled."""
+    common = dict(
+        encoder=encoder,
+        prompt=prompt,
+        segmenter=segmenter,
+        mask_threshold=mask_threshold,
+        progress=host.interrupt_callback(),
+    )
     if subjects is None:
         references, reference_masks = reference_inputs(reference_image, reference_mask)
-        if on_blend != "report":
-            raise MascInputError(
-                f"on_blend is '{on_blend}' but 'subjects' is not connected: blends exist between several subjects; set "
-                "it to report"
-            )
-
-        score_one = one_subject_scorer(
-            encoder=encoder,
+        return CandidateScoring(
             references=references,
             reference_masks=reference_masks,
-            segmenter=segmenter,
-            mask_subject=mask_subject or subject,
-            mask_threshold=mask_threshold,
-            prompt=prompt,
             subject=subject,
-            min_foreground=rules.min_foreground,
-            progress=progress,
+            mask_subject=mask_subject,
+            **common,
         )
-        return score_one, subject
-
     declared = check_subjects_input(
         subjects=subjects,
         reference_image=reference_image,
         reference_mask=reference_mask,
         subject=subject,
         mask_subject=mask_subject,
-        segmenter=segmenter,
-        on_blend=on_blend,
     )
-
-    score_several = subjects_scorer(
-        encoder=encoder,
-        subjects=[d.subject for d in declared],
-        segmenter=segmenter,
-        mask_threshold=mask_threshold,
-        prompt=prompt,
-        min_foreground=rules.min_foreground,
-        reject_blends=on_blend == "reject",
-        progress=progress,
-    )
-    return score_several, subjects_label(declared)
+    return CandidateScoring(subjects=[d.subject for d in declared], **common)
 
 
-def check_subjects_input(subjects, reference_image, reference_mask, subject, mask_subject, segmenter, on_blend) -> list:
+def check_subjects_input(*, subjects, reference_image, reference_mask, subject, mask_subject) -> list:
     """The declared subjects, refusing inputs that 'subjects' replaces or that cannot apply to sampled candidates."""
     declared = declared_subjects(subjects)
     for name, value in (("reference_image", reference_image), ("reference_mask", reference_mask)):
@@ -271,32 +215,7 @@ def check_subjects_input(subjects, reference_image, reference_mask, subject, mas
             "candidates: "
             "disconnect that mask; connect a segmenter to mask every subject in each candidate"
         )
-    if on_blend == "reject" and segmenter is None:
-        raise MascInputError(
-            "on_blend 'reject' needs each subject's region in the candidates: connect a segmenter, or set on_blend to "
-            "report"
-        )
     return declared
-
-
-def all_scores(
-    outcome: Outcome, first_batch: ScoreBatch, encoder, subject: str | None, ledger: Ledger | None, node: str
-) -> ScoreBatch:
-    """Every candidate's scores in sampling order, with seeds, verdicts, which were kept and the pruning ledger."""
-    return ScoreBatch(
-        scores=[c.score for c in outcome.candidates],
-        references=first_batch.references,
-        min_foreground=first_batch.min_foreground,
-        context=ScoreContext(
-            node=node,
-            subject=subject,
-            encoder=encoder_identity(encoder),
-            seeds=[c.seed for c in outcome.candidates],
-            verdicts=[c.verdict for c in outcome.candidates],
-            kept=[c.index for c, _ in outcome.kept],
-            ledger=None if ledger is None else ledger.to_dict(),
-        ),
-    )
 
 
 def kept_latent(latent_image: dict, outcome: Outcome) -> dict:
@@ -308,17 +227,10 @@ def kept_latent(latent_image: dict, outcome: Outcome) -> dict:
     return latent
 
 
-def node_result(
-    outcome: Outcome,
-    scores: ScoreBatch,
-    latent_image: dict,
-    report: str,
-    extra_pnginfo,
-    unique_id,
-    candidates,
-    node: str,
-) -> dict:
+def node_result(finished: FinishedRun, *, latent_image: dict, extra_pnginfo, unique_id, node: str) -> dict:
     """The outputs (blocked ones skip their consumers), the PNG metadata entry, the report on the node."""
+    outcome, scores, report = finished.result.outcome, finished.scores, finished.report
+    candidates = to_comfy_image_batch(finished.result.thumbnails)
     seeds = ", ".join(str(s) for s in outcome.seeds)
     if outcome.blocked:
         record(extra_pnginfo, unique_id, scores, node)

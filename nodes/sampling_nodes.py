@@ -237,7 +237,8 @@ class MaSCSampleUntil:
             max_candidates=int(max_candidates),
             batch_size=int(batch_size),
             on_shortfall=on_shortfall,
-        ).starting_at(int(seed))  # checks the rules: their errors come before any other
+            seed=int(seed),
+        )  # checked by the run, before anything is sampled
         pruning = PruneRules(prune_at=float(prune_at or 0.0), prune_keep=int(prune_keep or 1), study=bool(prune_study))
         sampling = host.sampling()
         settings = dict(

@@ -207,5 +207,8 @@ def test_round_news_names_every_candidate_and_pictures_the_best_finished_one():
         "#6 seed 1006: CP +0.7000, PF +0.1000: passes",
     ]
     assert news.picture is pictures[2]  # the best by the run's key among those that finished
+    # Passing comes before a higher key that fails (a mask too small, say): the picture is the one the run keeps.
+    mixed = [candidate(8, 0.9, 0.9, False), candidate(9, 0.65, 0.65, True)]
+    assert round_news(mixed, pictures[:2], "time").picture is pictures[1]
     all_pruned = [candidate(7, None, None, False, pruned="pruned at step 6 of 20")]
     assert round_news(all_pruned, pictures[:1], "time").picture is None

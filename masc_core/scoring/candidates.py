@@ -1,18 +1,146 @@
-"""Scoring a round of sampled candidates (MaSC Sample Until): masks from a segmenter, then CP and PF.
+"""A Sample Until run with its candidates scored: masks from a segmenter, then CP and PF, round after round.
 
-``one_subject_scorer`` and ``subjects_scorer`` build the ``RoundScorer`` a ``selection.sample_until.SampleUntilRun``
-calls on each round's decoded candidates (and on pruning's previews). The encoder and the segmenter are the host's
-hosted models: ``ready()`` gives the model on its device (ComfyUI's memory management loads it there).
+``run_sample_until`` is what both MaSC Sample Until nodes call with their converted inputs: it checks the rules
+against the scoring inputs and the sampler, builds the ``RoundScorer`` (``one_subject_scorer`` or ``subjects_scorer``)
+that a ``selection.sample_until.SampleUntilRun`` calls on each round's decoded candidates (and on pruning's
+previews), runs it and gives back the scores and the report. The encoder and the segmenter are the host's hosted
+models: ``ready()`` gives the model on its device (ComfyUI's memory management loads it there).
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import torch
 
+from ..errors import MascInputError
+from ..metric.scores import ScoreBatch, ScoreContext
+from ..metric.subjects import all_names
+from ..selection.acceptance import RunRules
+from ..selection.pruning import PruneRules
+from ..selection.sample_until import CandidateSampler, RunResult, SampleUntilRun
 from .batch import score_images
 from .subject_scoring import score_subjects
+
+
+@dataclass(frozen=True)
+class CandidateScoring:
+    """How a Sample Until run scores its candidates, from the inputs a node converted: one subject against its
+    reference views (``references``, ``reference_masks``, ``subject``), or several (``subjects``: ``Subject``s), with
+    each candidate's masks from ``segmenter`` when one is given (PF needs them)."""
+
+    encoder: Any
+    prompt: str
+    segmenter: Any = None
+    mask_threshold: float = 0.4
+    references: list | None = None
+    reference_masks: Any = None
+    subject: str = ""
+    mask_subject: str = ""
+    """The words that prompt the segmenter for one subject (the subject's name when empty)."""
+    subjects: list | None = None
+    progress: Callable | None = None
+    """Called as the encoder and the segmenter work (the host checks for a cancelled run there)."""
+
+    @property
+    def label(self) -> str:
+        """The subject name(s) the scores record: one subject's as given, several subjects' names comma-separated."""
+        return self.subject if self.subjects is None else ", ".join(all_names(self.subjects))
+
+    def check(self, rules: RunRules) -> None:
+        """A one-line error for rules these inputs cannot follow (PF without masks, blends without subjects)."""
+        if self.segmenter is None:
+            uses_pf = [
+                (rules.passing.by in ("pf", "both"), f"rank_by '{rules.passing.by}'"),
+                (rules.passing.min_pf is not None, "min_pf"),
+                (rules.passing.reject_small_masks, "reject_small_masks"),
+            ]
+            for used, name in uses_pf:
+                if used:
+                    raise MascInputError(
+                        f"{name} needs the candidates' masks, and no segmenter is connected: connect Load MaSC Auto "
+                        "Mask Model or Load MaSC SAM3 Model to 'segmenter', or rank by cp with min_pf off (-1) and "
+                        "reject_small_masks off (CP only)"
+                    )
+        on_blend = rules.passing.on_blend
+        if self.subjects is None and on_blend != "report":
+            raise MascInputError(
+                f"on_blend is '{on_blend}' but 'subjects' is not connected: blends exist between several subjects; set "
+                "it to report"
+            )
+        if on_blend == "reject" and self.segmenter is None:
+            raise MascInputError(
+                "on_blend 'reject' needs each subject's region in the candidates: connect a segmenter, or set on_blend "
+                "to report"
+            )
+
+    def round_scorer(self, rules: RunRules) -> Callable:
+        """Arrays -> (ScoreBatch, masks or None), for the candidates of one round under ``rules``."""
+        if self.subjects is None:
+            return one_subject_scorer(
+                encoder=self.encoder,
+                references=self.references,
+                reference_masks=self.reference_masks,
+                segmenter=self.segmenter,
+                mask_subject=self.mask_subject or self.subject,
+                mask_threshold=self.mask_threshold,
+                prompt=self.prompt,
+                subject=self.subject,
+                min_foreground=rules.min_foreground,
+                progress=self.progress,
+            )
+        return subjects_scorer(
+            encoder=self.encoder,
+            subjects=self.subjects,
+            segmenter=self.segmenter,
+            mask_threshold=self.mask_threshold,
+            prompt=self.prompt,
+            min_foreground=rules.min_foreground,
+            reject_blends=rules.passing.on_blend == "reject",
+            progress=self.progress,
+        )
+
+
+@dataclass
+class FinishedRun:
+    """A Sample Until run's outcome and pictures (``result``), every candidate's scores and the report."""
+
+    result: RunResult
+    scores: ScoreBatch
+    report: str
+
+
+def run_sample_until(
+    rules: RunRules,
+    pruning: PruneRules,
+    sampler: CandidateSampler,
+    scoring: CandidateScoring,
+    *,
+    context: ScoreContext,
+    noise_mask: bool = False,
+    saves_metadata: bool = True,
+) -> FinishedRun:
+    """Check everything, then sample and score round after round until ``rules`` are met or the budget is spent.
+
+    The rules' own errors come first, then what the scoring inputs and the sampler cannot do; no candidate is sampled
+    before every check has passed. ``context`` names the node, subject and encoder the scores record; ``noise_mask``
+    says the latent carries one (inpainting: pruning cannot split masked sampling).
+    """
+    rules = rules.check()
+    scoring.check(rules)
+    pruning = pruning.check(
+        batch_size=rules.batch_size,
+        steps=sampler.steps,
+        sampler_name=sampler.label,
+        denoise=sampler.denoise,
+        noise_mask=noise_mask,
+    )
+    run = SampleUntilRun(rules, pruning, sampler, scoring.round_scorer(rules))
+    result = run.run()
+    scores = run.scores(result, context)
+    report = run.report(result, scores, has_segmenter=scoring.segmenter is not None, saves_metadata=saves_metadata)
+    return FinishedRun(result, scores, report)
 
 
 def candidate_masks(segmenter, arrays: list, subject: str, threshold: float, progress=None):

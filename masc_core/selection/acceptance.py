@@ -51,7 +51,7 @@ class RunRules:
     which order (one ``PassRules``), how many to keep, the budget, and the first seed.
 
     Candidate ``i`` uses ``seed + i``. The seed comes from the sampler's side (a seed widget or a NOISE's seed), so
-    MaSC Rules' value carries the default 0 and a run joins its seed with ``starting_at``.
+    MaSC Rules' value carries the default 0 and a Sample Until node sets the run's seed (``dataclasses.replace``).
     """
 
     passing: PassRules = PassRules()
@@ -60,10 +60,6 @@ class RunRules:
     batch_size: int = 1
     on_shortfall: str = RETURN_BEST
     seed: int = 0
-
-    def starting_at(self, seed: int) -> "RunRules":
-        """These rules for a run whose first candidate uses ``seed``, checked (``check``)."""
-        return replace(self, seed=seed).check()
 
     def check(self) -> "RunRules":
         """These rules, or a one-line error naming the setting that cannot work."""
@@ -184,8 +180,8 @@ class Outcome:
         return [candidate.seed for candidate, _ in self.kept]
 
 
-def _order(candidate: Candidate) -> tuple:
-    """Best first: passing before failing, then by key (undefined last), then by sampling order."""
+def best_first(candidate: Candidate) -> tuple:
+    """Sort key, best first: passing before failing, then by key (undefined last), then by sampling order."""
     return (
         not candidate.passed,
         candidate.key is None,
@@ -279,7 +275,7 @@ class AcceptanceLoop:
         eligible = [
             (c, _NOT_TAKEN) for c in new if c.pruned is None and (c.passed or rules.on_shortfall == RETURN_BEST)
         ]
-        contenders = sorted(self._retained + eligible, key=lambda pair: _order(pair[0]))[: rules.accept]
+        contenders = sorted(self._retained + eligible, key=lambda pair: best_first(pair[0]))[: rules.accept]
         self._retained = [(c, take(c.index - first) if payload is _NOT_TAKEN else payload) for c, payload in contenders]
         self.peak_retained = max(self.peak_retained, len(self._retained))
 

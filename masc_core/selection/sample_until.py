@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol, Sequence
 
 from ..io.images import to_rgb_uint8_list
-from ..metric.scores import ImageScore
+from ..metric.scores import ImageScore, ScoreBatch, ScoreContext
 from ..metric.report import format_score, format_share
-from .acceptance import AcceptanceLoop, Candidate, Outcome, RunRules, outcome_report, pace_line
+from .acceptance import AcceptanceLoop, Candidate, Outcome, RunRules, best_first, outcome_report, pace_line
 from .contact_sheet import thumbnail
 from .pruning import CandidateLedger, Ledger, PruneRules, RoundResult, preview_record, pruned_reason, survivors
 from .samplers import samples_one_by_one, split_note
@@ -42,6 +42,15 @@ class CandidateSampler(Protocol):
 
     def decode(self, samples) -> Any:
         """Latents -> IMAGE [B,H,W,C] float 0..1 (the pixels the node returns)."""
+
+    def start(self, budget: int) -> None:
+        """The run begins and samples at most ``budget`` candidates (the length of a progress bar)."""
+
+    def show_round(self, news: "RoundNews") -> None:
+        """A round is finished: show ``news`` while the run goes on (a host's node text and preview)."""
+
+    def check_interrupt(self) -> None:
+        """Raise the host's own exception when the user has cancelled the run (checked before every round)."""
 
 
 RoundScorer = Callable[[list], tuple]
@@ -89,7 +98,7 @@ def round_news(candidates: list[Candidate], thumbnails: list, pace: str) -> Roun
             scores += f", mask {format_share(c.score.foreground_fraction).strip()}"
         lines.append(f"#{c.index} seed {c.seed}: {scores}: {fared}")
     finished = [j for j, c in enumerate(candidates) if c.pruned is None]
-    best = max(finished, key=lambda j: (candidates[j].key is not None, candidates[j].key or 0.0), default=None)
+    best = min(finished, key=lambda j: best_first(candidates[j]), default=None)  # the order the loop keeps them in
     return RoundNews("\n".join(lines), None if best is None else thumbnails[best])
 
 
@@ -205,13 +214,9 @@ class SampleUntilRun:
         pruning: PruneRules,
         sampler: CandidateSampler,
         score_round: RoundScorer,
-        *,
-        check_interrupt: Callable[[], None] = lambda: None,
-        on_round: Callable[[RoundNews], None] = lambda news: None,
     ):
         self.rules, self.sampler, self.score_round = rules, sampler, score_round
         self.pruning = pruning
-        self.check_interrupt, self.on_round = check_interrupt, on_round
 
     def run(self) -> RunResult:
         """Sample, score and judge round after round; every candidate's thumbnail kept small (memory stays bounded)."""
@@ -221,8 +226,9 @@ class SampleUntilRun:
             outcome=None, first_batch=None, ledger=Ledger(steps=self.sampler.steps) if pruning.active else None
         )
         started = time.monotonic()
+        self.sampler.start(rules.max_candidates)
         while seeds := loop.next_seeds():
-            self.check_interrupt()
+            self.sampler.check_interrupt()
             candidate_round = CandidateRound(
                 self.sampler, self.score_round, rules, pruning, len(loop.candidates) // rules.batch_size
             )
@@ -234,10 +240,28 @@ class SampleUntilRun:
             # What a candidate costs on this machine, so far (on a CPU a first run shows at once what the budget
             # means), and the round's candidates with their scores, on the node while the run goes on.
             pace = pace_line(time.monotonic() - started, loop.used, rules.max_candidates)
-            self.on_round(round_news(loop.candidates[-len(seeds) :], thumbnails, pace))
+            self.sampler.show_round(round_news(loop.candidates[-len(seeds) :], thumbnails, pace))
         result.outcome = loop.outcome()
         result.seconds = time.monotonic() - started
         return result
+
+    @staticmethod
+    def scores(result: RunResult, context: ScoreContext) -> ScoreBatch:
+        """Every candidate's scores in sampling order, with ``context`` (node, subject, encoder) completed by the run:
+        seeds, verdicts, which were kept and pruning's ledger."""
+        outcome = result.outcome
+        return ScoreBatch(
+            scores=[c.score for c in outcome.candidates],
+            references=result.first_batch.references,
+            min_foreground=result.first_batch.min_foreground,
+            context=replace(
+                context,
+                seeds=[c.seed for c in outcome.candidates],
+                verdicts=[c.verdict for c in outcome.candidates],
+                kept=[c.index for c, _ in outcome.kept],
+                ledger=None if result.ledger is None else result.ledger.to_dict(),
+            ),
+        )
 
     def report(self, result: RunResult, scores, *, has_segmenter: bool, saves_metadata: bool) -> str:
         """The loop's report, what the run cost (measured) and what the user should know about its setup."""
