@@ -14,6 +14,7 @@ from . import (
     masks,
     pruning,
     ray_workers,
+    report_startup,
     split_drift,
     stages,
     subjects,
@@ -35,6 +36,7 @@ def main(argv=None) -> int:
         split_drift,
         input_bounds,
         masks,
+        report_startup,
     ):
         module.add_parser(commands)
     args = parser.parse_args(argv)

@@ -29,22 +29,63 @@ SigLIP2, CLIPSeg, SAM3); ``scoring`` (the batch API); ``evaluation``
 builds random-weight checkpoints for tests.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
 from .errors import MascError, MascInputError, MascModelError
-from .metric.heatmaps import HeatmapImages, render_heatmaps
-from .metric.masks import DEFAULT_MASK_THRESHOLD, FOREGROUND_THRESHOLD, MIN_FOREGROUND_FRACTION
-from .models.checkpoints import PAPER_MODEL_ID
-from .models.clipseg import CLIPSEG_MODEL_ID, ClipSegSegmenter
-from .models.sam3 import SAM3_MODEL_ID, Sam3Segmenter
-from .models.segmenter_folders import load_segmenter
-from .models.segmenters import Segmenter
-from .models.encoder import ImageTokens, MascEncoder
-from .selection.ranking import RANK_KEYS, PassRules, Ranking, rank
-from .metric.scores import Heatmaps, ImageScore, ReferenceInfo, ScoreBatch
-from .scoring.batch import score_images
-from .scoring.subject_scoring import score_subjects
-from .metric.subjects import MultiSubjectScore, Subject, SubjectBatch, SubjectScore
-from .metric.stripping import parse_subject_names, strip_subject
 from .version import __version__
+
+# The public names, imported when first used (PEP 562): a command that only reads a log or a PNG
+# (``prune-report``, ``calibrate``, ``read``) then starts without torch or transformers.
+_PUBLIC = {
+    ".metric.heatmaps": ("HeatmapImages", "render_heatmaps"),
+    ".defaults": ("DEFAULT_MASK_THRESHOLD", "FOREGROUND_THRESHOLD", "MIN_FOREGROUND_FRACTION"),
+    ".models.checkpoints": ("PAPER_MODEL_ID",),
+    ".models.clipseg": ("CLIPSEG_MODEL_ID", "ClipSegSegmenter"),
+    ".models.sam3": ("SAM3_MODEL_ID", "Sam3Segmenter"),
+    ".models.segmenter_folders": ("load_segmenter",),
+    ".models.segmenters": ("Segmenter",),
+    ".models.encoder": ("ImageTokens", "MascEncoder"),
+    ".selection.ranking": ("RANK_KEYS", "PassRules", "Ranking", "rank"),
+    ".metric.scores": ("Heatmaps", "ImageScore", "ReferenceInfo", "ScoreBatch"),
+    ".scoring.batch": ("score_images",),
+    ".scoring.subject_scoring": ("score_subjects",),
+    ".metric.subjects": ("MultiSubjectScore", "Subject", "SubjectBatch", "SubjectScore"),
+    ".metric.stripping": ("parse_subject_names", "strip_subject"),
+}
+_MODULE_OF = {name: module for module, names in _PUBLIC.items() for name in names}
+
+
+def __getattr__(name: str):
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # once imported, a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_MODULE_OF))
+
+
+if TYPE_CHECKING:  # what editors and type checkers see
+    from .metric.heatmaps import HeatmapImages, render_heatmaps
+    from .defaults import DEFAULT_MASK_THRESHOLD, FOREGROUND_THRESHOLD, MIN_FOREGROUND_FRACTION
+    from .metric.scores import Heatmaps, ImageScore, ReferenceInfo, ScoreBatch
+    from .metric.stripping import parse_subject_names, strip_subject
+    from .metric.subjects import MultiSubjectScore, Subject, SubjectBatch, SubjectScore
+    from .models.checkpoints import PAPER_MODEL_ID
+    from .models.clipseg import CLIPSEG_MODEL_ID, ClipSegSegmenter
+    from .models.encoder import ImageTokens, MascEncoder
+    from .models.sam3 import SAM3_MODEL_ID, Sam3Segmenter
+    from .models.segmenter_folders import load_segmenter
+    from .models.segmenters import Segmenter
+    from .scoring.batch import score_images
+    from .scoring.subject_scoring import score_subjects
+    from .selection.ranking import RANK_KEYS, PassRules, Ranking, rank
 
 __all__ = [
     "CLIPSEG_MODEL_ID",

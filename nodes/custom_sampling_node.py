@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..masc_core.metric.masks import DEFAULT_MASK_THRESHOLD
+from ..masc_core.defaults import DEFAULT_MASK_THRESHOLD
 from . import host
 from .declarations import (
     ENCODER_INPUT,

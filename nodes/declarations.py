@@ -7,7 +7,7 @@ each node's order never changes); an input only one node has is declared in that
 from __future__ import annotations
 
 from ..masc_core.limits import ACCEPT, BATCH_SIZE, MAX_CANDIDATES
-from ..masc_core.metric.masks import DEFAULT_MASK_THRESHOLD, MIN_FOREGROUND_FRACTION
+from ..masc_core.defaults import DEFAULT_MASK_THRESHOLD, MIN_FOREGROUND_FRACTION
 from ..masc_core.selection.acceptance import SHORTFALL_CHOICES
 from ..masc_core.selection.ranking import BLEND_CHOICES as BLENDS
 from ..masc_core.selection.ranking import KEEP_BUT_MARK, RANK_KEYS, UNCERTAIN_CHOICES

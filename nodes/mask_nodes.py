@@ -10,9 +10,11 @@ from __future__ import annotations
 import torch
 
 from ..masc_core.metric.heatmaps import mask_overlay
-from ..masc_core.metric.masks import DEFAULT_MASK_THRESHOLD, MIN_FOREGROUND_FRACTION, foreground_fraction
+from ..masc_core.defaults import DEFAULT_MASK_THRESHOLD, MIN_FOREGROUND_FRACTION
+from ..masc_core.metric.masks import foreground_fraction
 from ..masc_core.models.clipseg import CLIPSEG_MODEL_ID, ClipSegSegmenter
-from ..masc_core.models.sam3 import DEFAULT_SCORE_THRESHOLD, SAM3_MODEL_ID, Sam3Segmenter
+from ..masc_core.defaults import SAM3_SCORE_THRESHOLD
+from ..masc_core.models.sam3 import SAM3_MODEL_ID, Sam3Segmenter
 from . import host
 from .convert import comfy_images, to_comfy_image_batch
 from .inputs import checked_inputs
@@ -73,7 +75,7 @@ class MaSCLoadSAM3Model(CheckpointLoader):
             "score_threshold": (
                 "FLOAT",
                 {
-                    "default": DEFAULT_SCORE_THRESHOLD,
+                    "default": SAM3_SCORE_THRESHOLD,
                     "min": 0.0,
                     "max": 1.0,
                     "step": 0.01,
@@ -83,7 +85,7 @@ class MaSCLoadSAM3Model(CheckpointLoader):
             ),
         }
 
-    def build(self, path, offload, dtype, download_dir, progress, score_threshold=DEFAULT_SCORE_THRESHOLD):
+    def build(self, path, offload, dtype, download_dir, progress, score_threshold=SAM3_SCORE_THRESHOLD):
         return Sam3Segmenter.load(
             path,
             device=offload,

@@ -91,6 +91,21 @@ def test_spearman_matches_scipy():
         assert value == pytest.approx(stats.spearmanr(x[row], y[row]).statistic, abs=1e-12)
 
 
+def test_average_ranks_and_rho_match_scipy_without_importing_it():
+    rng = np.random.default_rng(7)
+    values = np.round(rng.normal(size=(6, 40)), 1)  # many ties
+    values[2, 5] = NAN  # a row with NaN: all NaN, as rankdata propagates it
+    expected = stats.rankdata(values, axis=-1)
+    got = agreement.average_ranks(values)
+    assert np.array_equal(np.isnan(got), np.isnan(expected)) and np.allclose(
+        got[~np.isnan(got)], expected[~np.isnan(expected)]
+    )
+    assert np.array_equal(agreement.average_ranks([3.0, 1.0, 3.0, 2.0]), [3.5, 1.0, 3.5, 2.0])
+    x, y = rng.normal(size=30), np.round(rng.normal(size=30))
+    assert agreement.spearman_rho(x, y) == pytest.approx(stats.spearmanr(x, y).statistic, abs=1e-12)
+    assert agreement.spearman_rho(x, np.zeros(30)) is None
+
+
 def test_minmax_mapping():
     values = np.array([-0.2, 0.1, 0.4, 0.8])
     mapping = fit_mapping(values, (0.0, 4.0))

@@ -22,6 +22,7 @@ from conftest import ROOT
 
 PURE = {
     "masc_core.errors",
+    "masc_core.defaults",
     "masc_core.limits",
     "masc_core.progress",
     "masc_core.resources",

@@ -24,21 +24,36 @@ import os
 import sys
 from typing import Sequence
 
+import importlib
+
 from ..errors import MascError
 from ..safe_text import printable
-from . import calibrate, evaluate, manifest, mask, prune_report, rank, read, score
 from .options import OneLineParser
 
-COMMAND_MODULES = (score, mask, rank, evaluate, manifest, read, calibrate, prune_report)
+COMMANDS = {
+    "score": "score",
+    "mask": "mask",
+    "rank": "rank",
+    "eval": "evaluate",
+    "merge": "evaluate",
+    "manifest": "manifest",
+    "read": "read",
+    "calibrate": "calibrate",
+    "prune-report": "prune_report",
+}
+"""Each command and the module that declares it (its ``register(commands)`` adds its parser and sets ``run``)."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: every command's, or only ``command``'s (then only its module is imported, so
+    ``read``, ``calibrate`` and ``prune-report`` start without torch or transformers)."""
     parser = OneLineParser(
         prog="python -m masc_core", description="MaSC: masked similarity metric for personalized text-to-image."
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
-    for module in COMMAND_MODULES:
-        module.register(commands)
+    modules = [COMMANDS[command]] if command in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
+    for name in modules:
+        importlib.import_module(f".{name}", __name__).register(commands)
     return parser
 
 
@@ -53,7 +68,10 @@ def _quiet_libraries() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # The command is the first word (the command line has no options before it); anything else (help, a typo)
+    # gets the whole parser, which lists every command.
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help(sys.stderr)

@@ -17,8 +17,8 @@ import os
 import sys
 
 from ..errors import MascInputError
-from ..metric.masks import DEFAULT_MASK_THRESHOLD
-from ..models.sam3 import DEFAULT_PIXEL_THRESHOLD
+from ..defaults import DEFAULT_MASK_THRESHOLD
+from ..defaults import SAM3_PIXEL_THRESHOLD
 from .options import add_device_options, add_score_threshold_option, positive_int
 
 
@@ -122,7 +122,7 @@ def _add_mask_options(parser: argparse.ArgumentParser) -> None:
         "--mask-threshold",
         type=float,
         default=None,
-        help=f"pixel probability threshold (default {DEFAULT_MASK_THRESHOLD} for CLIPSeg, {DEFAULT_PIXEL_THRESHOLD} "
+        help=f"pixel probability threshold (default {DEFAULT_MASK_THRESHOLD} for CLIPSeg, {SAM3_PIXEL_THRESHOLD} "
         "for SAM3)",
     )
     add_score_threshold_option(parser)

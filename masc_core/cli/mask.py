@@ -15,8 +15,8 @@ import os
 import sys
 
 from ..errors import MascInputError
-from ..metric.masks import DEFAULT_MASK_THRESHOLD
-from ..models.sam3 import DEFAULT_PIXEL_THRESHOLD
+from ..defaults import DEFAULT_MASK_THRESHOLD
+from ..defaults import SAM3_PIXEL_THRESHOLD
 from .options import add_device_options, add_score_threshold_option
 
 
@@ -43,7 +43,7 @@ def register(commands) -> None:
         type=float,
         default=None,
         help=f"probability at or above which a pixel is the subject (default: {DEFAULT_MASK_THRESHOLD} for CLIPSeg, "
-        f"{DEFAULT_PIXEL_THRESHOLD} for SAM3)",
+        f"{SAM3_PIXEL_THRESHOLD} for SAM3)",
     )
     add_score_threshold_option(parser)
     parser.add_argument(
@@ -101,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
     from PIL import Image
 
     from ..io.images import load_image_file
-    from ..metric.masks import MIN_FOREGROUND_FRACTION, check_dilation, check_threshold, foreground_fraction
+    from ..defaults import MIN_FOREGROUND_FRACTION
+    from ..metric.masks import check_dilation, check_threshold, foreground_fraction
     from ..models.segmenter_folders import load_segmenter
     from ..metric.stripping import subject_prompts
 

@@ -6,8 +6,7 @@ import argparse
 import math
 
 from ..errors import MascInputError
-from ..metric.masks import MIN_FOREGROUND_FRACTION
-from ..models.devices import PRECISION_CHOICES
+from ..defaults import MIN_FOREGROUND_FRACTION, PRECISION_CHOICES
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -123,15 +122,15 @@ def add_device_options(parser: argparse.ArgumentParser, precision_help: str = "m
 
 def add_score_threshold_option(parser: argparse.ArgumentParser) -> None:
     """SAM3's instance score threshold (CLIPSeg has no instances and ignores it)."""
-    from ..models.sam3 import DEFAULT_SCORE_THRESHOLD
+    from ..defaults import SAM3_SCORE_THRESHOLD
 
     parser.add_argument(
         "--score-threshold",
         type=probability,
-        default=DEFAULT_SCORE_THRESHOLD,
+        default=SAM3_SCORE_THRESHOLD,
         metavar="P",
         help="SAM3 only: instances scoring at least this are merged into the subject's mask (default "
-        f"{DEFAULT_SCORE_THRESHOLD}, "
+        f"{SAM3_SCORE_THRESHOLD}, "
         "as core's SAM3 Detect)",
     )
 

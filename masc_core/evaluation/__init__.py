@@ -16,11 +16,37 @@
 - ``builders``: manifests built from benchmark folders (DreamBench, DreamBench++, identity pairs).
 """
 
-from .manifest import Manifest, ManifestRow, read_manifest
-from .records import EvalRecord
-from .options import DEFAULT_CHUNK_SIZE, EngineOptions, EvalOptions
-from .run import EvalReport, evaluate, merge
-from .summary import SummaryOptions, summarize
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+# Imported when first used (PEP 562): reading a score log (calibrate, prune-report) loads no model code.
+_PUBLIC = {
+    ".manifest": ("Manifest", "ManifestRow", "read_manifest"),
+    ".records": ("EvalRecord",),
+    ".options": ("DEFAULT_CHUNK_SIZE", "EngineOptions", "EvalOptions"),
+    ".run": ("EvalReport", "evaluate", "merge"),
+    ".summary": ("SummaryOptions", "summarize"),
+}
+_MODULE_OF = {name: module for module, names in _PUBLIC.items() for name in names}
+
+
+def __getattr__(name: str):
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:
+    from .manifest import Manifest, ManifestRow, read_manifest
+    from .options import DEFAULT_CHUNK_SIZE, EngineOptions, EvalOptions
+    from .records import EvalRecord
+    from .run import EvalReport, evaluate, merge
+    from .summary import SummaryOptions, summarize
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",

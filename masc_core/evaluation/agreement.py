@@ -197,11 +197,38 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> tuple[float | None, floa
     return _finite(result.statistic), _finite(result.pvalue)
 
 
+def average_ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks 1..n along the last axis, tied values sharing their average rank, a row with NaN all NaN: what
+    ``scipy.stats.rankdata(values, axis=-1)`` gives, in numpy alone (a report need not import scipy for it)."""
+    values = np.asarray(values, dtype=np.float64)
+    count = values.shape[-1]
+    order = np.argsort(values, axis=-1, kind="stable")
+    ordered = np.take_along_axis(values, order, axis=-1)
+    starts = np.ones(values.shape, dtype=bool)  # where a run of equal values begins, in sorted order
+    starts[..., 1:] = ordered[..., 1:] != ordered[..., :-1]
+    ends = np.ones(values.shape, dtype=bool)
+    ends[..., :-1] = starts[..., 1:]
+    position = np.broadcast_to(np.arange(count), values.shape)
+    first = np.maximum.accumulate(np.where(starts, position, 0), axis=-1)
+    last = np.flip(np.minimum.accumulate(np.flip(np.where(ends, position, count - 1), axis=-1), axis=-1), axis=-1)
+    ranks = np.empty(values.shape, dtype=np.float64)
+    np.put_along_axis(ranks, order, (first + last) / 2.0 + 1.0, axis=-1)
+    ranks[np.isnan(values).any(axis=-1)] = np.nan
+    return ranks
+
+
+def spearman_rho(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Spearman's rho alone (no p-value, so no scipy); None when undefined (constant input)."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if x.size < 2 or np.all(x == x[0]) or np.all(y == y[0]):
+        return None
+    return _finite(spearman_resampled(x, y, np.arange(x.size)[None])[0])
+
+
 def spearman_resampled(x: np.ndarray, y: np.ndarray, resamples: np.ndarray) -> np.ndarray:
     """Spearman's rho of (x[r], y[r]) for each row r of ``resamples``: Pearson on average ranks, as scipy."""
-    stats = require("scipy.stats")
-    rx = stats.rankdata(x[resamples], axis=1)
-    ry = stats.rankdata(y[resamples], axis=1)
+    rx = average_ranks(x[resamples])
+    ry = average_ranks(y[resamples])
     rx -= rx.mean(axis=1, keepdims=True)
     ry -= ry.mean(axis=1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -50,7 +50,7 @@ import numpy as np
 import torch
 
 from ..errors import MascInputError
-from ..metric.masks import MIN_FOREGROUND_FRACTION
+from ..defaults import MIN_FOREGROUND_FRACTION
 from ..resources import peak_memory
 from .manifest import ManifestRow, parse_records
 from .metrics import MASC_COLUMNS as MASC_METRIC_COLUMNS

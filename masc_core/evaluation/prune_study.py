@@ -34,9 +34,8 @@ from .agreement import (
     DEFAULT_BOOTSTRAP,
     DEFAULT_SEED,
     _interval,
-    require,
     resampled,
-    spearman,
+    spearman_rho,
     spearman_resampled,
     stable_seed,
 )
@@ -123,7 +122,6 @@ def prune_report(
             f"{source} holds no candidates with previews and final scores{also}: run MaSC Sample Until with "
             "prune_study on, log its scores to a .jsonl file, then report"
         )
-    require("scipy.stats")
     steps = sorted({(p["step"], p["steps"]) for members in rounds.values() for row in members for p in row["previews"]})
     options = dict(
         keep=keep, best=best, by=by, cp_weight=cp_weight, pf_weight=pf_weight, bootstrap=bootstrap, seed=seed
@@ -196,7 +194,7 @@ def _step_entry(
     }
     rng = np.random.default_rng(stable_seed(seed, f"step {step}/{total}"))
     for name, (preview, final) in pairs.items():
-        rho, _ = spearman(preview, final) if len(preview) >= 3 else (None, None)
+        rho = spearman_rho(preview, final) if len(preview) >= 3 else None
         ci = None
         if rho is not None and bootstrap > 0:
             x, y = np.asarray(preview, dtype=np.float64), np.asarray(final, dtype=np.float64)

@@ -31,7 +31,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..errors import MascInputError
-from ..metric.masks import MIN_FOREGROUND_FRACTION
+from ..defaults import MIN_FOREGROUND_FRACTION
 from . import agreement, discrimination
 from .metrics import ASPECT_METRICS, ASPECTS, METRIC_ORDER
 from .records import EvalRecord, as_record

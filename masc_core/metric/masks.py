@@ -31,17 +31,8 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import MascInputError
+from ..defaults import DEFAULT_MASK_THRESHOLD, FOREGROUND_THRESHOLD
 from ..io.images import tensor_to_numpy
-
-FOREGROUND_THRESHOLD = 0.5
-"""Patch-grid threshold of the paper (Sec. 3.1)."""
-
-DEFAULT_MASK_THRESHOLD = 0.4
-"""Probability at or above which a pixel of a predicted (CLIPSeg) mask is the subject."""
-
-MIN_FOREGROUND_FRACTION = 0.05
-"""The paper's filter: an output whose mask covers less than 5% of the image
-usually means the subject was not rendered (Sec. 3.1, DreamBench++)."""
 
 
 def mask_to_float(mask: Any, name: str = "mask") -> np.ndarray:

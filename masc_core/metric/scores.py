@@ -13,7 +13,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from .masks import MIN_FOREGROUND_FRACTION
+from ..defaults import MIN_FOREGROUND_FRACTION
 
 
 def defined_number(value: float | None) -> float | None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
+from ..defaults import PRECISION_CHOICES
 from ..errors import MascInputError
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-PRECISION_CHOICES = ("auto", "fp32", "bf16", "fp16")
 
 
 def mps_available() -> bool:

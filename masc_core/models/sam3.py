@@ -37,6 +37,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..defaults import SAM3_PIXEL_THRESHOLD, SAM3_SCORE_THRESHOLD
 from ..errors import MascModelError
 from ..metric.masks import check_threshold
 from . import checkpoints
@@ -56,12 +57,6 @@ SAM3_GATE = (
 )
 """What to do when the gated download is refused (said with any failed download of it)."""
 
-DEFAULT_SCORE_THRESHOLD = 0.5
-"""An instance is part of the subject's mask when its score is at least this (core SAM3_Detect's default)."""
-
-DEFAULT_PIXEL_THRESHOLD = 0.5
-"""A pixel is the subject when the merged instances' mask probability is at least this (transformers' SAM3
-post-processing default; core SAM3 Detect's logit > 0 is the same)."""
 
 TEXT_LENGTH = 32
 """SAM3's text context: ``Sam3Processor`` pads every prompt to 32 tokens."""
@@ -258,7 +253,7 @@ class Sam3Segmenter(Segmenter):
     ``probabilities`` and ``masks``; instances at or above ``score_threshold`` merged, see the module)."""
 
     kind = "sam3"
-    default_threshold = DEFAULT_PIXEL_THRESHOLD
+    default_threshold = SAM3_PIXEL_THRESHOLD
 
     def __init__(
         self,
@@ -267,7 +262,7 @@ class Sam3Segmenter(Segmenter):
         spec: PreprocessSpec,
         tokenizer: ClipTextTokenizer,
         *,
-        score_threshold: float = DEFAULT_SCORE_THRESHOLD,
+        score_threshold: float = SAM3_SCORE_THRESHOLD,
         batch_size: int = DEFAULT_BATCH_SIZE,
     ):
         self.model, self.info, self.spec, self.tokenizer = model, info, spec, tokenizer
@@ -283,7 +278,7 @@ class Sam3Segmenter(Segmenter):
         device: str | torch.device | None = "auto",
         precision: str | torch.dtype | None = "fp32",
         batch_size: int = DEFAULT_BATCH_SIZE,
-        score_threshold: float = DEFAULT_SCORE_THRESHOLD,
+        score_threshold: float = SAM3_SCORE_THRESHOLD,
         cache_dir: str | None = None,
         download_dir: str | None = None,
         progress: ProgressCallback | None = None,

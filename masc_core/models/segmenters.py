@@ -21,7 +21,8 @@ import numpy as np
 import torch
 
 from ..io.images import to_rgb_uint8_list
-from ..metric.masks import DEFAULT_MASK_THRESHOLD, check_dilation, check_threshold, dilate_mask, threshold_mask
+from ..defaults import DEFAULT_MASK_THRESHOLD
+from ..metric.masks import check_dilation, check_threshold, dilate_mask, threshold_mask
 from ..metric.stripping import subject_prompts
 from ..progress import ProgressCallback
 from .devices import ModelPlacement

@@ -31,8 +31,8 @@ import torch
 
 from ..errors import MascInputError
 from ..io.images import to_rgb_uint8_list
+from ..defaults import MIN_FOREGROUND_FRACTION
 from ..metric.masks import (
-    MIN_FOREGROUND_FRACTION,
     concept_patches,
     foreground_fraction,
     grid_weights,

@@ -21,7 +21,8 @@ import torch
 
 from ..errors import MascInputError
 from ..io.images import to_rgb_uint8_list
-from ..metric.masks import MIN_FOREGROUND_FRACTION, foreground_fraction, grid_weights, hidden_patches, masks_for_batch
+from ..defaults import MIN_FOREGROUND_FRACTION
+from ..metric.masks import foreground_fraction, grid_weights, hidden_patches, masks_for_batch
 from ..metric.equations import pad_tokens
 from ..models.encoder import MascEncoder
 from ..progress import ProgressCallback

@@ -32,7 +32,7 @@ from typing import Any, Callable, Sequence
 
 from ..errors import MascInputError
 from ..limits import ACCEPT, BATCH_SIZE, MAX_CANDIDATES
-from ..metric.masks import MIN_FOREGROUND_FRACTION
+from ..defaults import MIN_FOREGROUND_FRACTION
 from .ranking import PassRules, uncertain_mark
 from ..metric.report import key_columns, key_columns_header, subject_line
 from ..metric.scores import ImageScore

@@ -32,7 +32,7 @@ from ...io.images import load_image_file
 from ...metric.masks import check_dilation, check_threshold
 from ...models import checkpoints
 from ...models.clipseg import CLIPSEG_MODEL_ID
-from ...models.sam3 import DEFAULT_SCORE_THRESHOLD
+from ...defaults import SAM3_SCORE_THRESHOLD
 from ...models.segmenter_folders import default_threshold, load_segmenter, segmenter_kind
 from .common import MaskJob, problems_error
 
@@ -52,7 +52,7 @@ class AutoMaskOptions:
     device: str = "auto"
     precision: str = "fp32"
     batch_size: int = 8
-    score_threshold: float = DEFAULT_SCORE_THRESHOLD
+    score_threshold: float = SAM3_SCORE_THRESHOLD
     """SAM3 only: an instance joins the mask when its score is at least this."""
 
 
