@@ -15,6 +15,7 @@ from . import (
     pruning,
     ray_workers,
     report_startup,
+    sample_until_memory,
     split_drift,
     stages,
     subjects,
@@ -37,6 +38,7 @@ def main(argv=None) -> int:
         input_bounds,
         masks,
         report_startup,
+        sample_until_memory,
     ):
         module.add_parser(commands)
     args = parser.parse_args(argv)

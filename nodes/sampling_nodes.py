@@ -149,8 +149,8 @@ class MaSCSampleUntil:
         Output(
             "IMAGE",
             "candidates",
-            f"Every candidate, rejected ones too, shrunk to {THUMBNAIL} px at most (in sampling order): for MaSC "
-            "Contact Sheet with 'scores'.",
+            f"Every candidate, rejected ones too, in sampling order, at most {THUMBNAIL} px (less past 32 candidates): "
+            "for MaSC Contact Sheet with 'scores'.",
         ),
     )
 

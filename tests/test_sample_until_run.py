@@ -162,3 +162,20 @@ def test_pruning_settings_a_round_cannot_follow_are_refused_before_sampling(scor
     with pytest.raises(MascInputError, match="^prune_keep 2 keeps the whole round"):
         run_sample_until(cp_rules(), PruneRules(prune_at=0.4, prune_keep=2), sampler, scoring, context=ScoreContext())
     assert sampler.events == []
+
+
+def test_the_budgets_thumbnails_hold_a_bounded_number_of_pixels():
+    from masc_core.selection.contact_sheet import CANDIDATE_PIXELS, THUMBNAIL, thumbnail_side
+
+    assert [thumbnail_side(b) for b in (1, 16, 32, 33, 64, 128, 256, 4096)] == [256, 256, 256, 252, 181, 128, 90, 22]
+    for budget in range(1, 4097):
+        side = thumbnail_side(budget)
+        assert side <= THUMBNAIL and budget * side * side <= CANDIDATE_PIXELS, budget
+
+
+def test_a_large_budget_keeps_small_thumbnails(scoring):
+    sampler = PhotoSampler(matches={101})
+    finished = run_sample_until(cp_rules(max_candidates=4096), PruneRules(), sampler, scoring, context=ScoreContext())
+    assert finished.result.outcome.used == 2
+    assert [t.shape for t in finished.result.thumbnails] == [(22, 22, 3)] * 2
+    assert finished.result.outcome.kept[0][1].image.shape == (1, SIZE, SIZE, 3)  # the kept image itself: full size

@@ -196,7 +196,18 @@ def tiles_from(batch, *, by: str = "cp", cp_weight: float = 1.0, pf_weight: floa
 
 
 THUMBNAIL = 256
-"""Longest side of the candidates MaSC Sample Until keeps for a contact sheet (every candidate, rejected ones too)."""
+"""Longest side of the candidates MaSC Sample Until keeps for a contact sheet (every candidate, rejected ones too),
+when its budget is at most ``CANDIDATE_PIXELS``' worth (32 candidates); see ``thumbnail_side``."""
+
+CANDIDATE_PIXELS = 32 * THUMBNAIL * THUMBNAIL
+"""The most pixels a run's candidate thumbnails hold together: 6 MiB as kept while sampling (RGB uint8), 24 MiB as
+the ``candidates`` output (ComfyUI's float IMAGE), however many candidates the budget allows."""
+
+
+def thumbnail_side(budget: int) -> int:
+    """The longest side of the thumbnails of a run that may sample ``budget`` candidates: ``THUMBNAIL`` up to 32
+    candidates, smaller beyond (181 px for 64, 128 for 128, 22 for 4,096), so memory stays flat in the budget."""
+    return max(16, min(THUMBNAIL, math.isqrt(CANDIDATE_PIXELS // max(1, int(budget)))))
 
 
 def thumbnail(image: np.ndarray, side: int = THUMBNAIL) -> np.ndarray:

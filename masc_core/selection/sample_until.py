@@ -17,7 +17,7 @@ from ..io.images import to_rgb_uint8_list
 from ..metric.scores import ImageScore, ScoreBatch, ScoreContext
 from ..metric.report import format_score, format_share
 from .acceptance import AcceptanceLoop, Candidate, Outcome, RunRules, best_first, outcome_report, pace_line
-from .contact_sheet import thumbnail
+from .contact_sheet import thumbnail, thumbnail_side
 from .pruning import CandidateLedger, Ledger, PruneRules, RoundResult, preview_record, pruned_reason, survivors
 from .samplers import samples_one_by_one, split_note
 
@@ -115,6 +115,7 @@ class CandidateRound:
     ):
         self.sampler, self.score_round, self.rules, self.pruning = sampler, score_round, rules, pruning
         self.steps, self.round_index = sampler.steps, round_index
+        self.thumbnail_side = thumbnail_side(rules.max_candidates)  # the whole budget's thumbnails stay bounded
         self.previews: dict[int, list[dict]] = {}
         self.last_preview: dict[int, tuple] = {}
         self.pruned: dict[int, str] = {}
@@ -126,7 +127,7 @@ class CandidateRound:
         for position, j in enumerate(alive):
             score = batch.scores[position]
             self.previews.setdefault(j, []).append(preview_record(step, self.steps, score, self.round_index))
-            self.last_preview[j] = (score, thumbnail(arrays[position]), step)
+            self.last_preview[j] = (score, thumbnail(arrays[position], self.thumbnail_side), step)
         if self.pruning.study:
             return list(alive)
         passing = self.rules.passing
@@ -158,7 +159,7 @@ class CandidateRound:
             if j in positions:
                 position = positions.index(j)
                 round_scores.append(replace(batch.scores[position], previews=self.previews.get(j)))
-                thumbnails.append(thumbnail(arrays[position]))
+                thumbnails.append(thumbnail(arrays[position], self.thumbnail_side))
             else:
                 preview, picture, _ = self.last_preview[j]
                 round_scores.append(self._pruned_score(preview, self.pruned[j], self.previews.get(j)))
@@ -219,7 +220,8 @@ class SampleUntilRun:
         self.pruning = pruning
 
     def run(self) -> RunResult:
-        """Sample, score and judge round after round; every candidate's thumbnail kept small (memory stays bounded)."""
+        """Sample, score and judge round after round; every candidate's thumbnail kept small enough that the budget's
+        thumbnails together stay within ``contact_sheet.CANDIDATE_PIXELS`` (memory flat in the budget)."""
         rules, pruning = self.rules, self.pruning
         loop = AcceptanceLoop(rules)
         result = RunResult(
