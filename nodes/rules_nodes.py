@@ -26,6 +26,7 @@ from .declarations import (
     THRESHOLD_INPUTS,
     rank_by_input,
 )
+from .rule_values import prune_value
 from .selection_nodes import pass_rules
 from .types import CATEGORY, MASC_PRUNE, MASC_RULES, Output, declare_outputs
 
@@ -132,9 +133,19 @@ class MaSCPrune:
                 "prune_at": prune_at,
                 "prune_keep": PRUNE_INPUTS["prune_keep"],
                 "prune_study": PRUNE_INPUTS["prune_study"],
-            }
+            },
+            "optional": {
+                "prune": (
+                    MASC_PRUNE,
+                    {
+                        "tooltip": "Optional: an earlier judged step (another MaSC Prune); this one judges after it, "
+                        "among those it kept (e.g. keep 4 of 8 at 0.1, then 1 at 0.3)."
+                    },
+                ),
+            },
         }
 
-    def prune(self, prune_at, prune_keep, prune_study):
+    def prune(self, prune_at, prune_keep, prune_study, prune=None):
         # What depends on the run (batch_size, steps, sampler) is checked by Sample Until, before the first candidate.
-        return (PruneRules(prune_at=float(prune_at), prune_keep=int(prune_keep), study=bool(prune_study)),)
+        this = PruneRules(prune_at=float(prune_at), prune_keep=int(prune_keep), study=bool(prune_study))
+        return (this if prune is None else prune_value(prune).followed_by(this),)

@@ -4,6 +4,7 @@ seed (comfy_harness.StandInSampling.preview), so who is pruned, who finishes, th
 from __future__ import annotations
 
 import importlib
+import re
 
 import numpy as np
 import pytest
@@ -16,8 +17,8 @@ from test_sample_until import PROMPT, float_image, models, plain_candidates, rec
 STEPS = 4
 
 
-def preview_cps(pack, models, seeds, step):
-    """CP of each seed's stand-in preview at ``step``: what the loop must prune on."""
+def preview_cps(pack, models, seeds, step, steps=STEPS):
+    """CP of each seed's stand-in preview at ``step`` of ``steps``: what the loop must prune on."""
     backend = StandInSampling()
     latent = {"samples": torch.zeros(1, 4, 32, 32)}
     previews = torch.cat(
@@ -27,7 +28,7 @@ def preview_cps(pack, models, seeds, step):
                 s,
                 latent,
                 step,
-                STEPS,
+                steps,
                 text_conditioning(PROMPT),
                 text_conditioning("blurry"),
                 7.0,
@@ -319,3 +320,62 @@ def test_a_sam3_segmenter_stops_early_and_prunes_as_clipseg_does(pack, models, c
     assert scores.context.ledger["spent"] == 4 * 2 + 2 and scores.context.ledger["pruned"] == 3
     direct = Sam3Segmenter.load(sam3.core.info.folder, device="cpu")
     assert torch.equal(masks[0], direct.masks(images[0:1], "dog", threshold=0.4)[0])  # mask_threshold 0.4 (inputs())
+
+
+@pytest.mark.parametrize(
+    "sampler, spent, per_survivor, replayed",
+    [("euler", 23, 10, 0), ("dpmpp_2m", 30, 14, 4)],  # euler resumes at each split; dpmpp_2m replays from step 0
+)
+def test_two_judged_steps_keep_4_of_8_then_1_and_the_survivor_is_exact(
+    pack, models, sampler, spent, per_survivor, replayed
+):
+    """MaSC Prune chained: keep 4 of 8 at 10% of 10 steps, then 1 at 30%; at least 3x fewer model evaluations."""
+    from test_sample_until_custom import make_prune, run_custom
+
+    first = make_prune(pack, prune_at=0.1, prune_keep=4)
+    both = pack.nodes.NODE_CLASS_MAPPINGS["MaSCPrune"]().prune(0.3, 1, False, prune=first)[0]
+    settings = dict(steps=10, sampler=sampler, batch_size=8, max_candidates=8, min_cp=1.0)
+    out, backend = run_custom(pack, models, prune=both, accept=1, **settings)
+    images, _, _, scores, used, seeds, report, _ = out["result"]
+    assert used == 8 and [c["stops"] for c in backend.phase_calls] == [[1, 3]]
+    at_1 = preview_cps(pack, models, range(1000, 1008), step=1, steps=10)
+    kept_at_1 = sorted(sorted(range(8), key=lambda i: (-at_1[i], i))[:4])
+    at_3 = preview_cps(pack, models, [1000 + i for i in kept_at_1], step=3, steps=10)
+    survivor = kept_at_1[max(range(4), key=lambda p: (at_3[p], -p))]
+    assert [i for i, s in enumerate(scores.scores) if s.cp is not None] == [survivor] and seeds == str(1000 + survivor)
+    for i, verdict in enumerate(scores.context.verdicts):
+        if i not in kept_at_1:
+            assert verdict.startswith("pruned at step 1 of 10 (preview cp ")
+        elif i != survivor:
+            assert verdict.startswith("pruned at step 3 of 10 (preview cp ")
+    # The survivor is the image the twin makes at its seed without pruning.
+    full, _ = run_custom(pack, models, accept=8, **settings)
+    full_seeds = [int(s) for s in full["result"][5].split(", ")]
+    assert torch.equal(images[0], full["result"][0][full_seeds.index(1000 + survivor)])
+    ledger = scores.context.ledger
+    assert (ledger["spent"], ledger["in_full"], ledger["pruned"], ledger["replayed"]) == (spent, 80, 7, replayed)
+    assert ledger["per_candidate"][survivor] == per_survivor and 80 / spent >= 2.6
+    assert "pruning at step 1 of 10, 4 of each round of 8 go on; at step 3, 1 goes on" in report
+    assert f"{spent} of 80 model evaluations, {80 / spent:.1f}x fewer (7 of 8 candidates pruned" in report
+
+
+@pytest.mark.parametrize(
+    "later, message",
+    [
+        ((0.1, 1), "a later judged step at 0.1 must come after the one before (0.1)"),
+        ((0.3, 4), "the judged step at 0.3 keeps 4, but 4 go on from the one before: a later step keeps 1 to 3"),
+        ((0.14, 1), "judged steps at 0.1 and 0.14 of 10 steps both fall on step 1"),
+    ],
+)
+def test_judged_steps_that_cannot_work_are_one_line_before_sampling(pack, models, later, message):
+    from test_sample_until_custom import make_prune, run_custom
+
+    first = make_prune(pack, prune_at=0.1, prune_keep=4)
+    chained = pack.nodes.NODE_CLASS_MAPPINGS["MaSCPrune"]().prune(later[0], later[1], False, prune=first)[0]
+    with pytest.raises(
+        importlib.import_module(pack.__name__ + ".masc_core.errors").MascInputError, match=re.escape(message)
+    ):
+        run_custom(pack, models, prune=chained, steps=10, batch_size=8, max_candidates=8, accept=1, min_cp=1.0)
+    study = make_prune(pack, prune_study=True)
+    with pytest.raises(Exception, match="prune_study judges every candidate and prunes none"):
+        pack.nodes.NODE_CLASS_MAPPINGS["MaSCPrune"]().prune(0.3, 1, False, prune=study)

@@ -20,7 +20,7 @@ sampled in full. Pure: no sampling, decoding or scoring here.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol, Sequence
 
 from ..errors import MascInputError
@@ -39,10 +39,37 @@ class PruneRules:
     prune_at: float = 0.0
     prune_keep: int = 1
     study: bool = False
+    then: tuple[tuple[float, int], ...] = ()
+    """Later judged steps, in order: (a share of the steps, how many of those still sampling go on), each later and
+    keeping fewer than the one before (e.g. keep 4 of 8 at 0.1, then 1 at 0.3)."""
 
     @property
     def active(self) -> bool:
         return self.study or self.prune_at > 0
+
+    @property
+    def judged(self) -> tuple[tuple[float, int], ...]:
+        """Every judged step that prunes, in order: (share of the steps, how many go on); none for a study."""
+        return () if self.study or not self.prune_at > 0 else ((self.prune_at, self.prune_keep), *self.then)
+
+    def followed_by(self, later: "PruneRules") -> "PruneRules":
+        """These judged steps, then ``later``'s (MaSC Prune nodes chained): one that judges nothing adds nothing."""
+        if later.study or self.study:
+            if later.active and self.active:
+                raise MascInputError(
+                    "prune_study judges every candidate and prunes none: it cannot be chained with another MaSC "
+                    "Prune; use one MaSC Prune with prune_study on"
+                )
+            return later if later.active else self
+        if not later.active:
+            return self
+        if not self.active:
+            return later
+        return replace(self, then=(*self.then, (later.prune_at, later.prune_keep), *later.then))
+
+    def keep_at(self, step: int, steps: int) -> int:
+        """How many of those still sampling go on after judged ``step`` of ``steps``."""
+        return next(keep for fraction, keep in self.judged if judged_step(fraction, steps) == step)
 
     def check(
         self, *, batch_size: int, steps: int, sampler_name: str, denoise: float, noise_mask: bool
@@ -56,6 +83,7 @@ class PruneRules:
             raise MascInputError(
                 f"prune_at {self.prune_at!r} must be at least 0 and below 1 (a share of the steps; 0 = off)"
             )
+        self._check_later_steps(steps)
         if not self.study and not 1 <= self.prune_keep <= batch_size:
             raise MascInputError(
                 f"prune_keep is {self.prune_keep} but a round has batch_size {batch_size} candidates: keep 1 to "
@@ -84,10 +112,48 @@ class PruneRules:
             )
         return self
 
+    def _check_later_steps(self, steps: int) -> None:
+        """Each later judged step after the one before, on a later step of ``steps``, keeping fewer."""
+        if not self.then:
+            return
+        if self.study:
+            raise MascInputError(
+                "prune_study judges every candidate and prunes none: it takes no later judged step; disconnect the "
+                "earlier MaSC Prune or turn prune_study off"
+            )
+        for (before, kept), (fraction, keep) in zip(self.judged, self.judged[1:]):
+            if not (isinstance(fraction, (int, float)) and math.isfinite(fraction) and before < fraction < 1.0):
+                raise MascInputError(
+                    f"a later judged step at {fraction!r} must come after the one before ({before:g}) and below 1: "
+                    "chain MaSC Prune nodes in the order they judge"
+                )
+            if not 1 <= keep < kept:
+                raise MascInputError(
+                    f"the judged step at {fraction:g} keeps {keep}, but {kept} go on from the one before: a later step "
+                    f"keeps 1 to {kept - 1}"
+                )
+            if judged_step(fraction, steps) <= judged_step(before, steps):
+                raise MascInputError(
+                    f"judged steps at {before:g} and {fraction:g} of {steps} steps both fall on step "
+                    f"{judged_step(before, steps)}: set them further apart or sample more steps"
+                )
+
     def stops(self, steps: int) -> list[int]:
         """The steps after which the round is judged, ascending, each in 1..steps-1."""
-        fractions = STUDY_FRACTIONS if self.study else (self.prune_at,)
+        fractions = STUDY_FRACTIONS if self.study else [fraction for fraction, _ in self.judged]
         return sorted({judged_step(f, steps) for f in fractions})
+
+    def describe(self, steps: int, batch_size: int) -> str:
+        """The judged steps in words, for the report: e.g. "pruning at step 1 of 10, 4 of each round of 8 go on;
+        at step 3, 1 goes on"."""
+        (first_at, first_keep), *later = self.judged
+        text = (
+            f"pruning at step {judged_step(first_at, steps)} of {steps}, {first_keep} of each round of {batch_size} "
+            "go on"
+        )
+        for fraction, keep in later:
+            text += f"; at step {judged_step(fraction, steps)}, {keep} {'goes' if keep == 1 else 'go'} on"
+        return text
 
 
 def judged_step(fraction: float, steps: int) -> int:

@@ -131,7 +131,7 @@ class CandidateRound:
         if self.pruning.study:
             return list(alive)
         passing = self.rules.passing
-        chosen = [alive[p] for p in survivors(batch.scores, self.pruning.prune_keep, passing)]
+        chosen = [alive[p] for p in survivors(batch.scores, self.pruning.keep_at(step, self.steps), passing)]
         for position, j in enumerate(alive):
             if j not in chosen:
                 self.pruned[j] = pruned_reason(step, self.steps, batch.scores[position], passing)
@@ -300,7 +300,4 @@ class SampleUntilRun:
         if self.pruning.study:
             judged = ", ".join(str(s) for s in stops)
             return f"study: every candidate judged at steps {judged} of {ledger.steps}, none pruned"
-        return (
-            f"pruning at step {stops[0]} of {ledger.steps}, {self.pruning.prune_keep} of each round of "
-            f"{self.rules.batch_size} go on"
-        )
+        return self.pruning.describe(ledger.steps, self.rules.batch_size)
