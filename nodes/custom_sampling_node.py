@@ -143,13 +143,14 @@ class MaSCSampleUntilCustom:
                 noise=noise, guider=guider, sampler=sampler, sigmas=sigmas, seeds=seeds, latent=latent, **round_options
             )
 
-        # One SamplerCustomAdvanced call per candidate, always: another pack's guider may not batch exactly.
+        # A plain round is one call when that is exact (core's guider, a sampler drawing no noise), else one call per
+        # candidate: another pack's guider may not batch exactly.
         side = SamplerSide(
             sample_round,
             steps=steps,
             label=name or f"the connected sampler ({type(sampler).__name__})",
             known=name is not None,
-            batches=False,
+            batches=sampling.guided_batches(guider, sampler),
         )
         threshold = (
             DEFAULT_MASK_THRESHOLD if mask_threshold is None else mask_threshold

@@ -261,6 +261,8 @@ class StandInSampling:
         self.phase_calls: list[dict] = []
         self.made: list[weakref.ref] = []
         self.alive_at_call: list[int] = []
+        self.plain_groups: list[int] = []
+        """The size of each plain call's batch (candidates sampled in one call)."""
 
     def _made(self, tensor):
         self.made.append(weakref.ref(tensor))
@@ -328,8 +330,7 @@ class StandInSampling:
         self, noise, guider, sampler, sigmas, seeds, latent, *, progress, done, stops=(), judge=None, prunes=True
     ):
         """As host.CoreSampling.sample_guided_round: candidate i's noise is the graph's NOISE at seeds[i] (the pack's
-        own
-        ``candidate_noise``), one call per candidate, the same ``run_round``."""
+        own ``candidate_noise``); a plain round one call when ``guided_batches``, the same ``run_round``."""
         from masc_core.selection.pruning import phase_plan, run_round
 
         self.alive_at_call.append(sum(ref() is not None for ref in self.made))
@@ -356,7 +357,7 @@ class StandInSampling:
             primitive,
             judge,
             lambda: None,
-            batch=False,
+            batch=self.guided_batches(guider, sampler),
             sampler_name=sampler.name or "the connected sampler",
         )
         if result.samples:
@@ -367,6 +368,14 @@ class StandInSampling:
     @staticmethod
     def sampler_name(sampler):
         return sampler.name
+
+    @staticmethod
+    def guided_batches(guider, sampler):
+        """As the host's: the stand-in guider stands for core's (it denoises row by row), so a plain round is one call
+        when the sampler is a named one that draws no noise (a subclass, as another pack's guider, never batches)."""
+        from masc_core.selection.samplers import samples_one_by_one
+
+        return type(guider) is StandInGuider and sampler.name is not None and not samples_one_by_one(sampler.name)
 
     def check_splittable(self, sampler):
         """As the host's: one line for a sampler that cannot be stopped at a step (the pack's own error class)."""
@@ -410,6 +419,7 @@ class _StandInRoundSampler:
     def sample(self, group, start, end, judged, stop_after):
         image, model, settings = self.latent["samples"], self.model, self.settings
         if not self.plan.judged:
+            self.backend.plain_groups.append(len(group))
             noise = torch.cat([self.noise_for(self.seeds[j]) for j in group])
             callback = self.progress.sampler_callback(model, self.done + group[0])
             for step in range(self.steps):

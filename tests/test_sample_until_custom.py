@@ -377,3 +377,27 @@ def test_pick_orders_by_masc_rules_but_lets_the_person_judge(pack, comfy_dirs):
     for thread in browser.threads:
         thread.join()
     assert browser.events[0][1]["indices"] == [1, 3, 5, 2] and out["result"][4] == "1"
+
+
+@pytest.mark.parametrize(
+    "sampler, guider_kind, groups",
+    [
+        ("euler", "core", [3, 3, 1]),  # core's guider, a sampler drawing no noise: one call a round (the last cut to 1)
+        ("dpmpp_2m_sde", "core", [1] * 7),  # draws noise while sampling: one call per candidate
+        ("euler", "another pack's", [1] * 7),  # a guider MaSC does not know: one call per candidate
+    ],
+)
+def test_a_plain_round_is_one_call_only_where_that_is_exact(pack, models, sampler, guider_kind, groups):
+    class AnotherPacksGuider(StandInGuider):
+        pass
+
+    base = inputs(models)
+    kind = StandInGuider if guider_kind == "core" else AnotherPacksGuider
+    guider = kind(models["model"], base["positive"], base["negative"], base["cfg"])
+    settings = dict(sampler=sampler, batch_size=3, max_candidates=7, accept=2, min_cp=1.0)
+    out, backend = run_custom(pack, models, guider=guider, **settings)
+    assert backend.plain_groups == groups and out["result"][4] == 7
+    # Batched or not, each candidate is the one SamplerCustomAdvanced makes at its seed: the same as rounds of 1.
+    single, _ = run_custom(pack, models, guider=guider, **dict(settings, batch_size=1))
+    assert out["result"][5] == single["result"][5] and torch.equal(out["result"][0], single["result"][0])
+    assert torch.equal(out["result"][7], single["result"][7])

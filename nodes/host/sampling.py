@@ -188,9 +188,10 @@ class CoreSampling:
     ) -> RoundResult:
         """Sample a round as SamplerCustomAdvanced would, candidate ``i`` with ``noise`` at seed ``seeds[i]``.
 
-        One call per candidate (another pack's guider or sampler may not batch exactly). Judged rounds as in
-        ``sample_round``: a sampler ``sampler_identity`` names and that ``resumes_at_split`` resumes, any other is
-        replayed.
+        A plain round is one ``guider.sample`` call for the whole round when ``guided_batches`` says that is exact (a
+        guider of core's, a sampler that draws no noise), else one call per candidate (another pack's guider or
+        sampler may not batch exactly). Judged rounds as in ``sample_round``: a sampler ``sampler_identity`` names and
+        that ``resumes_at_split`` resumes, any other is replayed.
         """
         source = _GuiderSource(noise, guider, sampler, sigmas, latent)
         return self._round(
@@ -202,8 +203,16 @@ class CoreSampling:
             stops=stops,
             judge=judge,
             prunes=prunes,
-            batch=False,
+            batch=self.guided_batches(guider, sampler),
         )
+
+    @staticmethod
+    def guided_batches(guider, sampler) -> bool:
+        """Whether a plain round of candidates may be one ``guider.sample`` call, exactly as one call each: the
+        guider is one of core's own (CFG Guider, Basic Guider, Dual CFG Guider: each denoises a batch row by row, as
+        KSampler's CFG does) and the sampler is one of core's, unchanged, that draws no noise of its own."""
+        name = sampler_identity(sampler)
+        return name is not None and not samples_one_by_one(name) and type(guider) in _core_guiders()
 
     @staticmethod
     def sampler_name(sampler) -> str | None:
@@ -351,21 +360,33 @@ class _GuiderSource:
         return candidate_noise(self.noise_source, seed).generate_noise(latent)
 
     def plain(self, group, seeds, image, progress, done):
-        intermediate = model_management.intermediate_device()
-        outs = []
-        for j in group:
-            out = self.given_guider.sample(
-                self.noise(image, seeds[j]),
-                image,
-                self.sampler,
-                self.sigmas,
-                denoise_mask=self.latent.get("noise_mask"),
-                callback=progress.sampler_callback(self.model, done + j),
-                disable_pbar=not comfy_utils.PROGRESS_BAR_ENABLED,
-                seed=seeds[j],
-            )
-            outs.append(out.to(intermediate))
-        return outs
+        """A plain round's call, as SamplerCustomAdvanced makes it: the group (one candidate, or the whole round when
+        ``guided_batches``) as one batch, each row's noise from its own seed."""
+        noise = torch.cat([self.noise(image, seeds[j]) for j in group])
+        batch = image.repeat(len(group), *([1] * (image.ndim - 1)))
+        out = self.given_guider.sample(
+            noise,
+            batch,
+            self.sampler,
+            self.sigmas,
+            denoise_mask=self.latent.get("noise_mask"),
+            callback=progress.sampler_callback(self.model, done + group[0]),
+            disable_pbar=not comfy_utils.PROGRESS_BAR_ENABLED,
+            seed=seeds[group[0]],
+        )
+        out = out.to(model_management.intermediate_device())
+        return [out[i : i + 1] for i in range(len(group))]
+
+
+def _core_guiders() -> tuple:
+    """Core's guider classes whose rounds batch exactly (CFGGuider, and the Basic and Dual CFG guiders built on it)."""
+    import importlib
+
+    classes = [comfy_samplers.CFGGuider]
+    with contextlib.suppress(ImportError):
+        custom = importlib.import_module("comfy_extras.nodes_custom_sampler")
+        classes += [getattr(custom, name) for name in ("Guider_Basic", "Guider_DualCFG") if hasattr(custom, name)]
+    return tuple(classes)
 
 
 def sampler_identity(sampler) -> str | None:

@@ -25,7 +25,7 @@ import pytest
 from PIL import Image
 
 from . import hostapi
-from .conftest import ENCODER_NAME, HERE
+from .conftest import ENCODER_NAME, HERE, write_json
 from .graphs import node
 from .test_pruning import counting_server  # noqa: F401 (a fixture: the server with the test-only nodes)
 
@@ -317,6 +317,32 @@ def test_a_dual_cfg_guider_and_a_sampler_with_options_are_replayed_exactly(count
     assert "is not one of core's samplers that resume exactly after a split" in run.report
     (path,) = run.pngs
     assert_same_pixels(path, plain_pixels(counting_server, run, run.seeds[0], installed["output"]), run.seeds[0])
+
+
+def _run_seconds(entry: dict) -> float:
+    """Execution start to success, from the history's status messages (ComfyUI's own timestamps, in ms)."""
+    stamps = {name: data.get("timestamp") for name, data in entry["status"]["messages"]}
+    return (stamps["execution_success"] - stamps["execution_start"]) / 1000
+
+
+@pytest.mark.parametrize("guider", ["cfg", "basic"])
+def test_a_plain_round_with_a_core_guider_is_one_call_and_pixel_identical_to_one_by_one(
+    counting_server, flux, installed, out_dir, guider
+):
+    """A round of 4 with core's CFG Guider (cfg 1) or Basic Guider and euler: one guider.sample call per round (4 model
+    evaluations in all), the same candidates, seeds and pixels as rounds of 1 (16 evaluations). The seconds of each
+    run go to twin-batching-<guider>.json in the suite's output (docs/performance.md keeps the figures)."""
+    settings = dict(guider=guider, accept=4, max_candidates=4, min_cp=0.999)
+    batched = Run(counting_server, installed["output"], batch_size=4, **settings)
+    single = Run(counting_server, installed["output"], batch_size=1, **settings)
+    assert (batched.calls, single.calls) == (STEPS, 4 * STEPS), (batched.calls, single.calls)
+    assert batched.seeds == single.seeds and sorted(batched.seeds) == list(range(SEED, SEED + 4))
+    for seed, mine, theirs in zip(batched.seeds, batched.pngs, single.pngs):
+        assert_same_pixels(mine, np.asarray(Image.open(theirs).convert("RGB")), seed)
+    write_json(
+        os.path.join(out_dir, f"twin-batching-{guider}.json"),
+        {"batched_seconds": _run_seconds(batched.entry), "one_by_one_seconds": _run_seconds(single.entry)},
+    )
 
 
 def test_a_low_threshold_stops_after_the_first_candidate(counting_server, flux, installed):
