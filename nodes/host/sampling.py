@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
+import os
 from typing import Callable
 
 import torch
@@ -212,7 +213,7 @@ class CoreSampling:
         guider is one of core's own (CFG Guider, Basic Guider, Dual CFG Guider: each denoises a batch row by row, as
         KSampler's CFG does) and the sampler is one of core's, unchanged, that draws no noise of its own."""
         name = sampler_identity(sampler)
-        return name is not None and not samples_one_by_one(name) and type(guider) in _core_guiders()
+        return name is not None and not samples_one_by_one(name) and _is_core_guider(guider)
 
     @staticmethod
     def sampler_name(sampler) -> str | None:
@@ -378,15 +379,24 @@ class _GuiderSource:
         return [out[i : i + 1] for i in range(len(group))]
 
 
-def _core_guiders() -> tuple:
-    """Core's guider classes whose rounds batch exactly (CFGGuider, and the Basic and Dual CFG guiders built on it)."""
-    import importlib
+_CORE_GUIDER_NAMES = ("Guider_Basic", "Guider_DualCFG")
+"""Basic Guider's and Dual CFG Guider's classes (comfy_extras/nodes_custom_sampler.py), built on CFGGuider."""
 
-    classes = [comfy_samplers.CFGGuider]
-    with contextlib.suppress(ImportError):
-        custom = importlib.import_module("comfy_extras.nodes_custom_sampler")
-        classes += [getattr(custom, name) for name in ("Guider_Basic", "Guider_DualCFG") if hasattr(custom, name)]
-    return tuple(classes)
+
+def _is_core_guider(guider) -> bool:
+    """Whether ``guider`` is core's CFGGuider, Basic Guider or Dual CFG Guider itself (not a subclass: another pack's
+    may change how a batch is denoised). The two in comfy_extras are told by name and file: ComfyUI loads that file
+    under a module name made from its path (importing it again would make other classes)."""
+    kind = type(guider)
+    if kind is comfy_samplers.CFGGuider:
+        return True
+    if kind.__name__ not in _CORE_GUIDER_NAMES or kind.__bases__ != (comfy_samplers.CFGGuider,):
+        return False
+    try:
+        source = inspect.getfile(kind)
+    except TypeError:
+        return False
+    return os.path.normpath(source).endswith(os.path.join("comfy_extras", "nodes_custom_sampler.py"))
 
 
 def sampler_identity(sampler) -> str | None:
