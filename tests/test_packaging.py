@@ -301,3 +301,16 @@ def test_comfy_node_validate_sees_a_planted_eval(tmp_path):
     done = _comfy_node_validate(str(copy))
     said = done.stdout + done.stderr
     assert "Security warnings found" in said and "planted.py" in said, said
+
+
+def test_the_entry_file_imported_on_its_own_registers_nothing_and_does_not_fail():
+    """pytest imports the root __init__.py as a lone module when the clone's folder is no identifier (README clones into
+    masc-comfyui): it must not fail there (every test would error) and must register nothing."""
+    import types
+
+    path = os.path.join(ROOT, "__init__.py")
+    module = types.ModuleType("__init__")  # as pytest names it then: no package around it
+    module.__package__, module.__file__ = "", path
+    with open(path, encoding="utf-8") as handle:
+        exec(compile(handle.read(), path, "exec"), module.__dict__)
+    assert module.__all__ == ["WEB_DIRECTORY"] and not hasattr(module, "comfy_entrypoint")
