@@ -169,13 +169,18 @@ def queue_and_wait(page, timeout_s: float = 900, pick: list[int] | None = None, 
         """(timeout) => {
             window.__mascRun = (async () => {
                 const { api } = await import('/scripts/api.js');
-                const sent = {}, images = {};
+                const sent = {}, images = {}, progress = {}, previews = {};
                 const onExecuted = e => {
                     const output = e.detail?.output;
                     if (output?.text) sent[String(e.detail.node)] = output.text;
                     if (output?.images) images[String(e.detail.node)] = output.images;
                 };
+                // What a node shows while it runs: core's progress text and its previews (with their node's id).
+                const onText = e => { const id = String(e.detail?.nodeId ?? ''); (progress[id] ||= []).push(String(e.detail?.text ?? '')); };
+                const onPreview = e => { const id = String(e.detail?.nodeId ?? ''); previews[id] = (previews[id] || 0) + 1; };
                 api.addEventListener('executed', onExecuted);
+                api.addEventListener('progress_text', onText);
+                api.addEventListener('b_preview_with_metadata', onPreview);
                 const outcome = await new Promise(resolve => {
                     api.addEventListener('execution_success', () => resolve('success'));
                     api.addEventListener('execution_error', e => resolve('error: ' + JSON.stringify(e.detail).slice(0, 2000)));
@@ -184,7 +189,9 @@ def queue_and_wait(page, timeout_s: float = 900, pick: list[int] | None = None, 
                     app.queuePrompt(0, 1);
                 });
                 api.removeEventListener('executed', onExecuted);
-                return {outcome, sent, images};
+                api.removeEventListener('progress_text', onText);
+                api.removeEventListener('b_preview_with_metadata', onPreview);
+                return {outcome, sent, images, progress, previews};
             })();
         }""",
         timeout_s * 1000,
@@ -303,6 +310,7 @@ def check_workflow(page, item: dict, widgets: dict, out: str, vue: bool) -> dict
     ran = queue_and_wait(page, pick=item.get("pick"), shots=stem)
     result["run"], result["sent_text"], result["sent_images"] = ran["outcome"], ran["sent"], ran["images"]
     result["pick_dialog"] = ran["dialog"]
+    result["progress_text"], result["previews_by_node"] = ran.get("progress", {}), ran.get("previews", {})
     result["run_seconds"] = round(time.monotonic() - started, 1)
     page.wait_for_timeout(2500)  # previews arrive after the execution message
     page.evaluate("async () => { await window.__masc.visitAll(); await window.__masc.visitAll(); }")

@@ -270,6 +270,20 @@ def test_sample_until_samples_its_candidates_in_one_queue_press(session, name):
         assert shown == kept * len(saves), (report, ran["sent_images"])
 
 
+@pytest.mark.parametrize("name", _with_node("MaSCSampleUntil", "MaSCSampleUntilCustom"))
+def test_sample_until_shows_each_round_on_the_node_while_it_runs(session, name):
+    """While the run goes on, the page receives core's progress text for the Sample Until node (the pace, then a line
+    per candidate of the round) and previews tagged with the node's id: what the front end draws on the node."""
+    ran = session["workflows"][name]
+    prompt = json.loads(ran["saved"]["prompt"])
+    for node_id in (i for i, n in prompt.items() if n["class_type"] in ("MaSCSampleUntil", "MaSCSampleUntilCustom")):
+        texts = ran["progress_text"].get(node_id, [])
+        assert texts, (node_id, sorted(ran["progress_text"]))
+        lines = texts[0].splitlines()
+        assert lines[0].startswith("time: ") and re.match(r"#0 seed \d+: CP ", lines[1]), texts[0]
+        assert ran["previews_by_node"].get(node_id, 0) >= 1, ran["previews_by_node"]
+
+
 def test_a_tab_reloaded_while_the_pick_dialog_is_open_is_shown_it_again_and_its_pick_is_used(classic, server):
     """The reloaded page keeps its client id, announces itself, and the server shows it the open pick again: the
     artist's click there is the pick the graph goes on with (not the timeout's default)."""
