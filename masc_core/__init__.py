@@ -31,10 +31,10 @@ builds random-weight checkpoints for tests.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
 from .errors import MascError, MascInputError, MascModelError
+from .lazy import lazy_exports
 from .version import __version__
 
 # The public names, imported when first used (PEP 562): a command that only reads a log or a PNG
@@ -55,20 +55,7 @@ _PUBLIC = {
     ".metric.subjects": ("MultiSubjectScore", "Subject", "SubjectBatch", "SubjectScore"),
     ".metric.stripping": ("parse_subject_names", "strip_subject"),
 }
-_MODULE_OF = {name: module for module, names in _PUBLIC.items() for name in names}
-
-
-def __getattr__(name: str):
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value  # once imported, a plain attribute
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_MODULE_OF))
+__getattr__, __dir__ = lazy_exports(__name__, _PUBLIC)
 
 
 if TYPE_CHECKING:  # what editors and type checkers see

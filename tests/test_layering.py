@@ -23,6 +23,7 @@ from conftest import ROOT
 PURE = {
     "masc_core.errors",
     "masc_core.defaults",
+    "masc_core.lazy",
     "masc_core.limits",
     "masc_core.progress",
     "masc_core.resources",

@@ -18,8 +18,9 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from ..lazy import lazy_exports
 
 # Imported when first used (PEP 562): reading a score log (calibrate, prune-report) loads no model code.
 _PUBLIC = {
@@ -29,16 +30,7 @@ _PUBLIC = {
     ".run": ("EvalReport", "evaluate", "merge"),
     ".summary": ("SummaryOptions", "summarize"),
 }
-_MODULE_OF = {name: module for module, names in _PUBLIC.items() for name in names}
-
-
-def __getattr__(name: str):
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _PUBLIC)
 
 
 if TYPE_CHECKING:
