@@ -306,11 +306,15 @@ def test_comfy_node_validate_sees_a_planted_eval(tmp_path):
 def test_the_entry_file_imported_on_its_own_registers_nothing_and_does_not_fail():
     """pytest imports the root __init__.py as a lone module when the clone's folder is no identifier (README clones into
     masc-comfyui): it must not fail there (every test would error) and must register nothing."""
-    import types
+    import importlib.machinery
+    import importlib.util
 
-    path = os.path.join(ROOT, "__init__.py")
-    module = types.ModuleType("__init__")  # as pytest names it then: no package around it
-    module.__package__, module.__file__ = "", path
-    with open(path, encoding="utf-8") as handle:
-        exec(compile(handle.read(), path, "exec"), module.__dict__)
-    assert module.__all__ == ["WEB_DIRECTORY"] and not hasattr(module, "comfy_entrypoint")
+    class LoneFile(importlib.machinery.SourceFileLoader):
+        def is_package(self, fullname):  # as pytest imports it then: a module with no package around it
+            return False
+
+    loader = LoneFile("lone_entry_file", os.path.join(ROOT, "__init__.py"))
+    spec = importlib.util.spec_from_loader("lone_entry_file", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    assert module.__package__ == "" and module.__all__ == ["WEB_DIRECTORY"] and not hasattr(module, "comfy_entrypoint")
