@@ -19,6 +19,7 @@ from . import (
     split_drift,
     stages,
     subjects,
+    video,
 )
 
 
@@ -39,6 +40,7 @@ def main(argv=None) -> int:
         masks,
         report_startup,
         sample_until_memory,
+        video,
     ):
         module.add_parser(commands)
     args = parser.parse_args(argv)

@@ -23,8 +23,8 @@ Layout, by layer (each imports only those before it; ``tests/test_layering.py``
 holds it): ``io`` (files, images, PNG text); ``metric`` (the equations, masks,
 stripping, scores, reports, heatmaps: no model code); ``selection`` on
 ``metric`` (ranking, the sample-until loop's decisions, pruning, the contact
-sheet); ``models`` (checkpoint folders checked against their weights,
-SigLIP2, CLIPSeg, SAM3); ``scoring`` (the batch API); ``evaluation``
+sheet, a clip's frames); ``models`` (checkpoint folders checked against their weights,
+SigLIP2, CLIPSeg, SAM3); ``scoring`` (the batch API, a clip's frames); ``evaluation``
 (manifests, benchmarks, agreement); ``cli`` (the command line). ``testing``
 builds random-weight checkpoints for tests.
 """
@@ -52,6 +52,8 @@ _PUBLIC = {
     ".metric.scores": ("Heatmaps", "ImageScore", "ReferenceInfo", "ScoreBatch"),
     ".scoring.batch": ("score_images",),
     ".scoring.subject_scoring": ("score_subjects",),
+    ".scoring.clip": ("ScoredClip", "score_clip"),
+    ".selection.clip": ("ClipScore", "frames_to_score"),
     ".metric.subjects": ("MultiSubjectScore", "Subject", "SubjectBatch", "SubjectScore"),
     ".metric.stripping": ("parse_subject_names", "strip_subject"),
 }
@@ -71,11 +73,17 @@ if TYPE_CHECKING:  # what editors and type checkers see
     from .models.segmenter_folders import load_segmenter
     from .models.segmenters import Segmenter
     from .scoring.batch import score_images
+    from .scoring.clip import ScoredClip, score_clip
     from .scoring.subject_scoring import score_subjects
+    from .selection.clip import ClipScore, frames_to_score
     from .selection.ranking import RANK_KEYS, PassRules, Ranking, rank
 
 __all__ = [
     "CLIPSEG_MODEL_ID",
+    "ClipScore",
+    "ScoredClip",
+    "frames_to_score",
+    "score_clip",
     "DEFAULT_MASK_THRESHOLD",
     "FOREGROUND_THRESHOLD",
     "MIN_FOREGROUND_FRACTION",

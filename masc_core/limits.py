@@ -61,3 +61,9 @@ BATCH_SIZE = IntRange("batch_size", 1, 64)
 """Candidates sampled per round."""
 TOP_K = IntRange("top_k", 1, 4096)
 """How many images MaSC Select Best keeps."""
+EVERY_NTH_FRAME = IntRange("every_nth_frame", 1, 1024)
+"""A clip's frames scored: every n-th, from the first."""
+MAX_FRAMES = IntRange("max_frames", 1, 1024)
+"""At most this many frames of a clip are scored (one vision forward each), spread evenly over the clip."""
+TRIM_LATENT = IntRange("trim_latent", 0, 1024)
+"""Latent frames cut from the start of a video candidate before decoding (WanVaceToVideo's reference frames)."""

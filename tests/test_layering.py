@@ -32,6 +32,7 @@ PURE = {
     "masc_core.io.files",
     "masc_core.io.images",
     "masc_core.io.png_text",
+    "masc_core.io.video",
     *(
         f"masc_core.metric.{name}"
         for name in (
@@ -48,13 +49,23 @@ PURE = {
     ),
     "masc_core.selection.ranking",
     "masc_core.selection.acceptance",
+    "masc_core.selection.clip",
+    "masc_core.selection.contact_sheet",
 }
 LAYERS = [
     ("pure", lambda m: m in PURE),
     ("models", lambda m: m.startswith("masc_core.models")),
     (
         "scoring",
-        lambda m: m in ("masc_core.scoring.batch", "masc_core.scoring.subject_scoring", "masc_core.scoring.mask_bands"),
+        lambda m: (
+            m
+            in (
+                "masc_core.scoring.batch",
+                "masc_core.scoring.subject_scoring",
+                "masc_core.scoring.mask_bands",
+                "masc_core.scoring.clip",
+            )
+        ),
     ),
     ("evaluation", lambda m: m.startswith("masc_core.evaluation")),
     ("cli", lambda m: m.startswith("masc_core.cli") or m == "masc_core.__main__"),

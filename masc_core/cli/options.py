@@ -146,7 +146,18 @@ def add_min_foreground(parser: argparse.ArgumentParser, help_text: str) -> None:
     parser.add_argument("--min-foreground", type=float, default=MIN_FOREGROUND_FRACTION, help=help_text)
 
 
-def add_pair_options(parser: argparse.ArgumentParser, *, out_mask_required: bool) -> None:
+def add_threshold_options(parser: argparse.ArgumentParser, what: str = "outputs") -> None:
+    """``--min-cp`` and ``--min-pf``: a ``PassRules``' thresholds (``rank``, ``score --video``)."""
+    parser.add_argument(
+        "--min-cp",
+        type=float,
+        default=None,
+        help=f"{what} with a lower CP do not pass (with --subjects: the weakest subject's CP, cp_min)",
+    )
+    parser.add_argument("--min-pf", type=float, default=None, help=f"{what} with a lower PF do not pass")
+
+
+def add_pair_options(parser: argparse.ArgumentParser, *, out_mask_required: bool, out_required: bool = True) -> None:
     parser.add_argument(
         "--ref",
         nargs="+",
@@ -156,7 +167,7 @@ def add_pair_options(parser: argparse.ArgumentParser, *, out_mask_required: bool
     parser.add_argument(
         "--ref-mask", nargs="+", metavar="MASK", help="one foreground mask per reference (required without --subjects)"
     )
-    parser.add_argument("--out", nargs="+", required=True, metavar="OUT", help="output (generated) images")
+    parser.add_argument("--out", nargs="+", required=out_required, metavar="OUT", help="output (generated) images")
     parser.add_argument(
         "--out-mask",
         nargs="+",
@@ -191,8 +202,8 @@ def load_encoder(args: argparse.Namespace):
     )
 
 
-def read_pairs(args: argparse.Namespace):
-    """The files of --ref/--ref-mask/--out/--out-mask, read and count-checked."""
+def read_references(args: argparse.Namespace) -> tuple[list, list]:
+    """The files of --ref and --ref-mask, read and count-checked (--subject required with them)."""
     from ..io.images import load_image_file, load_mask_file
 
     missing = [
@@ -209,12 +220,18 @@ def read_pairs(args: argparse.Namespace):
         raise MascInputError(
             f"--ref-mask has {len(args.ref_mask)} files for {len(args.ref)} --ref images: give one mask per reference"
         )
+    return [load_image_file(p, "--ref") for p in args.ref], [load_mask_file(p, "--ref-mask") for p in args.ref_mask]
+
+
+def read_pairs(args: argparse.Namespace):
+    """The files of --ref/--ref-mask/--out/--out-mask, read and count-checked."""
+    from ..io.images import load_image_file, load_mask_file
+
+    refs, ref_masks = read_references(args)
     if args.out_mask is not None and len(args.out_mask) != len(args.out):
         raise MascInputError(
             f"--out-mask has {len(args.out_mask)} files for {len(args.out)} --out images: give one mask per output"
         )
-    refs = [load_image_file(p, "--ref") for p in args.ref]
-    ref_masks = [load_mask_file(p, "--ref-mask") for p in args.ref_mask]
     outs = [load_image_file(p, "--out") for p in args.out]
     out_masks = [load_mask_file(p, "--out-mask") for p in args.out_mask] if args.out_mask else None
     return refs, ref_masks, outs, out_masks

@@ -9,7 +9,7 @@ import sys
 
 from ..errors import MascInputError
 from ..selection.ranking import RANK_KEYS, PassRules
-from .options import add_model_options, add_pair_options, positive_int, score_pairs
+from .options import add_model_options, add_pair_options, add_threshold_options, positive_int, score_pairs
 
 
 def register(commands) -> None:
@@ -28,13 +28,7 @@ def register(commands) -> None:
         metavar="K",
         help="select the best K that pass (default: all that pass)",
     )
-    parser.add_argument(
-        "--min-cp",
-        type=float,
-        default=None,
-        help="outputs with a lower CP do not pass (with --subjects: the weakest subject's CP, cp_min)",
-    )
-    parser.add_argument("--min-pf", type=float, default=None, help="outputs with a lower PF do not pass")
+    add_threshold_options(parser)
     parser.add_argument(
         "--reject-small-masks",
         action="store_true",

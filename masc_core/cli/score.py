@@ -10,12 +10,13 @@ import sys
 from ..errors import MascInputError
 from ..metric.report import score_table
 from .options import add_model_options, add_pair_options, score_pairs
+from .score_video import add_video_options, check_video_arguments, run_video
 
 
 def register(commands) -> None:
     parser = commands.add_parser("score", help="CP and PF of outputs against a reference")
     add_model_options(parser)
-    add_pair_options(parser, out_mask_required=False)
+    add_pair_options(parser, out_mask_required=False, out_required=False)
     parser.add_argument("--heatmaps", metavar="DIR", default=None, help="also write heatmap PNGs into DIR")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
     parser.add_argument(
@@ -24,6 +25,7 @@ def register(commands) -> None:
         help="also give each CP and PF its mask-sensitivity band: the score again with the masks eroded and dilated by "
         "one patch (no extra forward pass)",
     )
+    add_video_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -117,6 +119,11 @@ def run_subjects(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_video_arguments(args)
+    if args.video is not None:
+        if args.bands or args.heatmaps:
+            raise MascInputError("--bands and --heatmaps are for images: with --video, --strip draws the frames")
+        return run_video(args)
     if args.subjects:
         if args.bands:
             raise MascInputError(

@@ -56,6 +56,8 @@ class Tile:
     """What rank order sorts by (CP, PF or their weighted sum); None sorts last."""
     label: str | None = None
     """Shown instead of the seed (e.g. the file name, from the command line)."""
+    frame: tuple[int, int, int] | None = None
+    """A frame of this colour around the tile instead of the kept one's green (a clip's worst frame: red)."""
 
     def lines(self) -> list[str]:
         seed = self.label if self.label is not None else "seed ?" if self.seed is None else f"seed {self.seed}"
@@ -165,9 +167,10 @@ def contact_sheet(
         for k, text in enumerate(tiles[position].lines()):
             draw.text((PAD, k * line), _cut(draw, text, font, tile - 2 * PAD), fill=(235, 235, 235), font=font)
         sheet[top + tile : top + height, left : left + tile] = np.asarray(caption)
-        if tiles[position].kept:
+        colour = tiles[position].frame or (KEPT_COLOUR if tiles[position].kept else None)
+        if colour is not None:
             frame = sheet[top : top + height, left : left + tile]
-            frame[:FRAME], frame[-FRAME:], frame[:, :FRAME], frame[:, -FRAME:] = (KEPT_COLOUR,) * 4
+            frame[:FRAME], frame[-FRAME:], frame[:, :FRAME], frame[:, -FRAME:] = (colour,) * 4
     return sheet
 
 

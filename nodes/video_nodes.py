@@ -1,0 +1,223 @@
+"""MaSC Score Video (a clip's frames scored against one subject, each exactly as MaSC Score scores an image) and MaSC
+Video Options (how both Sample Until nodes score video candidates).
+
+Converts the IMAGE batch (a clip's frames, [T,H,W,C] as core's video nodes pass them) and the MASK batch (one per
+frame, as core's SAM3 Track to Mask gives, or one for all), calls ``masc_core.scoring.clip.score_clip`` and formats
+its ``ClipScore``: the clip's mean CP and PF, its worst frame, whether every scored frame passes the rules, a strip
+picture of the frames and a report. Which frames are scored and what the clip's figures mean: docs/video.md.
+"""
+
+from __future__ import annotations
+
+from ..masc_core.limits import EVERY_NTH_FRAME, MAX_FRAMES, TRIM_LATENT
+from ..masc_core.metric.report import format_score, score_table
+from ..masc_core.metric.scores import ScoreBatch
+from ..masc_core.scoring.clip import ScoredClip, score_clip
+from ..masc_core.selection.clip import DEFAULT_MAX_FRAMES, ClipChoice, ClipScore, clip_strip, frames_to_score
+from . import host
+from .convert import batch_value, check_reference_mask, comfy_images, comfy_masks, image_output
+from .declarations import (
+    ENCODER_INPUT,
+    PROMPT_INPUT,
+    REFERENCE_INPUT,
+    REFERENCE_MASK_INPUT,
+    RULES_INPUT,
+    SUBJECT_INPUT,
+)
+from .inputs import checked_inputs
+from .metadata import HIDDEN_INPUTS, image_digests, record, scoring_context
+from .types import CATEGORY, MASC_SCORES, MASC_VIDEO, Output, declare_outputs
+
+EVERY_NTH_FRAME_INPUT = (
+    "INT",
+    {
+        "default": 1,
+        "min": EVERY_NTH_FRAME.low,
+        "max": EVERY_NTH_FRAME.high,
+        "tooltip": "Score every n-th frame from the first (one SigLIP2 forward per scored frame).",
+    },
+)
+MAX_FRAMES_INPUT = (
+    "INT",
+    {
+        "default": DEFAULT_MAX_FRAMES,
+        "min": MAX_FRAMES.low,
+        "max": MAX_FRAMES.high,
+        "tooltip": "At most this many frames are scored, spread evenly over the clip, first and last kept.",
+    },
+)
+
+
+def clip_report(clip: ClipScore, batch: ScoreBatch) -> str:
+    """The node's text: the clip's figures, its verdict, then one line per scored frame."""
+    failing = ", ".join(str(f) for f in clip.failing[:12]) + (" ..." if len(clip.failing) > 12 else "")
+    lines = [
+        f"clip: {len(clip.frames)} of {clip.total_frames} frames scored; CP mean {format_score(clip.cp, 4)}, "
+        f"PF mean {format_score(clip.pf, 4)}",
+        f"worst frame: {'-' if clip.worst_frame is None else clip.worst_frame} (CP {format_score(clip.worst_cp, 4)}); "
+        f"CP drift first->last {format_score(clip.cp_drift, 4)}",
+        f"rules: {clip.rules}",
+        "verdict: every scored frame passes"
+        if clip.passed
+        else f"verdict: {len(clip.failing)} frame(s) fail: {failing}",
+        score_table(batch.scores, [f"frame {f}" for f in clip.frames]),
+    ]
+    first = batch.scores[0]
+    if first.encoded_prompt is not None:
+        lines.append(f"PF text: {first.encoded_prompt!r}")
+    return "\n".join(lines)
+
+
+@checked_inputs
+class MaSCScoreVideo:
+    """Node: MaSC Score Video (a clip's frames against one subject; this project's extension of the paper)."""
+
+    SEARCH_ALIASES = ["video", "clip", "frames", "identity over time", "subject consistency", "wan", "vace"]
+    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
+
+    DESCRIPTION = (
+        "A video's frames scored as MaSC Score scores images: CP and PF per frame, the clip's mean, its worst frame "
+        "and the frames that fail the rules. From a VIDEO, use core's Get Video Components for its images."
+    )
+    CATEGORY = CATEGORY
+    OUTPUT_NODE = True
+    FUNCTION = "score"
+    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+        Output("FLOAT", "cp", "The clip's CP: the mean over the scored frames; NaN when undefined."),
+        Output("FLOAT", "pf", "The clip's PF: the mean over the scored frames; NaN without masks."),
+        Output("FLOAT", "worst_cp", "The lowest CP of any scored frame (what a viewer notices)."),
+        Output("INT", "worst_frame", "The clip index of the frame with the lowest CP (-1 when none has a CP)."),
+        Output("BOOLEAN", "passed", "True when every scored frame passes the rules."),
+        Output(MASC_SCORES, "scores", "One row per scored frame, for Log Scores, Contact Sheet, Gate and Select Best."),
+        Output("IMAGE", "strip", "The scored frames in order with their CP and PF; the worst frame framed red."),
+        Output("STRING", "report", "The clip's figures and one line per scored frame."),
+    )
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "encoder": ENCODER_INPUT,
+                "reference_image": REFERENCE_INPUT,
+                "reference_mask": REFERENCE_MASK_INPUT,
+                "frames": (
+                    "IMAGE",
+                    {"tooltip": "The clip's frames [T,H,W,C] (VAE Decode of a video latent, Get Video Components)."},
+                ),
+                "prompt": PROMPT_INPUT,
+                "subject": SUBJECT_INPUT,
+                "every_nth_frame": EVERY_NTH_FRAME_INPUT,
+                "max_frames": MAX_FRAMES_INPUT,
+            },
+            "optional": {
+                "mask": (
+                    "MASK",
+                    {
+                        "tooltip": "The subject in each frame (white = subject): one per frame, e.g. SAM3 Track to "
+                        "Mask or MaSC Auto Mask, or one for all. PF needs it."
+                    },
+                ),
+                "rules": RULES_INPUT,
+            },
+            "hidden": dict(HIDDEN_INPUTS),
+        }
+
+    def score(
+        self,
+        encoder,
+        reference_image,
+        reference_mask,
+        frames,
+        prompt,
+        subject,
+        every_nth_frame=1,
+        max_frames=DEFAULT_MAX_FRAMES,
+        mask=None,
+        rules=None,
+        extra_pnginfo=None,
+        unique_id=None,
+    ):
+        references = comfy_images(reference_image, "reference_image")
+        reference_masks = comfy_masks(reference_mask)
+        check_reference_mask(reference_masks, references)
+        chosen = frames_to_score(int(frames.shape[0]), every_nth_frame=every_nth_frame, max_frames=max_frames)
+        masc = encoder.ready()
+        scored: ScoredClip = score_clip(
+            masc,
+            frames,
+            reference=references,
+            reference_mask=reference_masks,
+            masks=comfy_masks(mask),
+            prompt=prompt,
+            subject=subject,
+            every_nth_frame=every_nth_frame,
+            max_frames=max_frames,
+            rules=rules.passing if rules is not None else None,
+            progress=host.progress_callback(len(chosen) + len(references)),
+        )
+        clip, batch = scored.clip, scored.batch
+        batch.context = scoring_context("MaSCScoreVideo", encoder, subject)
+        batch.context.labels = [f"frame {f}" for f in clip.frames]
+        record(
+            extra_pnginfo,
+            unique_id,
+            batch,
+            "MaSCScoreVideo",
+            pixels=image_digests(frames[clip.frames]),
+        )
+        strip = clip_strip(scored.frames, clip)
+        report = clip_report(clip, batch)
+        result = (
+            batch_value([clip.cp]),
+            batch_value([clip.pf]),
+            batch_value([clip.worst_cp]),
+            clip.worst_frame if clip.worst_frame is not None else -1,
+            clip.passed,
+            batch,
+            image_output([strip]),
+            report,
+        )
+        return {"ui": {"images": host.save_previews([strip], "masc_video"), "text": [report]}, "result": result}
+
+
+@checked_inputs
+class MaSCVideoOptions:
+    """Node: MaSC Video Options (MASC_VIDEO, for the Sample Until nodes' optional ``video`` input)."""
+
+    SEARCH_ALIASES = ["video options", "trim latent", "vace", "wan", "frames"]
+    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
+
+    DESCRIPTION = (
+        "How MaSC Sample Until scores video candidates: which frames of each clip (as MaSC Score Video), and the "
+        "reference frames WanVaceToVideo puts first, cut before decoding."
+    )
+    CATEGORY = CATEGORY
+    FUNCTION = "options"
+    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+        Output(MASC_VIDEO, "video", "These settings, for MaSC Sample Until's and Sample Until (Custom)'s 'video'."),
+    )
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "trim_latent": (
+                    "INT",
+                    {
+                        "default": 0,
+                        "min": TRIM_LATENT.low,
+                        "max": TRIM_LATENT.high,
+                        "tooltip": "Latent frames cut from the start before decoding: connect WanVaceToVideo's "
+                        "trim_latent (as core's Trim Video Latent).",
+                    },
+                ),
+                "every_nth_frame": EVERY_NTH_FRAME_INPUT,
+                "max_frames": MAX_FRAMES_INPUT,
+            },
+        }
+
+    def options(self, trim_latent, every_nth_frame, max_frames):
+        choice = ClipChoice(
+            every_nth_frame=int(every_nth_frame), max_frames=int(max_frames), trim_latent=int(trim_latent)
+        )
+        return (choice.check(),)
