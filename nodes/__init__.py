@@ -10,6 +10,7 @@ from .sampling_nodes import MaSCSampleUntil
 from .scoring_nodes import MaSCConceptPreservation, MaSCPromptFollowing, MaSCScore, MaSCStripSubject
 from .selection_nodes import MaSCGate, MaSCSelectBest
 from .subject_nodes import MaSCScoreSubjects, MaSCSubject
+from .video_nodes import MaSCScoreVideo, MaSCVideoOptions
 
 NODE_CLASS_MAPPINGS = {
     "MaSCLoadEncoder": MaSCLoadEncoder,
@@ -31,6 +32,8 @@ NODE_CLASS_MAPPINGS = {
     "MaSCScoreSubjects": MaSCScoreSubjects,
     "MaSCContactSheet": MaSCContactSheet,
     "MaSCPick": MaSCPick,
+    "MaSCScoreVideo": MaSCScoreVideo,
+    "MaSCVideoOptions": MaSCVideoOptions,
 }
 
 NODE_DISPLAY_NAME_MAPPINGS = {
@@ -53,4 +56,6 @@ NODE_DISPLAY_NAME_MAPPINGS = {
     "MaSCScoreSubjects": "MaSC Score Subjects",
     "MaSCContactSheet": "MaSC Contact Sheet",
     "MaSCPick": "MaSC Pick",
+    "MaSCScoreVideo": "MaSC Score Video",
+    "MaSCVideoOptions": "MaSC Video Options",
 }

@@ -22,6 +22,7 @@ from .declarations import (
     SEGMENTER_INPUT,
     SUBJECT_INPUT,
     SUBJECTS_INPUT,
+    VIDEO_INPUT,
 )
 from .inputs import checked_inputs
 from .metadata import HIDDEN_INPUTS
@@ -104,6 +105,7 @@ class MaSCSampleUntilCustom:
             "prune": PRUNE_INPUT,
             "mask_subject": MASK_SUBJECT_INPUT,
             "mask_threshold": MASK_THRESHOLD_INPUT,
+            "video": VIDEO_INPUT,
         }
         return {"required": required, "optional": optional, "hidden": dict(HIDDEN_INPUTS)}
 
@@ -126,6 +128,7 @@ class MaSCSampleUntilCustom:
         prune=None,
         mask_subject=None,
         mask_threshold=None,
+        video=None,
         extra_pnginfo=None,
         unique_id=None,
     ):
@@ -171,6 +174,7 @@ class MaSCSampleUntilCustom:
             reference_mask=reference_mask,
             subjects=subjects,
             segmenter=segmenter,
+            video=video,
             extra_pnginfo=extra_pnginfo,
             unique_id=unique_id,
         )

@@ -11,7 +11,7 @@ from ..masc_core.defaults import DEFAULT_MASK_THRESHOLD, MIN_FOREGROUND_FRACTION
 from ..masc_core.selection.acceptance import SHORTFALL_CHOICES
 from ..masc_core.selection.ranking import BLEND_CHOICES as BLENDS
 from ..masc_core.selection.ranking import KEEP_BUT_MARK, RANK_KEYS, UNCERTAIN_CHOICES
-from .types import MASC_ENCODER, MASC_PRUNE, MASC_RULES, MASC_SEGMENTER, MASC_SUBJECTS
+from .types import MASC_ENCODER, MASC_PRUNE, MASC_RULES, MASC_SEGMENTER, MASC_SUBJECTS, MASC_VIDEO
 
 # ---------------------------------------------------------------- what is scored
 
@@ -235,6 +235,15 @@ PRUNE_INPUT = (
         "= every candidate sampled in full."
     },
 )
+
+VIDEO_INPUT = (
+    MASC_VIDEO,
+    {
+        "tooltip": "Optional, for a video latent: the frames scored and the reference frames cut, from MaSC Video "
+        "Options."
+    },
+)
+"""The optional ``video`` input of both Sample Until nodes (appended: saved graphs keep their slots)."""
 
 MASK_SUBJECT_INPUT = (
     "STRING",

@@ -42,11 +42,21 @@ from ..masc_core.models.encoder import MascEncoder
 from ..masc_core.models.segmenters import Segmenter
 from ..masc_core.safe_text import shown
 from ..masc_core.selection.acceptance import RunRules
+from ..masc_core.selection.clip import ClipChoice
 from ..masc_core.selection.pruning import PruneRules
 from .host import ManagedModel
 from .host.models import without_server_paths
 from .host.refusals import as_refusal
-from .types import MASC_ENCODER, MASC_PRUNE, MASC_RULES, MASC_SCORES, MASC_SEGMENTER, MASC_SUBJECTS, DeclaredSubject
+from .types import (
+    MASC_ENCODER,
+    MASC_PRUNE,
+    MASC_RULES,
+    MASC_SCORES,
+    MASC_SEGMENTER,
+    MASC_SUBJECTS,
+    MASC_VIDEO,
+    DeclaredSubject,
+)
 
 MAX_TEXT = 20_000
 """Longest text a STRING input takes (SigLIP2 reads 64 tokens; a prompt is far shorter than this)."""
@@ -116,6 +126,9 @@ SOCKETS: dict[str, Socket] = {
     MASC_RULES: Socket("MaSC Rules' output", lambda v: isinstance(v, RunRules), "a MaSC Rules node"),
     MASC_PRUNE: Socket(
         "MaSC Prune's output", lambda v: isinstance(v, PruneRules), "a MaSC Prune node, or disconnect it"
+    ),
+    MASC_VIDEO: Socket(
+        "MaSC Video Options' output", lambda v: isinstance(v, ClipChoice), "a MaSC Video Options node, or disconnect it"
     ),
 }
 """Every socket type a pack node takes that is not a widget, and how a value of it is recognised."""

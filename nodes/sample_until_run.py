@@ -18,6 +18,7 @@ from ..masc_core.errors import MascInputError
 from ..masc_core.metric.masks import masks_for_batch
 from ..masc_core.scoring.candidates import CandidateScoring, FinishedRun, run_sample_until
 from ..masc_core.selection.acceptance import Outcome, RunRules
+from ..masc_core.selection.clip import ClipChoice
 from ..masc_core.selection.pruning import PruneRules
 from . import host
 from .convert import check_reference_mask, check_single_latent, comfy_images, comfy_masks, to_comfy_image_batch
@@ -54,6 +55,8 @@ class BoundSampler:
     unique_id: Any
     progress: Any = None
     """The node's progress bar (``host.CandidateProgress``), made when the run starts and knows its budget."""
+    trim_latent: int = 0
+    """Video: latent frames cut from the start before decoding (WanVaceToVideo's reference frames)."""
 
     def __getattr__(self, name):  # steps, label, known, batches, denoise: the side's
         if name == "side":  # not set yet (copying): no recursion
@@ -69,6 +72,9 @@ class BoundSampler:
         )
 
     def decode(self, samples):
+        """IMAGE [B,H,W,C], or for video [B,T,H,W,C] (the reference frames cut first, as core's Trim Video Latent)."""
+        if self.trim_latent:
+            samples = samples[:, :, self.trim_latent :]
         return self.backend.decode(self.vae, samples)
 
     def show_round(self, news):
@@ -102,11 +108,13 @@ def sample_until(
     reference_mask,
     subjects,
     segmenter,
+    video=None,
     extra_pnginfo,
     unique_id,
 ) -> dict:
     """A whole sample-until run, for both nodes: the inputs converted, the run (masc_core), then the outputs."""
     check_single_latent(latent_image)
+    clip = video_choice(video, latent_image)
     scoring = candidate_scoring(
         encoder=encoder,
         reference_image=reference_image,
@@ -117,8 +125,9 @@ def sample_until(
         prompt=prompt,
         segmenter=segmenter,
         mask_threshold=mask_threshold,
+        clip=clip,
     )
-    sampler = BoundSampler(side, latent_image, vae, host.sampling(), unique_id)
+    sampler = BoundSampler(side, latent_image, vae, host.sampling(), unique_id, trim_latent=clip.trim_latent)
     finished = run_sample_until(
         rules,
         pruning,
@@ -136,6 +145,25 @@ def sample_until(
         unique_id=unique_id,
         node=node,
     )
+
+
+def video_choice(video, latent_image: dict) -> ClipChoice:
+    """MaSC Video Options' value (or the defaults), checked against the latent before anything is sampled."""
+    samples = latent_image["samples"]
+    if video is None:
+        return ClipChoice()
+    choice = video.check()
+    if samples.ndim != 5:
+        raise MascInputError(
+            "video is connected but latent_image is an image latent: connect a video latent (e.g. WanVaceToVideo's), "
+            "or disconnect MaSC Video Options"
+        )
+    if choice.trim_latent >= samples.shape[2]:
+        raise MascInputError(
+            f"trim_latent is {choice.trim_latent} but the latent has {samples.shape[2]} frames: nothing would be left "
+            "to decode; connect WanVaceToVideo's trim_latent"
+        )
+    return choice
 
 
 def reference_inputs(reference_image, reference_mask):
@@ -163,6 +191,7 @@ def candidate_scoring(
     prompt,
     segmenter,
     mask_threshold,
+    clip: ClipChoice = ClipChoice(),
 ) -> CandidateScoring:
     """How the candidates are scored, from the node's inputs: converted and checked before any candidate is
     sampled."""
@@ -172,6 +201,7 @@ def candidate_scoring(
         segmenter=segmenter,
         mask_threshold=mask_threshold,
         progress=host.interrupt_callback(),
+        clip=clip,
     )
     if subjects is None:
         references, reference_masks = reference_inputs(reference_image, reference_mask)
@@ -237,7 +267,11 @@ def node_result(finished: FinishedRun, *, latent_image: dict, extra_pnginfo, uni
         return {"ui": {"text": [report]}, "result": blocked(3) + (scores, outcome.used, seeds, report, candidates)}
     images = torch.cat([kept.image for _, kept in outcome.kept])
     masks = [kept.mask for _, kept in outcome.kept]
-    digests = image_digests(images)
+    if images.ndim == 5:  # video: each kept clip's frames in order, as VAE Decode gives them; found by its first frame
+        digests = image_digests(images[:, 0])
+        images = images.reshape(-1, *images.shape[-3:])
+    else:
+        digests = image_digests(images)
     record(
         extra_pnginfo,
         unique_id,

@@ -39,6 +39,7 @@ from .declarations import (
     SUBJECT_INPUT,
     SUBJECTS_INPUT,
     THRESHOLD_INPUTS,
+    VIDEO_INPUT,
     rank_by_input,
 )
 from .sample_until_run import SamplerSide, sample_until
@@ -175,6 +176,7 @@ class MaSCSampleUntil:
             "on_blend": BLEND_INPUT,
             "on_uncertain": ON_UNCERTAIN_INPUT,
             **PRUNE_INPUTS,
+            "video": VIDEO_INPUT,
         }
         return {"required": required, "optional": optional, "hidden": dict(HIDDEN_INPUTS)}
 
@@ -216,6 +218,7 @@ class MaSCSampleUntil:
         prune_at=None,
         prune_keep=None,
         prune_study=None,
+        video=None,
         extra_pnginfo=None,
         unique_id=None,
     ):
@@ -273,6 +276,7 @@ class MaSCSampleUntil:
             reference_mask=reference_mask,
             subjects=subjects,
             segmenter=segmenter,
+            video=video,
             extra_pnginfo=extra_pnginfo,
             unique_id=unique_id,
         )

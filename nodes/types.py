@@ -21,6 +21,8 @@ MASC_RULES = "MASC_RULES"
 """What passes, how many to keep and the budget (``masc_core.selection.acceptance.RunRules``), from MaSC Rules."""
 MASC_PRUNE = "MASC_PRUNE"
 """When to judge and how many go on (``masc_core.selection.pruning.PruneRules``), from MaSC Prune."""
+MASC_VIDEO = "MASC_VIDEO"
+"""How video candidates are scored (``masc_core.selection.clip.ClipChoice``), from MaSC Video Options."""
 
 
 @dataclass(frozen=True)

@@ -173,6 +173,17 @@ class StandInVAE:
         return (weight * a + (1 - weight) * b + 0.08 * texture).clamp(0, 1)
 
 
+class StandInVideoVAE(StandInVAE):
+    """A video VAE: a latent [B,C,T,h,w] decodes frame by frame as StandInVAE decodes an image, to [B,T,H,W,C] (core's
+    VAE.decode of a Wan latent; one pixel frame per latent frame here)."""
+
+    def decode(self, samples):
+        batch, frames = samples.shape[0], samples.shape[2]
+        flat = samples.movedim(2, 1).reshape(batch * frames, *samples.shape[1:2], *samples.shape[3:])
+        images = super().decode(flat)
+        return images.reshape(batch, frames, *images.shape[1:])
+
+
 def text_conditioning(text: str):
     generator = torch.Generator().manual_seed(sum(text.encode()) % (2**31))
     return [[torch.randn(1, 1, 8, generator=generator), {}]]
@@ -426,7 +437,7 @@ class _StandInRoundSampler:
                 callback(step, None, None, self.steps)
             out = model.denoise(
                 noise,
-                image.repeat(len(group), 1, 1, 1),
+                image.repeat(len(group), *[1] * (image.ndim - 1)),
                 settings["positive"],
                 settings["negative"],
                 settings["cfg"],

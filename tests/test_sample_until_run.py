@@ -179,3 +179,57 @@ def test_a_large_budget_keeps_small_thumbnails(scoring):
     assert finished.result.outcome.used == 2
     assert [t.shape for t in finished.result.thumbnails] == [(22, 22, 3)] * 2
     assert finished.result.outcome.kept[0][1].image.shape == (1, SIZE, SIZE, 3)  # the kept image itself: full size
+
+
+# ------------------------------------------------------------------ video candidates: the same run, a clip each
+
+FRAMES = 6
+
+
+class ClipSampler(PhotoSampler):
+    """Seed -> a clip [1, T, H, W, 3] (a video latent decoded): all reference frames for ``matches``, the reference
+    with frames 2 and 3 of another subject for ``turning``, another subject throughout for the rest."""
+
+    def __init__(self, matches, turning=()):
+        super().__init__(matches)
+        self.turning = set(turning)
+
+    def photo(self, seed: int) -> torch.Tensor:
+        reference, other = _photo(REFERENCE)[0], _photo(OTHERS[seed % len(OTHERS)])[0]
+        if seed in self.matches:
+            frames = [reference] * FRAMES
+        elif seed in self.turning:
+            frames = [other if t in (2, 3) else reference for t in range(FRAMES)]
+        else:
+            frames = [other] * FRAMES
+        return torch.stack(frames)[None]
+
+
+def test_video_candidates_are_judged_by_their_worst_frame_and_kept_whole(scoring):
+    sampler = ClipSampler(matches={103}, turning={101})
+    finished = run_sample_until(cp_rules(), PruneRules(), sampler, scoring, context=ScoreContext())
+    outcome = finished.result.outcome
+    assert outcome.seeds == [103] and outcome.used == 4
+    turning = finished.scores.scores[1]
+    assert turning.clip["failing_frames"] == [2, 3] and turning.clip["worst_frame"] in (2, 3)
+    assert turning.cp == pytest.approx(turning.clip["worst_cp"]) and turning.cp < turning.clip["cp"]
+    assert [f["frame"] for f in turning.clip["frames"]] == list(range(FRAMES))
+    kept = outcome.kept[0][1]
+    assert tuple(kept.image.shape) == (1, FRAMES, SIZE, SIZE, 3)  # the whole clip, every frame
+    assert finished.scores.cp[3] == pytest.approx(1.0, abs=1e-5)
+    # The thumbnail of the turning clip is its worst frame (another subject), not its first (the reference).
+    worst = (_photo(OTHERS[101 % len(OTHERS)])[0].numpy() * 255).round().astype(np.uint8)
+    assert np.abs(finished.result.thumbnails[1].astype(int) - worst.astype(int)).mean() < 1.0
+
+
+def test_pruning_judges_a_few_frames_of_each_video_preview(scoring):
+    from masc_core.selection import clip as clip_module
+
+    sampler = ClipSampler(matches={101, 105})
+    rules = cp_rules(accept=2, max_candidates=8, batch_size=2)
+    finished = run_sample_until(rules, PruneRules(prune_at=0.4, prune_keep=1), sampler, scoring, context=ScoreContext())
+    outcome = finished.result.outcome
+    assert outcome.seeds == [101, 105] and [c.seed for c in outcome.candidates if c.pruned] == [100, 102, 104]
+    judged = [c.score.previews[0] for c in outcome.candidates if c.pruned]
+    assert all(p["cp"] is not None and p["cp"] < 0.999 for p in judged)
+    assert clip_module.PREVIEW_FRAMES == 4  # what docs/video.md says a judged step scores

@@ -83,12 +83,16 @@ LABEL_COLUMNS = ("label",)
 PRUNE_COLUMNS = ("previews", "evaluations")
 """MaSC Sample Until with pruning or a study: the candidate's preview scores ([{round, step, steps, cp, pf}]) and the
 model evaluations it took."""
-LOG_COLUMNS = SINGLE_SUBJECT_COLUMNS + SUBJECT_COLUMNS + BAND_COLUMNS + LABEL_COLUMNS + PRUNE_COLUMNS
+CLIP_COLUMNS = ("clip",)
+"""A video candidate (MaSC Sample Until on a video latent): the clip's summary and each scored frame's CP and PF; its
+``cp`` and ``pf`` are its worst frame's."""
+LOG_COLUMNS = SINGLE_SUBJECT_COLUMNS + SUBJECT_COLUMNS + BAND_COLUMNS + LABEL_COLUMNS + PRUNE_COLUMNS + CLIP_COLUMNS
 HEADER_HISTORY = (
     SINGLE_SUBJECT_COLUMNS,
     SINGLE_SUBJECT_COLUMNS + SUBJECT_COLUMNS,
     SINGLE_SUBJECT_COLUMNS + SUBJECT_COLUMNS + BAND_COLUMNS,
     SINGLE_SUBJECT_COLUMNS + SUBJECT_COLUMNS + BAND_COLUMNS + LABEL_COLUMNS,
+    SINGLE_SUBJECT_COLUMNS + SUBJECT_COLUMNS + BAND_COLUMNS + LABEL_COLUMNS + PRUNE_COLUMNS,
     LOG_COLUMNS,
 )
 """Every CSV header MaSC has written, oldest first: a log keeps the columns it was started with."""
@@ -144,6 +148,7 @@ def log_rows(batch: ScoreBatch, *, time: str, run: str, node_id: Any = None, met
                 "label": labels[position],
                 "previews": score.previews,
                 "evaluations": evaluations[position],
+                "clip": score.clip,
             }
         )
     return rows

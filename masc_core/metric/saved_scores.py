@@ -96,6 +96,8 @@ def image_record(
         record["cp_band"], record["pf_band"] = score.cp_band, score.pf_band
     if score.previews is not None:  # pruning or a study: the scores of its denoised previews
         record["previews"] = [dict(p) for p in score.previews]
+    if score.clip is not None:  # a video candidate: its cp and pf are its worst frame's; the clip's figures here
+        record["clip"] = dict(score.clip)
     return record
 
 

@@ -89,10 +89,15 @@ class ImageScore:
     """MaSC Sample Until with pruning or a study: the scores of this candidate's denoised preview at each step it
     was judged (``masc_core.selection.pruning.preview_record``); None otherwise. A pruned candidate has no final
     scores."""
+    clip: dict[str, Any] | None = None
+    """A video candidate (``masc_core.selection.clip.ClipScore.as_image_score``; ``cp`` and ``pf`` are then its worst
+    frame's): the clip's summary, ``ClipScore.to_dict()`` with each scored frame's CP and PF. None for an image."""
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (NaN never appears; undefined is null)."""
+        """JSON-ready dict (NaN never appears; undefined is null; ``clip`` only for a video candidate)."""
         data = asdict(self)
+        if self.clip is None:
+            del data["clip"]
         data["grid"] = list(self.grid)
         data["cp"] = defined_number(self.cp)
         data["pf"] = defined_number(self.pf)

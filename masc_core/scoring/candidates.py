@@ -16,11 +16,13 @@ import torch
 
 from ..errors import MascInputError
 from ..metric.scores import ScoreBatch, ScoreContext
+from ..selection.clip import DEFAULT_MAX_FRAMES, ClipChoice
 from ..metric.subjects import all_names
 from ..selection.acceptance import RunRules
 from ..selection.pruning import PruneRules
 from ..selection.sample_until import CandidateSampler, RunResult, SampleUntilRun
 from .batch import score_images
+from .clip import score_clip
 from .subject_scoring import score_subjects
 
 
@@ -42,6 +44,8 @@ class CandidateScoring:
     subjects: list | None = None
     progress: Callable | None = None
     """Called as the encoder and the segmenter work (the host checks for a cancelled run there)."""
+    clip: ClipChoice = ClipChoice()
+    """Video candidates (clips): the frames scored (``selection.clip.frames_to_score``)."""
 
     @property
     def label(self) -> str:
@@ -89,6 +93,7 @@ class CandidateScoring:
                 subject=self.subject,
                 min_foreground=rules.min_foreground,
                 progress=self.progress,
+                frames=(self.clip.every_nth_frame, self.clip.max_frames, rules.passing),
             )
         return subjects_scorer(
             encoder=self.encoder,
@@ -143,6 +148,11 @@ def run_sample_until(
     return FinishedRun(result, scores, report)
 
 
+def is_clip(candidate) -> bool:
+    """Whether a decoded candidate is a video clip [T,H,W,C] rather than an image [H,W,C]."""
+    return len(getattr(candidate, "shape", ())) == 4
+
+
 def candidate_masks(segmenter, arrays: list, subject: str, threshold: float, progress=None):
     """The candidates' masks [B,H,W] from the segmenter, or None without one."""
     if segmenter is None:
@@ -163,10 +173,45 @@ def one_subject_scorer(
     subject: str,
     min_foreground: float,
     progress: Callable | None = None,
+    frames: tuple = (1, DEFAULT_MAX_FRAMES, None),
 ) -> Callable:
-    """Arrays -> (ScoreBatch, masks or None): one subject against its reference views, as MaSC Score scores it."""
+    """Arrays -> (ScoreBatch, masks or None): one subject against its reference views, as MaSC Score scores it.
+
+    Video candidates (each array a clip [T,H,W,C]) are scored as MaSC Score Video scores a clip, ``frames`` =
+    (every_nth_frame, max_frames, the PassRules frames are judged by): one row per clip, its worst frame's CP and PF
+    (``ClipScore.as_image_score``); the masks are then None (a clip's frames have one each)."""
+
+    def score_clips(clips):
+        every, limit, rules = frames
+        rows = []
+        for index, clip in enumerate(clips):
+            scored = score_clip(
+                encoder.ready(),
+                clip,
+                reference=references,
+                reference_mask=reference_masks,
+                mask_frames=None
+                if segmenter is None
+                else lambda pictures: candidate_masks(segmenter, pictures, mask_subject, mask_threshold, progress),
+                prompt=prompt,
+                subject=subject,
+                every_nth_frame=every,
+                max_frames=limit,
+                rules=rules,
+                progress=progress,
+                min_foreground=min_foreground,
+                cache_outputs=False,
+            )
+            rows.append((scored.clip.as_image_score(index), scored.batch))
+        first = rows[0][1]
+        batch = ScoreBatch(
+            scores=[row for row, _ in rows], references=first.references, min_foreground=first.min_foreground
+        )
+        return batch, None
 
     def score_round(arrays):
+        if is_clip(arrays[0]):
+            return score_clips(arrays)
         masks = candidate_masks(segmenter, arrays, mask_subject, mask_threshold, progress)
         batch = score_images(
             encoder.ready(),
@@ -202,6 +247,11 @@ def subjects_scorer(
     """Arrays -> (ScoreBatch, the union of the subjects' masks or None): several subjects, as MaSC Score Subjects."""
 
     def score_round(arrays):
+        if is_clip(arrays[0]):
+            raise MascInputError(
+                "several subjects in a video are not scored yet: connect one subject's reference and mask instead of "
+                "'subjects'"
+            )
         per_subject = [candidate_masks(segmenter, arrays, s.names, mask_threshold, progress) for s in subjects]
         multi = score_subjects(
             encoder.ready(),

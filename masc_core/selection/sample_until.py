@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol, Sequence
 
-from ..io.images import to_rgb_uint8_list
 from ..metric.scores import ImageScore, ScoreBatch, ScoreContext
 from ..metric.report import format_score, format_share
+from .clip import candidate_arrays, picture_of, preview_clips
 from .acceptance import AcceptanceLoop, Candidate, Outcome, RunRules, best_first, outcome_report, pace_line
 from .contact_sheet import thumbnail, thumbnail_side
 from .pruning import CandidateLedger, Ledger, PruneRules, RoundResult, preview_record, pruned_reason, survivors
@@ -122,12 +122,12 @@ class CandidateRound:
 
     def judge(self, step: int, previews, alive: list[int]) -> list[int]:
         """Score the previews at ``step`` of the candidates still sampling; the positions that go on."""
-        arrays = to_rgb_uint8_list(self.sampler.decode(previews), "decoded previews")
+        arrays = preview_clips(candidate_arrays(self.sampler.decode(previews), "decoded previews"))
         batch, _ = self.score_round(arrays)
         for position, j in enumerate(alive):
             score = batch.scores[position]
             self.previews.setdefault(j, []).append(preview_record(step, self.steps, score, self.round_index))
-            self.last_preview[j] = (score, thumbnail(arrays[position], self.thumbnail_side), step)
+            self.last_preview[j] = (score, thumbnail(picture_of(arrays[position], score), self.thumbnail_side), step)
         if self.pruning.study:
             return list(alive)
         passing = self.rules.passing
@@ -152,14 +152,15 @@ class CandidateRound:
         positions = result.positions
         samples = torch.cat(result.samples) if result.samples else None
         images = self.sampler.decode(samples)
-        arrays = to_rgb_uint8_list(images, "decoded candidates")
+        arrays = candidate_arrays(images, "decoded candidates")
         batch, masks = self.score_round(arrays)
         round_scores, thumbnails = [], []
         for j in range(len(seeds)):
             if j in positions:
                 position = positions.index(j)
                 round_scores.append(replace(batch.scores[position], previews=self.previews.get(j)))
-                thumbnails.append(thumbnail(arrays[position], self.thumbnail_side))
+                picture = picture_of(arrays[position], batch.scores[position])
+                thumbnails.append(thumbnail(picture, self.thumbnail_side))
             else:
                 preview, picture, _ = self.last_preview[j]
                 round_scores.append(self._pruned_score(preview, self.pruned[j], self.previews.get(j)))

@@ -264,9 +264,10 @@ class CoreSampling:
         return comfy_sample.fix_empty_latent_channels(model, latent["samples"], *extra[: max(0, len(parameters) - 2)])
 
     def decode(self, vae, samples):
-        """As core VAE Decode: IMAGE [B,H,W,C]."""
+        """As core VAE Decode: IMAGE [B,H,W,C]; a video latent of more than one frame stays one clip per candidate,
+        [B,T,H,W,C] (VAE Decode would lay the clips' frames in one batch)."""
         images = vae.decode(samples)
-        if len(images.shape) == 5:
+        if len(images.shape) == 5 and images.shape[1] == 1:  # an image from a video VAE (Qwen-Image's Wan VAE)
             images = images.reshape(-1, images.shape[-3], images.shape[-2], images.shape[-1])
         return images
 
