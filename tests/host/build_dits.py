@@ -19,6 +19,9 @@ Nothing of ComfyUI is copied: the transformer is built by the host's ``comfy.sup
   input channels and the block count (its width stays Qwen-Image's: about 150M parameters), and the
   ``__index_timestep_zero__`` buffer that marks Edit 2511; and the Wan 2.1-style VAE Qwen-Image uses
   (``comfy.ldm.wan.vae.WanVAE``), at width 32 (the host reads the width from the weights).
+- ``wan_vace``: Wan 2.1 VACE (``comfy.ldm.wan.model.VaceWanModel``): width 256 (the host reads it from
+  ``head.modulation``: two heads), one block and one VACE block, text width 4096 (Wan's, which the host does not
+  read), and the same Wan 2.1 VAE at width 32.
 
 Weights are N(0, 0.02) (every element written: comfy.ops layers start uninitialized), biases 0, norms 1, fp32.
 Written to ``MODELS_DIR/diffusion_models/masc-host-test-<family>.safetensors`` and
@@ -75,6 +78,25 @@ WAN_VAE = dict(
     temperal_downsample=[False, True, True],
     dropout=0.0,
 )
+WAN_VACE = dict(
+    image_model="wan2.1",
+    model_type="vace",
+    dim=256,
+    in_dim=16,
+    out_dim=16,
+    num_heads=2,
+    ffn_dim=512,
+    num_layers=1,
+    vace_layers=1,
+    vace_in_dim=96,
+    text_dim=4096,
+    patch_size=(1, 2, 2),
+    freq_dim=256,
+    window_size=(-1, -1),
+    qk_norm=True,
+    cross_attn_norm=True,
+    eps=1e-6,
+)
 SD3 = dict(
     in_channels=16,
     out_channels=16,
@@ -88,7 +110,12 @@ SD3 = dict(
     pos_embed_max_size=32,
     x_block_self_attn_layers=[],
 )
-FAMILIES = {"flux": "Flux", "qwen_image": "Qwen-Image (Edit 2511 where the host has it)", "sd3": "SD3"}
+FAMILIES = {
+    "flux": "Flux",
+    "qwen_image": "Qwen-Image (Edit 2511 where the host has it)",
+    "sd3": "SD3",
+    "wan_vace": "Wan 2.1 VACE",
+}
 
 
 def accepted(config: dict, names) -> dict:
@@ -141,6 +168,15 @@ def qwen_image(torch, generator):
     return model.diffusion_model, comfy.ldm.wan.vae.WanVAE(**WAN_VAE)
 
 
+def wan_vace(torch, generator):
+    import comfy.ldm.wan.vae
+    import comfy.supported_models
+
+    config = comfy.supported_models.WAN21_Vace(dict(WAN_VACE))
+    model = config.get_model({}, device=torch.device("cpu"))
+    return model.diffusion_model, comfy.ldm.wan.vae.WanVAE(**WAN_VAE)
+
+
 def sd3(torch, generator):
     import comfy.supported_models
 
@@ -161,7 +197,8 @@ def main(comfy_dir: str, models_dir: str, family: str) -> None:
     import comfy.utils
 
     generator = torch.Generator().manual_seed(0)
-    transformer, vae = {"flux": flux, "qwen_image": qwen_image, "sd3": sd3}[family](torch, generator)
+    builders = {"flux": flux, "qwen_image": qwen_image, "sd3": sd3, "wan_vace": wan_vace}
+    transformer, vae = builders[family](torch, generator)
     counts = [randomize(part, generator) for part in (transformer, vae)]
     written = []
     for folder, name, module in (

@@ -132,14 +132,18 @@ def check_saved_scores(path: str, graph: dict, save_id: str) -> None:
 
 
 DIT_LOADERS = {"UNETLoader", "DualCLIPLoader", "CLIPLoader"}
-"""Loaders of the DiT templates (8, 9): their text encoders cannot exist here, so those graphs run through
+"""Loaders of the DiT and video templates (8, 9, 10): their text encoders cannot exist here, so those graphs run through
 ``for_tiny_dits``."""
 TINY_DITS = {
     "flux": ("masc-host-test-flux.safetensors", "masc-host-test-flux-vae.safetensors", 64, 768),
     "qwen": ("masc-host-test-qwen_image.safetensors", "masc-host-test-qwen_image-vae.safetensors", 3584, 0),
+    "wan": ("masc-host-test-wan_vace.safetensors", "masc-host-test-wan_vace-vae.safetensors", 4096, 0),
 }
 """Per family: the tiny transformer and VAE ``build_dits.py`` writes, and the text width and pooled size its
-conditioning has (Flux: T5 shrunk to 64 and CLIP-L's 768; Qwen-Image: Qwen2.5-VL's 3584, nothing pooled)."""
+conditioning has (Flux: T5 shrunk to 64 and CLIP-L's 768; Qwen-Image: Qwen2.5-VL's 3584, nothing pooled; Wan:
+UMT5's 4096, nothing pooled)."""
+VIDEO_SIZE = dict(width=128, height=128, length=9)
+"""A tiny Wan's clip here: 128 x 128, 9 frames (3 latent frames, and the reference's)."""
 
 
 def needs_text_encoders(graph: dict) -> bool:
@@ -147,12 +151,13 @@ def needs_text_encoders(graph: dict) -> bool:
 
 
 def for_tiny_dits(graph: dict, *, steps: int = 4, side: int = 256) -> dict:
-    """A DiT template made to run here, generator wiring kept: the tiny models of its family, each text encoder
-    replaced by the test-only conditioning node (Qwen's edit encoder by that node + ReferenceLatent of the
+    """A DiT or video template made to run here, generator wiring kept: the tiny models of its family, each text
+    encoder replaced by the test-only conditioning node (Qwen's edit encoder by that node + ReferenceLatent of the
     VAE-encoded image1, which is what TextEncodeQwenImageEditPlus adds), images scaled to ``side`` px in place of
-    Flux Kontext Image Scale, ``steps`` steps."""
+    Flux Kontext Image Scale, a video's size ``VIDEO_SIZE``, ``steps`` steps."""
     graph = copy.deepcopy(graph)
-    family = "qwen" if any("qwen" in str(n["inputs"].get("unet_name", "")) for n in graph.values()) else "flux"
+    names = " ".join(str(n["inputs"].get("unet_name", "")) for n in graph.values())
+    family = "qwen" if "qwen" in names else "wan" if "wan" in names else "flux"
     unet, vae, width, pooled = TINY_DITS[family]
     top = max(int(part) for i in graph for part in i.split(":"))  # ids inside a subgraph node read "50:6"
     for node_id, n in list(graph.items()):
@@ -173,6 +178,8 @@ def for_tiny_dits(graph: dict, *, steps: int = 4, side: int = 256) -> dict:
             graph[text] = node("HostTestConditioning", text=inputs["prompt"], width=width, tokens=8, pooled=pooled)
             graph[encoded] = node("VAEEncode", pixels=inputs["image1"], vae=inputs["vae"])
             graph[node_id] = node("ReferenceLatent", conditioning=[text, 0], latent=[encoded, 0])
+        elif kind == "WanVaceToVideo":
+            inputs.update(VIDEO_SIZE)
         elif kind in ("BasicScheduler", "MaSCSampleUntil") and isinstance(inputs.get("steps"), int):
             inputs["steps"] = steps
         elif kind == "MaSCLoadEncoder":
