@@ -163,6 +163,12 @@ class StandInVAE:
         ]
 
     def decode(self, samples):
+        if samples.ndim == 5:  # a video latent [B,C,T,h,w]: frame by frame, to [B,T,H,W,C] as core's VAE.decode of a
+            # Wan latent gives it (one pixel frame per latent frame here)
+            batch, frames = samples.shape[0], samples.shape[2]
+            flat = samples.movedim(2, 1).reshape(batch * frames, samples.shape[1], *samples.shape[3:])
+            images = self.decode(flat)
+            return images.reshape(batch, frames, *images.shape[1:])
         height, width = samples.shape[-2] * 8, samples.shape[-1] * 8
         a, b = (
             torch.from_numpy(np.asarray(Image.fromarray(p).resize((width, height)), dtype=np.float32) / 255.0)
@@ -173,15 +179,26 @@ class StandInVAE:
         return (weight * a + (1 - weight) * b + 0.08 * texture).clamp(0, 1)
 
 
-class StandInVideoVAE(StandInVAE):
-    """A video VAE: a latent [B,C,T,h,w] decodes frame by frame as StandInVAE decodes an image, to [B,T,H,W,C] (core's
-    VAE.decode of a Wan latent; one pixel frame per latent frame here)."""
-
-    def decode(self, samples):
-        batch, frames = samples.shape[0], samples.shape[2]
-        flat = samples.movedim(2, 1).reshape(batch * frames, *samples.shape[1:2], *samples.shape[3:])
-        images = super().decode(flat)
-        return images.reshape(batch, frames, *images.shape[1:])
+def wan_vace_to_video(
+    ctx,
+    positive,
+    negative,
+    vae,
+    width,
+    height,
+    length,
+    batch_size,
+    strength,
+    control_video=None,
+    control_masks=None,
+    reference_image=None,
+):
+    """core's WanVaceToVideo on the stand-ins: the conditioning as given, a video latent of (length - 1) / 4 + 1 frames
+    and one more in front for the reference image, which ``trim_latent`` says."""
+    trim = 0 if reference_image is None else 1
+    frames = (length - 1) // 4 + 1 + trim
+    latent = {"samples": torch.zeros(batch_size, LATENT_CHANNELS, frames, height // 8, width // 8)}
+    return positive, negative, latent, trim
 
 
 def text_conditioning(text: str):
@@ -507,6 +524,9 @@ CORE_NODES = {
     "DualCLIPLoader": lambda ctx, clip_name1, clip_name2, type, device="default": (object(),),
     "CLIPLoader": lambda ctx, clip_name, type, device="default": (object(),),
     "ModelSamplingAuraFlow": lambda ctx, model, shift: (model,),
+    "ModelSamplingSD3": lambda ctx, model, shift: (model,),
+    "WanVaceToVideo": wan_vace_to_video,
+    "SaveAnimatedWEBP": lambda ctx, images, **settings: record("saved")(ctx, images=images),
     "CFGNorm": lambda ctx, model, strength, pre_cfg=False: (model,),
     "FluxKontextImageScale": lambda ctx, image: (image,),
     "VAEEncode": lambda ctx, pixels, vae: (

@@ -42,6 +42,7 @@ def socket_value(pack, kind: str):
         "MASC_SUBJECTS": tuple,
         "MASC_RULES": lambda: _bare(module("masc_core.selection.acceptance").RunRules),
         "MASC_PRUNE": lambda: module("masc_core.selection.pruning").PruneRules(),
+        "MASC_VIDEO": lambda: module("masc_core.selection.clip").ClipChoice(),
     }
     maker = makers.get(kind)
     return maker() if maker else None

@@ -263,6 +263,7 @@ def test_sample_untils_saved_inputs_keep_their_names_and_order(pack):
         "prune_at",
         "prune_keep",
         "prune_study",
+        "video",  # appended (a socket, no widget): saved graphs keep every slot
     ]
 
 

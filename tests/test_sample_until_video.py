@@ -9,7 +9,7 @@ import importlib
 import pytest
 import torch
 
-from comfy_harness import StandInVideoVAE, stand_in_sampling
+from comfy_harness import StandInVAE, stand_in_sampling
 from test_sample_until import PROMPT, SUBJECT, float_image, models  # noqa: F401 (models: a fixture)
 from test_sample_until_custom import custom_inputs
 
@@ -23,9 +23,7 @@ def video_options(pack, trim_latent=1, every_nth_frame=1, max_frames=32):
 
 def video_inputs(pack, models, video, **changes):
     values = custom_inputs(pack, models, **changes)
-    values.update(
-        latent_image={"samples": torch.zeros(1, 4, LATENT_FRAMES, 16, 16)}, vae=StandInVideoVAE(), video=video
-    )
+    values.update(latent_image={"samples": torch.zeros(1, 4, LATENT_FRAMES, 16, 16)}, vae=StandInVAE(), video=video)
     return values
 
 

@@ -386,7 +386,7 @@ def test_report_is_never_saved_in_the_workflow_or_sent_in_the_prompt(session, na
 
 def test_score_report_on_workflow_1_matches_its_preview_of_cp(classic):
     """Workflow 1 queued from the page: the CP node's report shows the CP the Preview Any node shows."""
-    ran = classic["workflows"]["1_score_a_pair"]
+    ran = classic["workflows"]["01_score_a_pair"]
     cp_node = next(n for n in ran["saved"]["nodes"] if n["type"] == "MaSCConceptPreservation")["id"]
     previews = [text for node, text in ran["sent_text"].items() if _type(ran, node) == "PreviewAny"]
     values = [float(t[0]) for t in previews if _is_number(t[0])]
@@ -414,7 +414,7 @@ def test_front_end_reports_no_warning_about_the_pack(session):
 
 
 def test_vue_renderer_shows_the_report_read_only_and_labelled(vue):
-    ran = vue["workflows"]["1_score_a_pair"]
+    ran = vue["workflows"]["01_score_a_pair"]
     assert ran["vue_reports"], "no report box in the Vue renderer"
     for node_id, box in ran["vue_reports"].items():
         assert box["present"], f"node {node_id}: no report box"
@@ -448,7 +448,7 @@ def test_every_template_opens_readable_with_no_overlap_and_a_screenshot(classic)
         assert not view["overlaps"], f"{name}: {view['overlaps']}"
         assert os.path.getsize(view["screenshot"]) > 20_000, f"{name}: no screenshot"
     folded = {name for name, view in opened.items() if view["subgraphs"]}
-    assert {"8_flux_kontext_best_of_n", "9_qwen_image_edit_2511"} <= folded, folded
+    assert {"08_flux_kontext_best_of_n", "09_qwen_image_edit_2511", "10_wan_vace_best_of_n"} <= folded, folded
 
 
 def _blueprints_served(classic) -> dict:

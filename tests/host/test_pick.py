@@ -18,7 +18,7 @@ from . import hostapi
 from .conftest import ROOT, write_json
 from .graphs import for_cpu, load, of_type
 
-WORKFLOW = os.path.join(ROOT, "workflows", "api", "7_pick_and_calibrate.json")
+WORKFLOW = os.path.join(ROOT, "workflows", "api", "07_pick_and_calibrate.json")
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -27,7 +27,7 @@ from .test_custom_sampling import LEDGER, _built
 from .test_pruning import counting_server  # noqa: F401 (a fixture: the server with the test-only nodes)
 
 STEPS = 4
-TEMPLATES = {"8_flux_kontext_best_of_n": "flux", "9_qwen_image_edit_2511": "qwen_image"}
+TEMPLATES = {"08_flux_kontext_best_of_n": "flux", "09_qwen_image_edit_2511": "qwen_image"}
 
 
 @pytest.fixture(scope="module")
