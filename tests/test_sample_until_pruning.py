@@ -379,3 +379,29 @@ def test_judged_steps_that_cannot_work_are_one_line_before_sampling(pack, models
     study = make_prune(pack, prune_study=True)
     with pytest.raises(Exception, match="prune_study judges every candidate and prunes none"):
         pack.nodes.NODE_CLASS_MAPPINGS["MaSCPrune"]().prune(0.3, 1, False, prune=study)
+
+
+def test_the_pruning_benchmarks_several_step_row_is_the_twin_with_chained_prunes(pack, comfy_dirs, tmp_path):
+    """``python -m benchmarks pruning``'s third row: saved workflow 4's MaSC Sample Until turned into its custom twin
+    with one MaSC Prune per judged step; run here on the stand-ins, its ledger is the chained prunes' (keep 4 of 8
+    at step 1 of 10, then 1 at step 3: 23 of 80 model evaluations with euler)."""
+    import argparse
+    from importlib import import_module
+
+    from benchmarks.pruning import as_twin, graph, judged_steps
+    from comfy_harness import run_graph, stand_in_sampling
+
+    args = argparse.Namespace(
+        ckpt="v1-5-pruned-emaonly-fp16.safetensors", side=256, encoder=None, segmenter=None, steps=10, candidates=8,
+        seed=5000, prune_keep=4, sampler="euler",
+    )  # fmt: skip
+    prompt = as_twin(graph(args, 0.0), judged_steps("0.1:4,0.3:1"))
+    (twin,) = [i for i, n in prompt.items() if n["class_type"] == "MaSCSampleUntilCustom"]
+    assert prompt["twin_prune_1"]["inputs"]["prune"] == ["twin_prune_0", 0]
+    blocker = import_module(pack.__name__ + ".nodes.host").ExecutionBlocker
+    with stand_in_sampling(pack):
+        result = run_graph(prompt, pack.nodes.NODE_CLASS_MAPPINGS, comfy_dirs["input"], blocker, str(tmp_path))
+    report = result["outputs"][twin][6]
+    assert "23 of 80 model evaluations, 3.5x fewer (7 of 8 candidates pruned" in report, report
+    with pytest.raises(argparse.ArgumentTypeError):
+        judged_steps("0.1-4")

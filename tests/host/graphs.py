@@ -82,6 +82,36 @@ def node(class_type: str, **inputs) -> dict:
     return {"class_type": class_type, "inputs": inputs}
 
 
+def plain_sampler(graph: dict, inputs: dict, seed: int, *, custom: bool) -> list:
+    """Add to ``graph`` the plain sampler a Sample Until node with ``inputs`` stands for, at ``seed`` (batch 1):
+    SamplerCustomAdvanced with Random Noise on the twin's guider, sampler and sigmas, or KSampler; its output link."""
+    if custom:
+        graph["noise"] = node("RandomNoise", noise_seed=seed)
+        graph["plain"] = node(
+            "SamplerCustomAdvanced",
+            noise=["noise", 0],
+            guider=inputs["guider"],
+            sampler=inputs["sampler"],
+            sigmas=inputs["sigmas"],
+            latent_image=inputs["latent_image"],
+        )
+    else:
+        graph["plain"] = node(
+            "KSampler",
+            model=inputs["model"],
+            positive=inputs["positive"],
+            negative=inputs["negative"],
+            latent_image=inputs["latent_image"],
+            seed=seed,
+            steps=inputs["steps"],
+            cfg=inputs["cfg"],
+            sampler_name=inputs["sampler_name"],
+            scheduler=inputs["scheduler"],
+            denoise=inputs["denoise"],
+        )
+    return ["plain", 0]
+
+
 def design_card(reference: str, reference_mask: str, image: str, image_mask: str, prompt: str, subject: str) -> dict:
     """Load MaSC Encoder -> Concept Preservation, Prompt Following, Strip Subject, with each value shown as text."""
     return {

@@ -22,7 +22,7 @@ from PIL import Image
 
 from . import hostapi
 from .conftest import ROOT
-from .graphs import check_saved_scores, for_tiny_dits, load, node, of_type
+from .graphs import check_saved_scores, for_tiny_dits, load, node, of_type, plain_sampler
 from .test_custom_sampling import LEDGER, _built
 from .test_pruning import counting_server  # noqa: F401 (a fixture: the server with the test-only nodes)
 
@@ -90,31 +90,8 @@ class TemplateRun:
             i for i, n in graph.items() if n["class_type"] in ("SaveImage", "PreviewAny", "MaSCLogScores")
         ] + [self.twin]:
             del graph[removed]
-        if self.custom:
-            graph["noise"] = node("RandomNoise", noise_seed=seed)
-            graph["plain"] = node(
-                "SamplerCustomAdvanced",
-                noise=["noise", 0],
-                guider=inputs["guider"],
-                sampler=inputs["sampler"],
-                sigmas=inputs["sigmas"],
-                latent_image=inputs["latent_image"],
-            )
-        else:
-            graph["plain"] = node(
-                "KSampler",
-                model=inputs["model"],
-                positive=inputs["positive"],
-                negative=inputs["negative"],
-                latent_image=inputs["latent_image"],
-                seed=seed,
-                steps=inputs["steps"],
-                cfg=inputs["cfg"],
-                sampler_name=inputs["sampler_name"],
-                scheduler=inputs["scheduler"],
-                denoise=inputs["denoise"],
-            )
-        graph["decoded"] = node("VAEDecode", samples=["plain", 0], vae=inputs["vae"])
+        plain = plain_sampler(graph, inputs, seed, custom=self.custom)
+        graph["decoded"] = node("VAEDecode", samples=plain, vae=inputs["vae"])
         graph["save"] = node("SaveImage", images=["decoded", 0], filename_prefix=f"masc_plain_template_{seed}")
         entry = server.run(graph)
         assert hostapi.status(entry) == "success", hostapi.explain(entry)

@@ -24,7 +24,7 @@ from PIL import Image
 
 from . import hostapi
 from .conftest import ROOT
-from .graphs import VIDEO_SIZE, for_tiny_dits, load, node, of_type
+from .graphs import VIDEO_SIZE, for_tiny_dits, load, node, of_type, plain_sampler
 from .test_custom_sampling import LEDGER, _built
 from .test_pruning import counting_server  # noqa: F401 (a fixture: the server with the test-only nodes)
 
@@ -120,33 +120,10 @@ class VideoRun:
             i for i, n in graph.items() if n["class_type"] in ("SaveAnimatedWEBP", "PreviewAny", "MaSCLogScores")
         ] + [self.twin, "rules", "prune"]:
             graph.pop(removed, None)
-        if "guider" in graph:  # the twin: SamplerCustomAdvanced on its guider, sampler and sigmas
-            graph["noise"] = node("RandomNoise", noise_seed=seed)
-            graph["plain"] = node(
-                "SamplerCustomAdvanced",
-                noise=["noise", 0],
-                guider=["guider", 0],
-                sampler=["sampler", 0],
-                sigmas=["sigmas", 0],
-                latent_image=inputs["latent_image"],
-            )
-        else:
-            graph["plain"] = node(
-                "KSampler",
-                model=inputs["model"],
-                positive=inputs["positive"],
-                negative=inputs["negative"],
-                latent_image=inputs["latent_image"],
-                seed=seed,
-                steps=inputs["steps"],
-                cfg=inputs["cfg"],
-                sampler_name=inputs["sampler_name"],
-                scheduler=inputs["scheduler"],
-                denoise=inputs["denoise"],
-            )
+        plain = plain_sampler(graph, inputs, seed, custom="guider" in graph)  # the twin: its guider, sampler, sigmas
         (options,) = of_type(self.graph, "MaSCVideoOptions")
         graph["trimmed"] = node(
-            "TrimVideoLatent", samples=["plain", 0], trim_amount=self.graph[options]["inputs"]["trim_latent"]
+            "TrimVideoLatent", samples=plain, trim_amount=self.graph[options]["inputs"]["trim_latent"]
         )
         graph["decoded"] = node("VAEDecode", samples=["trimmed", 0], vae=inputs["vae"])
         graph["save"] = node("SaveImage", images=["decoded", 0], filename_prefix=f"masc_plain_video_{seed}")
