@@ -183,10 +183,14 @@ def test_the_pruning_benchmark_runs_against_a_server(counting_server, sd15, tmp_
         "0.5",
         "--prune-keep",
         "1",
+        "--steps-judged",
+        "0.25:2,0.5:1",
     )
     assert (results["no pruning"]["spent"], results["no pruning"]["in_full"]) == (16, 16)
     assert (results["pruning at 0.5"]["spent"], results["pruning at 0.5"]["in_full"]) == (10, 16)
     assert results["pruning at 0.5"]["replayed"] == 0  # euler resumes
+    # Judged at steps 1 and 2 (the twin, two MaSC Prune): 4 x 1 + 2 x 1 + 1 x 2 evaluations.
+    assert (results["at 0.25 (2) then 0.5 (1)"]["spent"], results["at 0.25 (2) then 0.5 (1)"]["in_full"]) == (8, 16)
     assert "model evaluations" in printed
 
 
