@@ -33,11 +33,13 @@ import json
 import logging
 import math
 import os
+import queue
 import re
 import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 import warnings
 
@@ -163,6 +165,43 @@ def _connect_env(address: str | None):
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+WAKE_SECONDS = 0.5
+"""How often the driver's main thread wakes while it waits for the workers' next batch, to take a signal."""
+
+
+def _waking(batches, period: float = WAKE_SECONDS):
+    """``batches``, read by a helper thread, so this thread never blocks for more than ``period`` seconds.
+
+    Why: Python runs signal handlers in the main thread only, and only when that thread returns to Python code. Ray's
+    iterator waits on a lock with no timeout; when the kernel hands Ctrl-C or SIGTERM to one of Ray's own threads (it
+    may pick any thread of the process) that wait never ends, and the run hangs instead of stopping (seen: one
+    interrupted run in three under load). A timed wait returns to Python every ``period`` and the signal is taken.
+    """
+    handoff: queue.Queue = queue.Queue(maxsize=1)
+
+    def pump():
+        try:
+            for batch in batches:
+                handoff.put(("batch", batch))
+            handoff.put(("end", None))
+        except BaseException as exc:  # handed to the main thread, which raises it as its own
+            handoff.put(("error", exc))
+
+    # A daemon: after an interrupt it may stay blocked in Ray's iterator until ray.shutdown(), and must not hold
+    # the process open.
+    threading.Thread(target=pump, name="masc-ray-batches", daemon=True).start()
+    while True:
+        try:
+            kind, value = handoff.get(timeout=period)
+        except queue.Empty:
+            continue
+        if kind == "end":
+            return
+        if kind == "error":
+            raise value
+        yield value
 
 
 def _interrupt(signum, frame):
@@ -351,7 +390,7 @@ class RayEngine:
             )
         try:
             with contextlib.redirect_stdout(sys.stderr):
-                for batch in scored.iter_batches(batch_size=None, batch_format="numpy"):
+                for batch in _waking(scored.iter_batches(batch_size=None, batch_format="numpy")):
                     for key, text, cost in zip(
                         batch["chunk"].tolist(), batch["records"].tolist(), batch["cost"].tolist()
                     ):
