@@ -181,6 +181,17 @@ def test_a_large_budget_keeps_small_thumbnails(scoring):
     assert finished.result.outcome.kept[0][1].image.shape == (1, SIZE, SIZE, 3)  # the kept image itself: full size
 
 
+def test_each_round_hands_its_freed_memory_back(scoring, monkeypatch):
+    import masc_core.selection.sample_until as run_module
+
+    trims = []
+    monkeypatch.setattr(run_module, "release_freed_memory", lambda: trims.append(len(sampler.events)) or True)
+    sampler = PhotoSampler(matches={105})
+    run_sample_until(cp_rules(), PruneRules(), sampler, scoring, context=ScoreContext())
+    # After each of the three rounds' news, before the next round starts.
+    assert trims == [4, 7, 10] and [sampler.events[n - 1][0] for n in trims] == ["news"] * 3
+
+
 # ------------------------------------------------------------------ video candidates: the same run, a clip each
 
 FRAMES = 6

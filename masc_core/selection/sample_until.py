@@ -15,6 +15,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 from ..metric.scores import ImageScore, ScoreBatch, ScoreContext
 from ..metric.report import format_score, format_share
+from ..resources import release_freed_memory
 from .clip import candidate_arrays, picture_of, preview_clips
 from .acceptance import AcceptanceLoop, Candidate, Outcome, RunRules, best_first, outcome_report, pace_line
 from .contact_sheet import thumbnail, thumbnail_side
@@ -244,6 +245,8 @@ class SampleUntilRun:
             # means), and the round's candidates with their scores, on the node while the run goes on.
             pace = pace_line(time.monotonic() - started, loop.used, rules.max_candidates)
             self.sampler.show_round(round_news(loop.candidates[-len(seeds) :], thumbnails, pace))
+            del thumbnails, round_scores
+            release_freed_memory()  # the round's working buffers are gone: memory stays flat in the budget
         result.outcome = loop.outcome()
         result.seconds = time.monotonic() - started
         return result
