@@ -18,7 +18,8 @@ Nothing of ComfyUI is copied: the transformer is built by the host's ``comfy.sup
 - ``qwen_image``: Qwen-Image (``comfy.ldm.qwen_image.model``) with one block. The host's detection reads only the
   input channels and the block count (its width stays Qwen-Image's: about 150M parameters), and the
   ``__index_timestep_zero__`` buffer that marks Edit 2511; and the Wan 2.1-style VAE Qwen-Image uses
-  (``comfy.ldm.wan.vae.WanVAE``), at width 32 (the host reads the width from the weights).
+  (``comfy.ldm.wan.vae.WanVAE``), at width 32 where the host reads the width from the weights (0.33; 0.3.64 fixes
+  it at 96, and gets that).
 - ``wan_vace``: Wan 2.1 VACE (``comfy.ldm.wan.model.VaceWanModel``): width 256 (the host reads it from
   ``head.modulation``: two heads), one block and one VACE block, text width 4096 (Wan's, which the host does not
   read), and the same Wan 2.1 VAE at width 32.
@@ -158,23 +159,35 @@ def qwen_image(torch, generator):
     import inspect
 
     import comfy.ldm.qwen_image.model
-    import comfy.ldm.wan.vae
     import comfy.supported_models
 
     # A host without Edit 2511 (0.3.64) builds Qwen-Image-Edit without 2511's reference method.
     names = inspect.signature(comfy.ldm.qwen_image.model.QwenImageTransformer2DModel.__init__).parameters
     config = comfy.supported_models.QwenImage(accepted(QWEN_IMAGE, names))
     model = config.get_model({}, device=torch.device("cpu"))
-    return model.diffusion_model, comfy.ldm.wan.vae.WanVAE(**WAN_VAE)
+    return model.diffusion_model, wan_vae()
+
+
+def wan_vae():
+    """The Wan 2.1 VAE at width 32 where the host's VAE loader reads the width from the weights (0.33); full width
+    (96) on a host that fixes it (0.3.64)."""
+    import comfy.ldm.wan.vae
+    import comfy.sd
+
+    vae = comfy.ldm.wan.vae.WanVAE(**WAN_VAE)
+    try:  # the host's own VAE loader decides, as for Flux's
+        comfy.sd.VAE(sd=vae.state_dict())
+    except RuntimeError:
+        vae = comfy.ldm.wan.vae.WanVAE(**dict(WAN_VAE, dim=96))
+    return vae
 
 
 def wan_vace(torch, generator):
-    import comfy.ldm.wan.vae
     import comfy.supported_models
 
     config = comfy.supported_models.WAN21_Vace(dict(WAN_VACE))
     model = config.get_model({}, device=torch.device("cpu"))
-    return model.diffusion_model, comfy.ldm.wan.vae.WanVAE(**WAN_VAE)
+    return model.diffusion_model, wan_vae()
 
 
 def sd3(torch, generator):
