@@ -671,5 +671,8 @@ def test_probabilities_do_not_depend_on_the_installed_transformers(
     assert completed.returncode == 0, completed.stderr
     there = np.load(target)
     here = segmenter.probabilities([np.asarray(Image.open(p).convert("RGB")) for p in images], "sks dog, dog")
+    # The other interpreter also runs another torch (2.13 against 2.14.1), whose CPU kernels round differently: seen
+    # up to 1.2e-5 on one machine and under 1e-5 on another. The bound allows that rounding and no more: one grey
+    # level of an input pixel (1/255) is 4e-3.
     for key, ours in zip(there.files, here):
-        assert np.abs(there[key] - ours.numpy()).max() <= 1e-5
+        assert np.abs(there[key] - ours.numpy()).max() <= 1e-4
