@@ -209,8 +209,6 @@ def open_templates(page, pack: str, names: list[str], out: str) -> dict:
     """Open each template from the templates browser, as a person does: the view the front end chose for it, whether
     it draws nodes in full or as blank boxes (LiteGraph's low-quality mode, below ``min_font_size_for_lod`` over the
     node font size), the nodes that overlap, and a screenshot ``open-<name>.png`` for review."""
-    from playwright.sync_api import Error as PlaywrightError
-
     opened = {}
     for name in names:
         dialog = page.locator("[role=dialog]")
@@ -219,16 +217,11 @@ def open_templates(page, pack: str, names: list[str], out: str) -> dict:
             page.wait_for_timeout(2500)
         template = dialog.get_by_text(name, exact=True)
         if not template.count():
-            # The pack's name is both the category in the side list and, once chosen, the heading over its cards;
-            # front end 1.27 re-renders that heading while it is clicked ("not stable"), so try each in turn.
-            for category in reversed(dialog.get_by_text(pack, exact=True).all()):
-                try:
-                    category.click(timeout=5000)
-                    break
-                except PlaywrightError:
-                    continue
+            dialog.get_by_text(pack, exact=True).first.dispatch_event("click")
             page.wait_for_timeout(2500)
-        template.first.click()
+        # A click event rather than a mouse click: front end 1.27 animates a card under the pointer and re-renders
+        # the chosen category's cards, so Playwright never finds them "stable" to click.
+        template.first.dispatch_event("click")
         page.wait_for_timeout(3500)
         page.keyboard.press("Escape")  # the missing-models toast of a DiT template, if any
         page.wait_for_timeout(500)
