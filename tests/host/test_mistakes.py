@@ -131,8 +131,8 @@ def test_missing_model_names_where_to_put_the_folder(server, host):
 
 def test_a_model_the_menu_does_not_list_is_refused_before_running(server, host):
     """A workflow naming a folder the user does not have: ComfyUI's own validation names the input. ComfyUI 0.3.64
-    validates only V1 combo lists (a V3 Combo's options are not checked there): on it the loader's own check
-    refuses the name, in one line, before any model is built."""
+    validates only V1 combo lists (a V3 Combo's options are not checked there): on it the node's own check of its
+    choices refuses the name, in one line, before any model is built."""
     graph = _cp_graph("no-such-checkpoint")
     if host.version > (0, 3, 64):
         with pytest.raises(hostapi.ComfyError) as refused:
@@ -142,7 +142,10 @@ def test_a_model_the_menu_does_not_list_is_refused_before_running(server, host):
         return
     entry = server.run(graph)
     error = hostapi.error_of(entry)
-    message = error["exception_message"]
+    message = error["exception_message"].strip()
     assert error["node_id"] == "1" and error["exception_type"].endswith("MascInputError"), hostapi.explain(entry)
-    assert "model 'no-such-checkpoint' is not a checkpoint folder in models/masc" in message, message
+    assert message.startswith("model is 'no-such-checkpoint', not one of its choices (") and message.endswith(
+        "): pick one from the list"
+    ), message
+    assert "masc-host-test-siglip2" in message, message
     assert "\n" not in message, message
