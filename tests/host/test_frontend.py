@@ -188,8 +188,10 @@ def test_workflow_loads_with_every_node_known_and_nothing_flagged(session, name)
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_workflow_opens_with_the_widget_values_it_was_saved_with(session, name):
-    """Every widget reads as the file says (a widget order the front end disagrees with would shift the values)."""
+def test_workflow_opens_with_the_widget_values_it_was_saved_with(session, host, name):
+    """Every widget reads as the file says (a widget order the front end disagrees with would shift the values). On a
+    host older than the templates' (0.33), a core node may lack a widget core added later (0.3.64's CFGNorm has no
+    second one): its widgets are compared as far as the host has them; the pack's own nodes always in full."""
     loaded = {entry["id"]: entry["widgets_values"] for entry in session["workflows"][name]["widgets_on_load"]}
     workflow = load(os.path.join(ROOT, "workflows", name + ".json"))
     subgraphs = subgraphs_of(workflow)
@@ -198,7 +200,10 @@ def test_workflow_opens_with_the_widget_values_it_was_saved_with(session, name):
     assert saved
     for key, entry in saved:
         if entry.get("widgets_values") is not None:
-            assert loaded.get(key) == entry["widgets_values"], f"{entry['type']} #{key}"
+            expected = entry["widgets_values"]
+            if host.version < (0, 33) and not entry["type"].startswith("MaSC") and loaded.get(key) is not None:
+                expected = expected[: len(loaded[key])]
+            assert loaded.get(key) == expected, f"{entry['type']} #{key}"
 
 
 SAVED = {
