@@ -14,7 +14,8 @@ read at call time (a model combo lists the folders present now):
 - a combo (a list of choices): one of the choices.
 
 - a socket of a type the pack or ComfyUI defines (IMAGE, MASK, LATENT, VAE,
-  MASC_ENCODER, MASC_SEGMENTER, ...): a value of that type (``SOCKETS``), so a
+  VIDEO, MASC_ENCODER, MASC_SEGMENTER, ..., or either of two as "IMAGE,VIDEO"):
+  a value of that type (``SOCKETS``), so a
   STRING sent through a switch into ``vae`` is refused before any sampling, not
   met as an AttributeError after the first round. What the value holds (a
   mask's size, a schedule's length) is checked by the code that converts it.
@@ -44,7 +45,7 @@ from ..masc_core.safe_text import shown
 from ..masc_core.selection.acceptance import RunRules
 from ..masc_core.selection.clip import ClipChoice
 from ..masc_core.selection.pruning import PruneRules
-from .host import ManagedModel
+from .host import ManagedModel, is_video
 from .host.models import without_server_paths
 from .host.refusals import as_refusal
 from .types import (
@@ -111,6 +112,7 @@ SOCKETS: dict[str, Socket] = {
     "SAMPLER": Socket(
         "a SAMPLER", lambda v: callable(getattr(v, "sample", None)), "KSampler Select or another node's SAMPLER output"
     ),
+    "VIDEO": Socket("a VIDEO", is_video, "Load Video, Create Video or another node's VIDEO output"),
     MASC_ENCODER: Socket("a MaSC encoder", _managed(MascEncoder), "Load MaSC Encoder's 'encoder' output"),
     MASC_SEGMENTER: Socket(
         "a MaSC segmenter",
@@ -132,6 +134,15 @@ SOCKETS: dict[str, Socket] = {
     ),
 }
 """Every socket type a pack node takes that is not a widget, and how a value of it is recognised."""
+
+
+def _either(first: str, second: str) -> Socket:
+    """A socket taking either of two types (core's union type ``"A,B"``)."""
+    a, b = SOCKETS[first], SOCKETS[second]
+    return Socket(f"{a.what} or {b.what}", lambda v: a.accepts(v) or b.accepts(v), f"{a.connect}; or {b.connect}")
+
+
+SOCKETS["IMAGE,VIDEO"] = _either("IMAGE", "VIDEO")  # MaSC Score Video's frames
 
 
 def arrived(value) -> str:

@@ -1,8 +1,9 @@
 """MaSC Score Video (a clip's frames scored against one subject, each exactly as MaSC Score scores an image) and MaSC
 Video Options (how both Sample Until nodes score video candidates).
 
-Converts the IMAGE batch (a clip's frames, [T,H,W,C] as core's video nodes pass them) and the MASK batch (one per
-frame, as core's SAM3 Track to Mask gives, or one for all), calls ``masc_core.scoring.clip.score_clip`` and formats
+Converts the frames (an IMAGE batch [T,H,W,C] as core's video nodes pass them, or core's VIDEO, decoded to one by
+``host.video_frames``) and the MASK batch (one per frame, as core's SAM3 Track to Mask gives, or one for all), calls
+``masc_core.scoring.clip.score_clip`` and formats
 its ``ClipScore``: the clip's mean CP and PF, its worst frame, whether every scored frame passes the rules, a strip
 picture of the frames and a report. Which frames are scored and what the clip's figures mean: docs/video.md.
 """
@@ -77,7 +78,7 @@ class MaSCScoreVideo:
 
     DESCRIPTION = (
         "A video's frames scored as MaSC Score scores images: CP and PF per frame, the clip's mean, its worst frame "
-        "and the frames that fail the rules. From a VIDEO, use core's Get Video Components for its images."
+        "and the frames that fail the rules. The frames come as an IMAGE batch or as a VIDEO."
     )
     CATEGORY = CATEGORY
     OUTPUT_NODE = True
@@ -101,8 +102,8 @@ class MaSCScoreVideo:
                 "reference_image": REFERENCE_INPUT,
                 "reference_mask": REFERENCE_MASK_INPUT,
                 "frames": (
-                    "IMAGE",
-                    {"tooltip": "The clip's frames [T,H,W,C] (VAE Decode of a video latent, Get Video Components)."},
+                    "IMAGE,VIDEO",
+                    {"tooltip": "The clip's frames: an IMAGE batch [T,H,W,C] (VAE Decode of a video), or a VIDEO."},
                 ),
                 "prompt": PROMPT_INPUT,
                 "subject": SUBJECT_INPUT,
@@ -140,6 +141,8 @@ class MaSCScoreVideo:
         references = comfy_images(reference_image, "reference_image")
         reference_masks = comfy_masks(reference_mask)
         check_reference_mask(reference_masks, references)
+        if host.is_video(frames):
+            frames = host.video_frames(frames, "frames")
         chosen = frames_to_score(int(frames.shape[0]), every_nth_frame=every_nth_frame, max_frames=max_frames)
         masc = encoder.ready()
         scored: ScoredClip = score_clip(

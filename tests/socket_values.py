@@ -10,6 +10,25 @@ import torch
 from comfy_harness import Noise_RandomNoise, StandInGuider, StandInModel, StandInSampler, StandInVAE
 
 
+class CoreVideo:
+    """A stand-in of core's VIDEO (comfy_api's VideoInput): the methods the pack calls, and whether it decoded."""
+
+    def __init__(self, images: torch.Tensor, frame_count: int | None = None):
+        self.images, self.frame_count, self.decoded = images, frame_count, False
+
+    def get_dimensions(self):
+        return self.images.shape[2], self.images.shape[1]
+
+    def get_frame_count(self):
+        return self.frame_count if self.frame_count is not None else self.images.shape[0]
+
+    def get_components(self):
+        from types import SimpleNamespace
+
+        self.decoded = True
+        return SimpleNamespace(images=self.images, audio=None, frame_rate=8)
+
+
 def _bare(cls):
     """An instance of ``cls`` that was never initialised: the right type, nothing loaded."""
     return cls.__new__(cls)
@@ -43,6 +62,8 @@ def socket_value(pack, kind: str):
         "MASC_RULES": lambda: _bare(module("masc_core.selection.acceptance").RunRules),
         "MASC_PRUNE": lambda: module("masc_core.selection.pruning").PruneRules(),
         "MASC_VIDEO": lambda: module("masc_core.selection.clip").ClipChoice(),
+        "VIDEO": lambda: CoreVideo(torch.zeros(2, 8, 8, 3)),
+        "IMAGE,VIDEO": lambda: torch.zeros(1, 8, 8, 3),
     }
     maker = makers.get(kind)
     return maker() if maker else None

@@ -11,6 +11,7 @@ import torch
 from PIL import Image
 
 from conftest import box_mask, call, load_photo
+from socket_values import CoreVideo
 from masc_core.errors import MascInputError
 from masc_core.metric.scores import ImageScore
 from masc_core.selection.clip import clip_strip, frames_to_score, summarize_clip
@@ -277,6 +278,56 @@ def test_score_video_on_a_folder_of_frames_agrees_with_the_node(pack, comfy_dirs
     assert passed is False and scores.context.labels == [f"frame {i}" for i in range(6)]
     assert strip.shape[0] == 1 and strip.shape[-1] == 3
     assert "verdict: 2 frame(s) fail: 2, 3" in report and result["ui"]["text"] == [report]
+
+
+def _score_frames(pack, frames, **options):
+    from test_nodes import load_encoder
+
+    node = pack.nodes.NODE_CLASS_MAPPINGS["MaSCScoreVideo"]()
+    return node.score(
+        load_encoder(pack),
+        torch.from_numpy(load_photo("dog_00").astype(np.float32) / 255.0)[None],
+        torch.from_numpy(REFERENCE_MASK.astype(np.float32) / 255.0)[None],
+        frames,
+        PROMPT,
+        "dog",
+        mask=torch.from_numpy(frame_masks(6)),
+        **options,
+    )
+
+
+def test_a_video_of_core_scores_as_its_frames_do(pack, comfy_dirs):
+    frames = torch.from_numpy(clip_frames().astype(np.float32) / 255.0)
+    as_images = _score_frames(pack, frames, every_nth_frame=2)["result"]
+    video = CoreVideo(frames)
+    as_video = _score_frames(pack, video, every_nth_frame=2)["result"]
+    assert video.decoded
+    assert [s.cp for s in as_video[5].scores] == [s.cp for s in as_images[5].scores]
+    assert [s.pf for s in as_video[5].scores] == [s.pf for s in as_images[5].scores]
+    assert as_video[5].context.labels == ["frame 0", "frame 2", "frame 4"] and as_video[3] == as_images[3]
+    assert as_video[7] == as_images[7]  # the report
+
+
+def test_a_video_too_big_to_decode_is_refused_before_core_decodes_it(pack, comfy_dirs):
+    from test_nodes import pack_errors
+
+    video = CoreVideo(torch.zeros(6, SIDE, SIDE, 3), frame_count=10_000_000)
+    with pytest.raises(pack_errors(pack).MascInputError) as refused:
+        _score_frames(pack, video)
+    message = str(refused.value)
+    assert message.startswith("frames: the video has 10,000,000 frames of 256x256, 7324.2 GiB decoded, more than")
+    assert "Load Video's frame cap" in message and "\n" not in message and not video.decoded
+
+
+def test_frames_that_are_neither_images_nor_a_video_are_one_line(pack, comfy_dirs):
+    from test_nodes import pack_errors
+
+    with pytest.raises(pack_errors(pack).MascInputError) as refused:
+        _score_frames(pack, "clip.mp4")
+    assert str(refused.value) == (
+        "frames is not an IMAGE or a VIDEO ('clip.mp4' arrived): connect Load Image, VAE Decode or another node's "
+        "IMAGE output; or Load Video, Create Video or another node's VIDEO output"
+    )
 
 
 def test_score_video_reads_a_video_file_with_pyav(comfy_dirs, clip_folders):

@@ -11,6 +11,7 @@ One module per concern, each usable without ComfyUI (the pack's tests, scripts),
   tests' stand-in);
 - ``browser``: MaSC Pick's tab and routes (``use_pick_browser`` installs the tests' stand-in);
 - ``refusals``: how a refusal reaches the person (its sentence first, no console traceback).
+- ``video``: core's VIDEO as IMAGE frames, its size checked before core decodes it.
 
 Nodes use ``host.<name>`` for everything listed here.
 """
@@ -68,8 +69,12 @@ from .sampling import (
     scheduler_names,
     use_sampling,
 )
+from .video import MAX_DECODED_BYTES, is_video, video_frames
 
 __all__ = [
+    "MAX_DECODED_BYTES",
+    "is_video",
+    "video_frames",
     "as_refusal",
     "quiet_console",
     "DEVICE_INPUT",

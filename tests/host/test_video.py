@@ -198,6 +198,8 @@ def clip_rows(value) -> list[dict]:
 
 
 def test_masc_score_video_on_the_kept_frames_gives_the_runs_per_frame_cp(counting_server, wan, installed):
+    """MaSC Score Video on the clip the run kept (as IMAGE frames and as core's VIDEO) gives the run's per-frame CP."""
+
     def add_score_video(graph, twin):
         inputs = graph[twin]["inputs"]
         (options,) = of_type(graph, "MaSCVideoOptions")
@@ -212,6 +214,9 @@ def test_masc_score_video_on_the_kept_frames_gives_the_runs_per_frame_cp(countin
             every_nth_frame=graph[options]["inputs"]["every_nth_frame"],
             max_frames=graph[options]["inputs"]["max_frames"],
         )
+        # The same frames as core's VIDEO (Create Video), into the same socket.
+        graph["as_video"] = node("CreateVideo", images=[twin, 0], fps=16.0)
+        graph["video_of_core"] = dict(graph["video"], inputs=dict(graph["video"]["inputs"], frames=["as_video", 0]))
 
     run = VideoRun(
         counting_server,
@@ -228,6 +233,7 @@ def test_masc_score_video_on_the_kept_frames_gives_the_runs_per_frame_cp(countin
         batch_size=1,
     )
     video_report = hostapi.ui_text(run.entry, "video")
+    assert hostapi.ui_text(run.entry, "video_of_core") == video_report  # a VIDEO scores as its frames do
     scored = {int(k): float(cp) for k, cp in re.findall(r"^frame (\d+)\s+([+-]\d\.\d{4})", video_report, flags=re.M)}
     (clip,) = [row for row in clip_rows(saved_masc_entry(run, installed["output"])) if "frames" in row]
     recorded = {f["frame"]: f["cp"] for f in clip["frames"]}
