@@ -3,9 +3,9 @@ Video Options (how both Sample Until nodes score video candidates).
 
 Converts the frames (an IMAGE batch [T,H,W,C] as core's video nodes pass them, or core's VIDEO, decoded to one by
 ``host.video_frames``) and the MASK batch (one per frame, as core's SAM3 Track to Mask gives, or one for all), calls
-``masc_core.scoring.clip.score_clip`` and formats
-its ``ClipScore``: the clip's mean CP and PF, its worst frame, whether every scored frame passes the rules, a strip
-picture of the frames and a report. Which frames are scored and what the clip's figures mean: docs/video.md.
+``masc_core.scoring.clip.score_clip`` and formats its ``ClipScore``: the clip's mean CP and PF, its worst frame,
+whether every scored frame passes the rules, a strip picture of the frames and a report. Which frames are scored
+and what the clip's figures mean: docs/video.md.
 """
 
 from __future__ import annotations

@@ -69,10 +69,9 @@ from .sampling import (
     scheduler_names,
     use_sampling,
 )
-from .video import MAX_DECODED_BYTES, is_video, video_frames
+from .video import is_video, video_frames
 
 __all__ = [
-    "MAX_DECODED_BYTES",
     "is_video",
     "video_frames",
     "as_refusal",

@@ -18,7 +18,7 @@ MAX_DECODED_BYTES = 8 * 1024**3
 
 def is_video(value) -> bool:
     """Whether ``value`` is one of core's VIDEO objects (``comfy_api``'s VideoInput: it has ``get_components``)."""
-    return callable(getattr(value, "get_components", None)) and not isinstance(value, torch.Tensor)
+    return callable(getattr(value, "get_components", None))
 
 
 def video_frames(video, name: str) -> torch.Tensor:
