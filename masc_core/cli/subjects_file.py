@@ -20,7 +20,7 @@ import os
 import time
 
 from ..errors import MascInputError
-from ..io.files import JSONUnreadable, parse_json
+from ..io.files import JSONUnreadable, check_regular_file, parse_json
 from ..safe_text import printable, shown
 from ..metric.stripping import parse_subject_names
 from ..metric.subjects import MAX_SUBJECTS, Subject, check_subjects, every_or_none
@@ -49,6 +49,7 @@ def read_subjects_file(path: str, outputs: int) -> tuple[list[Subject], list[lis
     from ..io.images import load_image_file, load_mask_file
 
     label = shown(path)
+    check_regular_file(path, "--subjects", label=f"--subjects {label}")
     try:
         if os.path.getsize(path) > MAX_FILE_BYTES:
             raise MascInputError(f"--subjects {label} is over 1 MB: a subjects file lists a few file names")

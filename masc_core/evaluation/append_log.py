@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import MascInputError
+from ..io.files import check_regular_file
 
 HEAD_BYTES = 1 << 20
 """How much of a file's start is read to recognise it (its first record lies within this)."""
@@ -114,12 +115,14 @@ class AppendLog:
     ):
         self.path = path
         self.format = log_format
+        label = label or f"'{path}'"
+        check_regular_file(path, "log", label=label, hint=hint)  # opening a pipe to append would block
         self._handle = open(path, "a+b")
         self._boundary = 0
         """An offset known to end a record: what this writer last left (other writers may have appended since)."""
         try:
             with self._locked():
-                self._recognise(label or f"'{path}'", hint)
+                self._recognise(label, hint)
         except BaseException:
             self._handle.close()
             raise

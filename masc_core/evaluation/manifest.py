@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import MascInputError
+from ..io.files import check_regular_file
 from .subject_columns import RowSubject, further_subjects
 from .manifest_cells import (  # noqa: F401  (LISTED_PROBLEMS, PATH_SEPARATOR, missing_files_error: re-exported)
     LISTED_PROBLEMS,
@@ -328,6 +329,7 @@ def read_manifest(path: str | os.PathLike) -> Manifest:
         raise MascInputError(f"manifest '{path}' does not exist: check the path")
     if os.path.isdir(path):
         raise MascInputError(f"manifest '{path}' is a folder: pass a .csv or .jsonl file")
+    check_regular_file(path, "manifest", hint="pass a .csv or .jsonl file")
     try:
         columns, records = _read_jsonl(path) if _detect_format(path) == "jsonl" else _read_csv(path)
     except UnicodeDecodeError:

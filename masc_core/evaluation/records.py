@@ -30,7 +30,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ..io.files import write_atomic
+from ..io.files import check_regular_file, write_atomic
 from .append_log import AppendLog, jsonl_format, jsonl_record_end
 from .manifest import ASPECTS, ManifestRow
 
@@ -240,6 +240,7 @@ def read_records(path: str) -> dict[int, EvalRecord]:
     records: dict[int, EvalRecord] = {}
     if not os.path.exists(path):
         return records
+    check_regular_file(path, "results log")
     with open(path, "rb") as handle:
         data = handle.read()
     for line in data[: jsonl_record_end(data)].split(b"\n"):

@@ -39,7 +39,7 @@ import os
 from typing import Any
 
 from ..errors import MascInputError
-from ..io.files import JSONUnreadable, parse_json
+from ..io.files import JSONUnreadable, check_regular_file, parse_json
 from ..metric.scores import ScoreBatch, defined_number, subject_figures
 from ..version import __version__
 from ..safe_text import shown
@@ -281,6 +281,7 @@ def append_rows(path: str, rows: list[dict[str, Any]]) -> None:
     """
     log_format = JSONL_LOG if path.endswith(".jsonl") else CSV_LOG
     label = f"filename {shown(os.path.basename(path))}"
+    check_regular_file(path, "filename", label=label, hint="choose another filename, or move that file away")
     columns = LOG_COLUMNS if path.endswith(".jsonl") else _csv_columns(path, rows, label)
     try:
         with AppendLog(path, log_format, label=label, hint="choose another filename, or move that file away") as log:
@@ -318,6 +319,7 @@ def read_log(path: str) -> list[dict[str, Any]]:
     label = f"log {shown(os.path.basename(path))}"
     if not path.endswith(LOG_SUFFIXES):
         raise MascInputError(f"{label} must end in .jsonl or .csv (a score log of MaSC Log Scores)")
+    check_regular_file(path, "log", label=label, hint="give a score log file")
     try:
         with open(path, "rb") as handle:
             data = handle.read()

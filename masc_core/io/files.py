@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 from typing import Any, Callable
 
 from ..errors import MascError, MascInputError
@@ -19,6 +20,48 @@ MAX_JSON_DEPTH = 32
 """Deepest nesting of lists and objects ``parse_json`` takes by default (the package's files nest at most 6)."""
 MAX_JSON_DIGITS = 40
 """Longest whole number ``parse_json`` takes (a seed has at most 20 digits; Python refuses 4,300 with another error)."""
+
+
+def special_file_kind(path: str | os.PathLike) -> str | None:
+    """What ``path`` is when it exists but is neither a regular file nor a folder, or None.
+
+    ``os.stat`` follows links and never opens, so a named pipe, a socket or a device (``/dev/zero`` behind a link
+    named ``frame.png``) is named before anything could block on it or read from it without end.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):  # missing, unreadable, a NUL in the name: the caller's own open says so
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def check_regular_file(
+    path: str | os.PathLike,
+    name: str,
+    *,
+    shown_as: str | None = None,
+    label: str | None = None,
+    error: type[MascError] = MascInputError,
+    hint: str = "give a file",
+) -> None:
+    """One line of ``error`` naming input ``name`` when ``path`` is a pipe, socket or device: the one check every
+    reader of the package makes before it opens a file (images, masks, frames, videos, logs, model files).
+
+    ``shown_as`` is how the file is named in the message (a node names a file of the server by its name, never by
+    the server's path); ``label``, when given, is the whole phrase that names it instead.
+    """
+    kind = special_file_kind(path)
+    if kind is not None:
+        label = label or f"{name} '{os.fspath(path) if shown_as is None else shown_as}'"
+        raise error(f"{label} is {kind}, not a regular file: {hint}")
 
 
 class JSONUnreadable(ValueError):
@@ -86,6 +129,7 @@ def parse_json(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
 def read_json(path: str, what: str, *, error: type[MascError] = MascInputError, hint: str = "") -> dict:
     """The JSON object in ``path``, or one line of ``error`` naming ``what`` and the file (then ``hint``)."""
     tail = f": {hint}" if hint else ""
+    check_regular_file(path, what, error=error)
     try:
         with open(path, "rb") as handle:
             value = parse_json(handle.read())

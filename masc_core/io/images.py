@@ -25,6 +25,7 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from ..errors import MascInputError, first_line
+from .files import check_regular_file
 
 IMAGE_SUFFIX_HINT = "use a PNG, JPEG or WebP image"
 MAX_PIXELS = Image.MAX_IMAGE_PIXELS
@@ -135,6 +136,7 @@ def _open_image(path: str | os.PathLike, name: str) -> Image.Image:
         raise MascInputError(f"{name} '{path}' does not exist: check the path")
     if os.path.isdir(path):
         raise MascInputError(f"{name} '{path}' is a folder, not an image file: pass the image's path")
+    check_regular_file(path, name)
     try:
         image = open_quietly(path)
         width, height = image.size

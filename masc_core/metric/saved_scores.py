@@ -42,7 +42,7 @@ import numpy as np
 from PIL import Image
 
 from ..errors import MascInputError, first_line
-from ..io.files import JSONTooDeep, JSONUnreadable, parse_json
+from ..io.files import JSONTooDeep, JSONUnreadable, check_regular_file, parse_json
 from ..io.images import open_quietly, too_many_pixels
 from ..io.png_text import PngTextError, find_text, image_only, is_png
 from .report import format_band, format_score, format_share, subject_line
@@ -353,6 +353,7 @@ def read_png(path: str | os.PathLike) -> tuple[dict[str, Any], str]:
             f"'{shown_path}' is a folder: pass PNG files saved by ComfyUI's Save Image (a shell glob such as "
             "folder/*.png)"
         )
+    check_regular_file(path, "", label=f"'{shown_path}'", hint="pass a PNG saved by ComfyUI's Save Image")
     if not os.path.isfile(path):
         raise MascInputError(f"'{shown_path}' does not exist: pass a PNG saved by ComfyUI's Save Image")
     try:

@@ -28,7 +28,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from ..errors import MascModelError, first_line
-from ..io.files import read_json
+from ..io.files import check_regular_file, read_json
 from .weight_shapes import Size, WeightShapes, check_sizes, read_weight_shapes
 
 PAPER_MODEL_ID = "google/siglip2-so400m-patch16-naflex"
@@ -201,6 +201,15 @@ def read_folder(
     source = source or folder
     if not os.path.isdir(folder):
         raise MascModelError(f"{label} '{source}' is not a folder: pass a checkpoint folder in Hugging Face layout")
+    names = sorted(os.listdir(folder))
+    for name in names:  # a pipe or a device named model.safetensors would block or never end the read
+        check_regular_file(
+            os.path.join(folder, name),
+            f"{label} '{source}': the file",
+            shown_as=name,
+            error=MascModelError,
+            hint="put the checkpoint's own file there",
+        )
     config_path = os.path.join(folder, "config.json")
     if not os.path.isfile(config_path):
         raise MascModelError(
@@ -211,7 +220,6 @@ def read_folder(
     model_type = str(config.get("model_type") or "")
     if model_type not in model_types:
         raise MascModelError(f"{label} '{source}' holds a '{model_type or 'unknown'}' model{wrong_type}")
-    names = sorted(os.listdir(folder))
     weights = [n for n in names if n.endswith(".safetensors")]
     if not weights:
         others = [n for n in names if n.endswith(_OTHER_WEIGHT_FORMATS)]
