@@ -28,6 +28,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..errors import MascInputError
+from ..selection.pruning import MAX_JUDGED_STEPS, STUDY_FRACTIONS
 from ..selection.ranking import ranking_key
 from ..metric.scores import ImageScore
 from .agreement import (
@@ -40,6 +41,10 @@ from .agreement import (
     stable_seed,
 )
 from .score_log import left_out_line, log_key, log_score
+
+
+MAX_PREVIEWS_PER_CANDIDATE = max(len(STUDY_FRACTIONS), MAX_JUDGED_STEPS)
+"""The most previews MaSC logs for one candidate: one per judged step (a study's 5, or pruning's at most 63)."""
 
 
 def _key(cp, pf, by: str, cp_weight: float, pf_weight: float) -> float | None:
@@ -73,6 +78,8 @@ def _row_problem(row: dict[str, Any]) -> str | None:
         return "the final cp or pf is not a number"
     if not isinstance(row["previews"], list):
         return "previews is not a list"
+    if len(row["previews"]) > MAX_PREVIEWS_PER_CANDIDATE:
+        return f"more than the {MAX_PREVIEWS_PER_CANDIDATE} previews MaSC writes for one candidate"
     return next((problem for problem in map(_preview_problem, row["previews"]) if problem), None)
 
 
@@ -122,11 +129,11 @@ def prune_report(
             f"{source} holds no candidates with previews and final scores{also}: run MaSC Sample Until with "
             "prune_study on, log its scores to a .jsonl file, then report"
         )
-    steps = sorted({(p["step"], p["steps"]) for members in rounds.values() for row in members for p in row["previews"]})
+    at_steps = _previews_by_step(rounds)
     options = dict(
         keep=keep, best=best, by=by, cp_weight=cp_weight, pf_weight=pf_weight, bootstrap=bootstrap, seed=seed
     )
-    result_steps = [_step_entry(rounds, step, total, **options) for step, total in steps]
+    result_steps = [_step_entry(at_steps[at], *at, **options) for at in sorted(at_steps)]
     return {
         "source": source,
         "rounds": len(rounds),
@@ -141,8 +148,23 @@ def prune_report(
     }
 
 
+def _previews_by_step(rounds: dict[tuple, list[dict[str, Any]]]) -> dict[tuple[int, int], dict[tuple, list]]:
+    """Each judged (step, steps): the rounds judged there, each with its (row, preview) pairs; every preview is read
+    once (the first of a row at a step counts), so the report is linear in the log."""
+    index: dict[tuple[int, int], dict[tuple, list]] = defaultdict(dict)
+    for key, members in rounds.items():
+        for row in members:
+            seen = set()
+            for preview in row["previews"]:
+                at = (preview["step"], preview["steps"])
+                if at not in seen:
+                    seen.add(at)
+                    index[at].setdefault(key, []).append((row, preview))
+    return index
+
+
 def _step_entry(
-    rounds: dict,
+    rounds: dict[tuple, list],
     step: int,
     total: int,
     *,
@@ -158,12 +180,7 @@ def _step_entry(
     how often keeping ``keep`` of a round by its preview kept the round's final ``best``."""
     pairs = {"cp": ([], []), "pf": ([], [])}
     kept_best, considered, sizes = [], 0, []
-    for members in rounds.values():
-        at = [
-            (row, next((p for p in row["previews"] if p["step"] == step and p["steps"] == total), None))
-            for row in members
-        ]
-        at = [(row, p) for row, p in at if p is not None]
+    for at in rounds.values():
         for row, p in at:
             for name in ("cp", "pf"):
                 if row.get(name) is not None and p.get(name) is not None:

@@ -24,12 +24,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol, Sequence
 
 from ..errors import MascInputError
+from ..limits import BATCH_SIZE
 from .ranking import PassRules
 from .samplers import UNSPLITTABLE_SAMPLERS, resumes_at_split
 from ..metric.scores import ImageScore, defined_number
 
 STUDY_FRACTIONS = (0.2, 0.3, 0.4, 0.5, 0.6)
 """Where a study judges every candidate, as shares of its steps."""
+MAX_JUDGED_STEPS = BATCH_SIZE.high - 1
+"""The most judged steps one run can chain: each keeps fewer than the one before, the first fewer than a round."""
 
 
 @dataclass(frozen=True)
