@@ -63,6 +63,11 @@ class BoundSampler:
             raise AttributeError(name)
         return getattr(self.side, name)
 
+    @property
+    def clips(self) -> bool:
+        """Whether each candidate is a video clip: the latent has frames ([B,C,T,h,w])."""
+        return self.latent["samples"].ndim == 5
+
     def start(self, budget):
         self.progress = host.CandidateProgress(budget, self.side.steps)
 

@@ -49,7 +49,7 @@ class PhotoSampler:
     A judged round calls ``judge`` at each stop with every live candidate's "preview" (its photo: the preview already
     shows what the candidate becomes) and finishes only the survivors, as the host's ``run_round`` does."""
 
-    steps, label, known, batches, denoise = 10, "euler", True, True, 1.0
+    steps, label, known, batches, denoise, clips = 10, "euler", True, True, 1.0, False
 
     def __init__(self, matches):
         self.matches = set(matches)

@@ -105,3 +105,21 @@ def test_pruning_judges_video_previews_and_finishes_the_survivors(pack, models):
     assert len(pruned) == 3 and all(s.previews and s.previews[0]["cp"] is not None for s in pruned)
     finished = [s for s in scores.scores if s.cp is not None]
     assert len(finished) == 1 and finished[0].clip["total_frames"] == LATENT_FRAMES - 1
+
+
+def test_several_subjects_on_a_video_latent_are_refused_before_the_first_step(pack, models):
+    from test_sample_until_subjects import declare
+
+    errors = importlib.import_module(pack.__name__ + ".masc_core.errors")
+    values = video_inputs(pack, models, None)
+    values.update(
+        reference_image=None,
+        reference_mask=None,
+        subject="",
+        mask_subject="",
+        subjects=declare(pack, "teapot", "teapot_00", declare(pack, "dog", "dog_00")),
+    )
+    with stand_in_sampling(pack) as backend:
+        with pytest.raises(errors.MascInputError, match="several subjects in a video are not scored yet"):
+            pack.nodes.NODE_CLASS_MAPPINGS["MaSCSampleUntilCustom"]().sample(**values)
+    assert backend.calls == []  # not one step sampled, nothing decoded

@@ -52,8 +52,14 @@ class CandidateScoring:
         """The subject name(s) the scores record: one subject's as given, several subjects' names comma-separated."""
         return self.subject if self.subjects is None else ", ".join(all_names(self.subjects))
 
-    def check(self, rules: RunRules) -> None:
-        """A one-line error for rules these inputs cannot follow (PF without masks, blends without subjects)."""
+    def check(self, rules: RunRules, *, clips: bool = False) -> None:
+        """A one-line error for rules these inputs cannot follow (PF without masks, blends without subjects), or for
+        candidates they cannot score (``clips``: each candidate a video clip)."""
+        if clips and self.subjects is not None:
+            raise MascInputError(
+                "several subjects in a video are not scored yet: connect one subject's reference and mask instead of "
+                "'subjects'"
+            )
         if self.segmenter is None:
             uses_pf = [
                 (rules.passing.by in ("pf", "both"), f"rank_by '{rules.passing.by}'"),
@@ -133,7 +139,7 @@ def run_sample_until(
     says the latent carries one (inpainting: pruning cannot split masked sampling).
     """
     rules = rules.check()
-    scoring.check(rules)
+    scoring.check(rules, clips=sampler.clips)
     pruning = pruning.check(
         batch_size=rules.batch_size,
         steps=sampler.steps,
@@ -247,11 +253,6 @@ def subjects_scorer(
     """Arrays -> (ScoreBatch, the union of the subjects' masks or None): several subjects, as MaSC Score Subjects."""
 
     def score_round(arrays):
-        if is_clip(arrays[0]):
-            raise MascInputError(
-                "several subjects in a video are not scored yet: connect one subject's reference and mask instead of "
-                "'subjects'"
-            )
         per_subject = [candidate_masks(segmenter, arrays, s.names, mask_threshold, progress) for s in subjects]
         multi = score_subjects(
             encoder.ready(),

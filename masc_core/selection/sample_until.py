@@ -34,6 +34,9 @@ class CandidateSampler(Protocol):
     batches: bool
     """Whether a plain round may sample the round as one batch (the sampler drawing no noise of its own)."""
     denoise: float
+    clips: bool
+    """Whether each candidate decodes to a video clip (the latent has frames): known before anything is sampled, so
+    what the scorer cannot do for a clip is refused first."""
 
     def sample_round(
         self, seeds: list[int], *, done: int, stops: Sequence[int], judge: Callable | None, prunes: bool
