@@ -268,6 +268,10 @@ PREVIEW = {"round": 0, "step": 2, "steps": 8, "cp": 0.4, "pf": None}
         (_study_row("x", 0.4, [dict(PREVIEW, cp="high")]), "a preview's cp or pf is not a number"),
         (_study_row("x", 0.4, [dict(PREVIEW, round=[0])]), "a preview's round is not a text or whole number"),
         (_study_row("x", "0.4", [PREVIEW]), "the final cp or pf is not a number"),
+        (
+            _study_row("x", 0.4, [dict(PREVIEW, step=s % 8) for s in range(64)]),
+            "more than the 63 previews MaSC writes for one candidate",
+        ),
     ],
 )
 def test_prune_report_leaves_out_crafted_rows_and_counts_them(tmp_path, bad, reason):
@@ -281,6 +285,45 @@ def test_prune_report_leaves_out_crafted_rows_and_counts_them(tmp_path, bad, rea
     ), result["left_out"]
     assert result["steps"] == clean["steps"] and result["candidates"] == clean["candidates"]
     assert "left out 1 row MaSC does not write: " in prune_report_text(result)
+
+
+class CountedPreviews(list):
+    """A row's previews that count how often the report walks them."""
+
+    walks = 0
+
+    def __iter__(self):
+        CountedPreviews.walks += 1
+        return super().__iter__()
+
+
+def test_prune_report_reads_each_candidates_previews_a_fixed_number_of_times_however_many_steps():
+    rng = np.random.default_rng(5)
+    walks = {}
+    for judged in (2, 60):
+        rows = []
+        for r in range(4):
+            for _ in range(6):
+                final = float(rng.uniform(0.2, 0.6))
+                previews = [
+                    {"round": 0, "step": s, "steps": 64, "cp": final + float(rng.normal(0, 0.05)), "pf": None}
+                    for s in range(1, judged + 1)
+                ]
+                rows.append(_study_row(f"s{r}", final, CountedPreviews(previews)))
+        CountedPreviews.walks = 0
+        result = prune_report(rows, keep=2, bootstrap=0)
+        assert len(result["steps"]) == judged and result["candidates"] == 24
+        walks[judged] = CountedPreviews.walks / len(rows)
+    assert walks[60] == walks[2] <= 3, walks  # linear in the log: no walk per judged step
+
+
+def test_the_first_preview_of_a_candidate_at_a_step_counts():
+    rows = [
+        _study_row("s", final, [dict(PREVIEW, cp=final), dict(PREVIEW, cp=1.0 - final)])
+        for final in (0.2, 0.3, 0.4, 0.5)
+    ]
+    step = prune_report(rows, keep=1, bootstrap=0)["steps"][0]
+    assert step["rho_cp"]["rho"] == pytest.approx(1.0) and step["kept_best"]["hits"] == 1
 
 
 @pytest.mark.parametrize(
@@ -419,3 +462,4 @@ def test_the_log_node_refuses_a_crafted_filename_without_the_servers_path(pack, 
             node.log(batch, name, "")
         assert comfy_dirs["output"] not in str(refused.value) and one_line(str(refused.value))
     assert sorted(os.listdir(comfy_dirs["output"])) == before
+
