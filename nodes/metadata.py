@@ -46,12 +46,14 @@ def encoder_identity(encoder) -> dict[str, str]:
     return dict(identity)
 
 
-def image_digests(images: torch.Tensor) -> list[str]:
-    """Each image's hash as core Save Image will quantize and write it."""
+def image_digests(images) -> list[str]:
+    """Each image's hash as core Save Image will quantize and write it (an IMAGE batch, or RGB uint8 arrays)."""
     digests = []
     for image in images:
-        pixels = image.detach().cpu()
-        digests.append(pixel_digest((pixels.float() if pixels.dtype == torch.bfloat16 else pixels).numpy()))
+        if isinstance(image, torch.Tensor):
+            pixels = image.detach().cpu()
+            image = (pixels.float() if pixels.dtype == torch.bfloat16 else pixels).numpy()
+        digests.append(pixel_digest(image))
     return digests
 
 

@@ -1,19 +1,21 @@
 """MaSC Score Video (a clip's frames scored against one subject, each exactly as MaSC Score scores an image) and MaSC
 Video Options (how both Sample Until nodes score video candidates).
 
-Converts the frames (an IMAGE batch [T,H,W,C] as core's video nodes pass them, or core's VIDEO, decoded to one by
-``host.video_frames``) and the MASK batch (one per frame, as core's SAM3 Track to Mask gives, or one for all), calls
-``masc_core.scoring.clip.score_clip`` and formats its ``ClipScore``: the clip's mean CP and PF, its worst frame,
-whether every scored frame passes the rules, a strip picture of the frames and a report. Which frames are scored
-and what the clip's figures mean: docs/video.md.
+Converts the frames (an IMAGE batch [T,H,W,C] as core's video nodes pass them, or core's VIDEO: a file's frames read
+by the pack's bounded reader, ``host.video_frames``) and the MASK batch (one per frame, as core's SAM3 Track to Mask
+gives, or one for all), calls ``masc_core.scoring.clip.score_clip`` and formats its ``ClipScore``: the clip's mean CP
+and PF, its worst frame, whether every scored frame passes the rules, a strip picture of the frames and a report.
+Which frames are scored and what the clip's figures mean: docs/video.md.
 """
 
 from __future__ import annotations
 
+import torch
+
 from ..masc_core.limits import EVERY_NTH_FRAME, MAX_FRAMES, TRIM_LATENT
 from ..masc_core.metric.report import format_score, score_table
 from ..masc_core.metric.scores import ScoreBatch
-from ..masc_core.scoring.clip import ScoredClip, score_clip
+from ..masc_core.scoring.clip import ScoredClip, frame_count, score_clip
 from ..masc_core.selection.clip import DEFAULT_MAX_FRAMES, ClipChoice, ClipScore, clip_strip, frames_to_score
 from . import host
 from .convert import batch_value, check_reference_mask, comfy_images, comfy_masks, image_output
@@ -142,8 +144,8 @@ class MaSCScoreVideo:
         reference_masks = comfy_masks(reference_mask)
         check_reference_mask(reference_masks, references)
         if host.is_video(frames):
-            frames = host.video_frames(frames, "frames")
-        chosen = frames_to_score(int(frames.shape[0]), every_nth_frame=every_nth_frame, max_frames=max_frames)
+            frames = host.video_frames(frames, "frames")  # a file's frames read (bounded) by the pack, or held ones
+        chosen = frames_to_score(frame_count(frames), every_nth_frame=every_nth_frame, max_frames=max_frames)
         masc = encoder.ready()
         scored: ScoredClip = score_clip(
             masc,
@@ -166,7 +168,7 @@ class MaSCScoreVideo:
             unique_id,
             batch,
             "MaSCScoreVideo",
-            pixels=image_digests(frames[clip.frames]),
+            pixels=image_digests(frames[clip.frames] if isinstance(frames, torch.Tensor) else scored.frames),
         )
         strip = clip_strip(scored.frames, clip)
         report = clip_report(clip, batch)

@@ -11,22 +11,52 @@ from comfy_harness import Noise_RandomNoise, StandInGuider, StandInModel, StandI
 
 
 class CoreVideo:
-    """A stand-in of core's VIDEO (comfy_api's VideoInput): the methods the pack calls, and whether it decoded."""
+    """A stand-in of core's VideoFromComponents (Create Video, a model's output): frames held in memory."""
 
-    def __init__(self, images: torch.Tensor, frame_count: int | None = None):
-        self.images, self.frame_count, self.decoded = images, frame_count, False
+    def __init__(self, images: torch.Tensor):
+        self.images, self.decoded = images, False
 
     def get_dimensions(self):
         return self.images.shape[2], self.images.shape[1]
-
-    def get_frame_count(self):
-        return self.frame_count if self.frame_count is not None else self.images.shape[0]
 
     def get_components(self):
         from types import SimpleNamespace
 
         self.decoded = True
         return SimpleNamespace(images=self.images, audio=None, frame_rate=8)
+
+
+class CoreVideoFile:
+    """A stand-in of core's VideoFromFile (Load Video): a path on the server, a header to ask, a whole-file decode.
+
+    The pack must read its frames through its own bounded reader (``get_stream_source``), never ask core to decode
+    (``decoded``) and never trust the header (``get_frame_count``, ``get_dimensions`` as the container says)."""
+
+    def __init__(self, path, start: float = 0.0, duration: float = 0.0):
+        self.path, self.window, self.decoded = str(path), (start, duration), False
+
+    def get_stream_source(self):
+        return self.path
+
+    def get_active_trim_window(self):
+        return self.window
+
+    def get_dimensions(self):
+        import av
+
+        with av.open(self.path) as container:
+            stream = container.streams.video[0]
+            return stream.width, stream.height
+
+    def get_frame_count(self):
+        import av
+
+        with av.open(self.path) as container:
+            return container.streams.video[0].frames
+
+    def get_components(self):
+        self.decoded = True
+        raise AssertionError("core was asked to decode the whole file")
 
 
 def _bare(cls):

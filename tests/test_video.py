@@ -308,17 +308,6 @@ def test_a_video_of_core_scores_as_its_frames_do(pack, comfy_dirs):
     assert as_video[7] == as_images[7]  # the report
 
 
-def test_a_video_too_big_to_decode_is_refused_before_core_decodes_it(pack, comfy_dirs):
-    from test_nodes import pack_errors
-
-    video = CoreVideo(torch.zeros(6, SIDE, SIDE, 3), frame_count=10_000_000)
-    with pytest.raises(pack_errors(pack).MascInputError) as refused:
-        _score_frames(pack, video)
-    message = str(refused.value)
-    assert message.startswith("frames: the video has 10,000,000 frames of 256x256, 7324.2 GiB decoded, more than")
-    assert "Load Video's frame cap" in message and "\n" not in message and not video.decoded
-
-
 def test_frames_that_are_neither_images_nor_a_video_are_one_line(pack, comfy_dirs):
     from test_nodes import pack_errors
 

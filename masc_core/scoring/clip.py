@@ -48,6 +48,11 @@ def _reader(value: Any, name: str) -> tuple[int, Callable[[list[int]], list]]:
     return 1, lambda indices: [value for _ in indices]
 
 
+def frame_count(frames: Any) -> int:
+    """How many frames a clip has (a ``Clip``, a batch [T,...] or a list of frames)."""
+    return _reader(frames, "frames")[0]
+
+
 def score_clip(
     encoder: MascEncoder,
     frames: Any,

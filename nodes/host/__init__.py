@@ -11,7 +11,7 @@ One module per concern, each usable without ComfyUI (the pack's tests, scripts),
   tests' stand-in);
 - ``browser``: MaSC Pick's tab and routes (``use_pick_browser`` installs the tests' stand-in);
 - ``refusals``: how a refusal reaches the person (its sentence first, no console traceback).
-- ``video``: core's VIDEO as IMAGE frames, its size checked before core decodes it.
+- ``video``: core's VIDEO as the frames the pack scores (a file's read by the pack's bounded reader).
 
 Nodes use ``host.<name>`` for everything listed here.
 """

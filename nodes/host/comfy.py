@@ -23,6 +23,12 @@ except ImportError:  # pragma: no cover - exercised by the tests without ComfyUI
     k_diffusion_sampling = None
     IN_COMFYUI = False
 
+try:  # core's VIDEO types (comfy_api.input, 0.3.64 and later)
+    from comfy_api.input import VideoInput  # type: ignore
+    from comfy_api.input_impl import VideoFromComponents  # type: ignore
+except ImportError:  # pragma: no cover - outside ComfyUI
+    VideoInput = VideoFromComponents = None
+
 try:
     from comfy_execution.graph_utils import ExecutionBlocker  # type: ignore
 except ImportError:

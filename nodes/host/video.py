@@ -1,19 +1,21 @@
-"""Core's VIDEO type (Load Video, Create Video, a video model's output) as the IMAGE frames the pack scores.
+"""Core's VIDEO type (Load Video, Create Video, a video model's output) as the frames the pack scores.
 
-A VIDEO from a file is decoded whole by core (``get_components``), so its size is checked first from what the
-container says: the frame size against the pack's decompression-bomb guard, and frames x pixels against
-``MAX_DECODED_BYTES``, the float32 IMAGE the decode would hold.
+A VIDEO backed by a file (core's ``VideoFromFile``: a path or a video's bytes) is never decoded whole by core here:
+its source is read through the pack's own bounded reader (``masc_core.io.video.open_video``), which counts and sizes
+every frame as it decodes it, whatever the container's header says, keeps only the frames scored, and names the file
+by its name alone. A VIDEO whose frames are already in memory (``VideoFromComponents``: Create Video, a model's
+output) gives its frames as they are. A VIDEO of any other kind cannot be bounded before it decodes: it is refused.
 """
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 from ...masc_core.errors import MascInputError
-from ...masc_core.io.images import too_many_pixels
-
-MAX_DECODED_BYTES = 8 * 1024**3
-"""Largest VIDEO decoded to frames here (float32 RGB): about 170 frames of 1080p or 860 of Wan's 832 x 480."""
+from ...masc_core.io.video import Clip, open_video
+from .comfy import VideoFromComponents, VideoInput
 
 
 def is_video(value) -> bool:
@@ -21,22 +23,34 @@ def is_video(value) -> bool:
     return callable(getattr(value, "get_components", None))
 
 
-def video_frames(video, name: str) -> torch.Tensor:
-    """The frames of a VIDEO as an IMAGE [T,H,W,C], after its frame size and decoded size are checked."""
-    width, height = (int(side) for side in video.get_dimensions())
-    too_big = too_many_pixels(width, height)
-    if too_big:
-        raise MascInputError(f"{name}: the video's frames {too_big}: downscale the video")
-    count = getattr(video, "get_frame_count", None)  # ComfyUI 0.33 and later; 0.3.64's VIDEO has none
-    if count is not None:
-        frames = int(count())
-        decoded = frames * width * height * 3 * 4
-        if decoded > MAX_DECODED_BYTES:
-            raise MascInputError(
-                f"{name}: the video has {frames:,} frames of {width}x{height}, {decoded / 1024**3:.1f} GiB decoded, "
-                f"more than the {MAX_DECODED_BYTES / 1024**3:.0f} GiB read here: load fewer frames (Load Video's frame "
-                "cap) or a shorter clip"
-            )
+def _file_source(video):
+    """The file or bytes a VIDEO reads its frames from, or None when its class keeps no source of its own."""
+    own = getattr(type(video), "get_stream_source", None)
+    if own is None or (VideoInput is not None and own is VideoInput.get_stream_source):
+        return None  # the base class would encode the frames to give a source: they are in memory already
+    return video.get_stream_source()
+
+
+def _holds_frames(video) -> bool:
+    """Whether the VIDEO's frames are already in memory (``get_components`` decodes nothing)."""
+    if VideoFromComponents is None:  # outside ComfyUI: the tests' stand-ins hold their frames
+        return True
+    return isinstance(video, VideoFromComponents)
+
+
+def video_frames(video, name: str) -> torch.Tensor | Clip:
+    """The frames of a VIDEO: a ``Clip`` read by the pack for a file, the IMAGE [T,H,W,C] it holds otherwise."""
+    source = _file_source(video)
+    if source is not None:
+        shown = os.path.basename(source) if isinstance(source, str) else "the video's data"
+        window = getattr(video, "get_active_trim_window", None)  # ComfyUI 0.33 and later: a trimmed VIDEO
+        start, duration = window() if callable(window) else (0.0, 0.0)
+        return open_video(source, name, shown=shown, start=start, duration=duration)
+    if not _holds_frames(video):
+        raise MascInputError(
+            f"{name}: this VIDEO ({type(video).__name__}) cannot be sized before it is decoded: connect Load Video "
+            "or Create Video, or the frames as an IMAGE batch"
+        )
     images = video.get_components().images
     if not isinstance(images, torch.Tensor) or images.ndim != 4 or images.shape[0] == 0:
         raise MascInputError(f"{name}: the video gave no frames: connect a video with at least one frame")
