@@ -115,7 +115,7 @@ def _score_subjects_file(scene, text: str):
 @pytest.mark.parametrize(
     "text, message",
     [
-        ('{"subjects": ' + "[" * 5000 + "]" * 5000 + "}", "could not be read as JSON (nested too deeply)"),
+        ('{"subjects": ' + "[" * 5000 + "]" * 5000 + "}", "could not be read as JSON (nested more than 32 deep)"),
         (
             '{"subjects": [{"names": "dog", "references": ["ref.png"], "reference_masks": ["mask.png"], "x": '
             + "9" * 5000
@@ -329,7 +329,7 @@ def test_the_first_preview_of_a_candidate_at_a_step_counts():
 @pytest.mark.parametrize(
     "line, message",
     [
-        ("[" * 5000 + "]" * 5000, "line 1 is not JSON MaSC Log Scores writes (nested too deeply)"),
+        ("[" * 5000 + "]" * 5000, "line 1 is not JSON MaSC Log Scores writes (nested more than 32 deep)"),
         (
             '{"time": "t", "run": "r", "metric_version": "m", "cp": NaN}',
             "line 1 is not JSON MaSC Log Scores writes (NaN is not a number)",
@@ -463,3 +463,20 @@ def test_the_log_node_refuses_a_crafted_filename_without_the_servers_path(pack, 
         assert comfy_dirs["output"] not in str(refused.value) and one_line(str(refused.value))
     assert sorted(os.listdir(comfy_dirs["output"])) == before
 
+
+@pytest.mark.parametrize("recursion_limit", [200, 1000, 50_000])
+def test_json_nested_too_deep_is_one_wording_whatever_the_recursion_limit(recursion_limit):
+    """Python 3.11's parser hits its recursion limit on 5,000 brackets, 3.13's on Linux does not and the depth check
+    refuses it instead: the same sentence either way (the limit stands in for the interpreter here)."""
+    import sys
+
+    from masc_core.io.files import JSONTooDeep, parse_json
+
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(recursion_limit)
+    try:
+        with pytest.raises(JSONTooDeep) as refused:
+            parse_json("[" * 5000 + "]" * 5000)
+    finally:
+        sys.setrecursionlimit(before)
+    assert str(refused.value) == "nested more than 32 deep"

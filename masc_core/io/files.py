@@ -115,8 +115,8 @@ def parse_json(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
             raise JSONUnreadable("not UTF-8 text") from None
     try:
         value = json.loads(text, parse_int=_whole_number, parse_float=_finite_number, parse_constant=_no_constant)
-    except RecursionError:
-        raise JSONTooDeep("nested too deeply") from None
+    except RecursionError:  # only far past max_depth; one wording whatever the interpreter's recursion limit
+        raise JSONTooDeep(f"nested more than {max_depth} deep") from None
     except JSONUnreadable:
         raise
     except ValueError as exc:
