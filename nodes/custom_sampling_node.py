@@ -1,15 +1,15 @@
 """MaSC Sample Until (Custom): MaSC Sample Until for core's custom sampling (NOISE, GUIDER, SAMPLER, SIGMAS).
 
 Its rules come from MaSC Rules and MaSC Prune; it builds the same ``RunRules`` / ``PruneRules`` values as MaSC Sample
-Until (``sampling_nodes``) and runs the same ``sample_until_run.sample_until``, sampling each round with
-``host.sampling()``'s ``sample_guided_round``. It converts inputs; nothing else.
+Until (``sampling_nodes``) and runs the same ``sample_until_run.sample_until``, sampling with
+``host.CustomSamplingInputs``. It converts inputs; nothing else.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from ..masc_core.defaults import DEFAULT_MASK_THRESHOLD
+from ..masc_core.selection.pruning import PruneRules
 from . import host
 from .declarations import (
     ENCODER_INPUT,
@@ -26,8 +26,7 @@ from .declarations import (
 )
 from .inputs import checked_inputs
 from .metadata import HIDDEN_INPUTS
-from .rule_values import prune_value
-from .sample_until_run import SamplerSide, sample_until
+from .sample_until_run import sample_until
 from .sampling_nodes import MaSCSampleUntil
 from .types import CATEGORY, MASC_RULES
 
@@ -109,72 +108,9 @@ class MaSCSampleUntilCustom:
         }
         return {"required": required, "optional": optional, "hidden": dict(HIDDEN_INPUTS)}
 
-    def sample(
-        self,
-        noise,
-        guider,
-        sampler,
-        sigmas,
-        latent_image,
-        vae,
-        encoder,
-        rules,
-        prompt,
-        subject,
-        reference_image=None,
-        reference_mask=None,
-        subjects=None,
-        segmenter=None,
-        prune=None,
-        mask_subject=None,
-        mask_threshold=None,
-        video=None,
-        extra_pnginfo=None,
-        unique_id=None,
-    ):
-        steps = host.check_custom_inputs(noise, guider, sampler, sigmas)
+    def sample(self, **inputs):
+        """One run on the inputs ``INPUT_TYPES`` declares, by name (each checked against its declaration first)."""
+        generator = host.CustomSamplingInputs.from_inputs(inputs)
         # The seeds count up from the NOISE's; the run checks the rules before anything is sampled.
-        acceptance = dataclasses.replace(rules, seed=int(noise.seed))
-        sampling = host.sampling()
-        name = sampling.sampler_name(sampler)
-        pruning = prune_value(prune)
-        if pruning.active:
-            sampling.check_splittable(sampler)
-
-        def sample_round(seeds, latent, **round_options):
-            return sampling.sample_guided_round(
-                noise=noise, guider=guider, sampler=sampler, sigmas=sigmas, seeds=seeds, latent=latent, **round_options
-            )
-
-        # A plain round is one call when that is exact (core's guider, a sampler drawing no noise), else one call per
-        # candidate: another pack's guider may not batch exactly.
-        side = SamplerSide(
-            sample_round,
-            steps=steps,
-            label=name or f"the connected sampler ({type(sampler).__name__})",
-            known=name is not None,
-            batches=sampling.guided_batches(guider, sampler),
-        )
-        threshold = (
-            DEFAULT_MASK_THRESHOLD if mask_threshold is None else mask_threshold
-        )  # optional: absent over the API
-        return sample_until(
-            NODE_CUSTOM,
-            side,
-            acceptance,
-            pruning,
-            vae=vae,
-            latent_image=latent_image,
-            encoder=encoder,
-            prompt=prompt,
-            subject=subject,
-            mask_subject=mask_subject or "",
-            mask_threshold=threshold,
-            reference_image=reference_image,
-            reference_mask=reference_mask,
-            subjects=subjects,
-            segmenter=segmenter,
-            video=video,
-            extra_pnginfo=extra_pnginfo,
-            unique_id=unique_id,
-        )
+        rules = dataclasses.replace(inputs["rules"], seed=generator.seed)
+        return sample_until(NODE_CUSTOM, generator, rules, inputs.get("prune") or PruneRules(), inputs)

@@ -217,12 +217,17 @@ def checked_inputs(node_class):
     server's absolute path) and reach ComfyUI sentence first (``as_refusal``)."""
     function = getattr(node_class, node_class.FUNCTION)
     signature = inspect.signature(function)
+    # A method that takes ``**inputs`` reads its inputs from one mapping (the Sample Until nodes hand it down whole).
+    by_mapping = [p.kind for p in signature.parameters.values()][1:] == [inspect.Parameter.VAR_KEYWORD]
 
     @functools.wraps(function)
     def run(self, *args, **kwargs):
-        bound = signature.bind(self, *args, **kwargs)
-        values = dict(bound.arguments)
-        values.pop(next(iter(signature.parameters)))
+        if by_mapping:
+            values = dict(kwargs)
+        else:
+            bound = signature.bind(self, *args, **kwargs)
+            values = dict(bound.arguments)
+            values.pop(next(iter(signature.parameters)))
         try:
             return function(self, **check_inputs(type(self), values))
         except MascError as error:

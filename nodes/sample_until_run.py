@@ -1,19 +1,21 @@
-"""One run of either MaSC Sample Until node: every input checked, the run built and called, the outputs formatted.
+"""One run of either MaSC Sample Until node: the run's values built once from the node's inputs, the run, the outputs.
 
 MaSC Sample Until (KSampler's inputs) and MaSC Sample Until (Custom) (core's NOISE, GUIDER, SAMPLER, SIGMAS) differ
-only in how one round is sampled (``SamplerSide.sample_round``). The run itself (seeds, rounds, pruning's judged
-steps and survivors, acceptance, the ledger, the report) is ``masc_core.selection.sample_until.SampleUntilRun``; the
-candidates' scoring is ``masc_core.scoring.candidates``. This checks the inputs, binds the sampler to this run's
-latent, progress bar and VAE, and formats what the run gives: the ``masc`` entry in saved PNGs and the outputs.
+only in what samples (``host.KSamplerInputs`` or ``host.CustomSamplingInputs``) and where their rules come from
+(their widgets, or MaSC Rules and MaSC Prune). ``sample_until`` takes those values and the node's inputs, checks the
+latent and the video options, builds the scoring (``candidate_scoring``) and one ``host.ComfyCandidateSampler`` for
+the run, calls the run (``masc_core.scoring.candidates.run_sample_until``: seeds, rounds, pruning, acceptance, the
+ledger, the report; every check before the first step) and formats what it gives: the ``masc`` entry in saved PNGs
+and the outputs.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Mapping
 
 import torch
 
+from ..masc_core.defaults import DEFAULT_MASK_THRESHOLD
 from ..masc_core.errors import MascInputError
 from ..masc_core.metric.masks import masks_for_batch
 from ..masc_core.scoring.candidates import CandidateScoring, FinishedRun, run_sample_until
@@ -27,129 +29,31 @@ from .selection_nodes import blocked
 from .subject_nodes import declared_subjects
 
 
-@dataclass(frozen=True)
-class SamplerSide:
-    """How a Sample Until node samples its candidates, and what pruning and the report need to know of it."""
-
-    sample_round: Callable
-    """``(seeds, latent, *, progress, done, stops, judge, prunes) -> RoundResult``: one round, the backend's one
-    path."""
-    steps: int
-    label: str
-    """The sampler's name (core's), or what it is when it is none of core's."""
-    known: bool
-    """Whether ``label`` is one of core's sampler names (what pruning's tables describe)."""
-    batches: bool
-    """Whether a plain round may sample the round as one batch (the sampler drawing no noise of its own)."""
-    denoise: float = 1.0
-
-
-@dataclass
-class BoundSampler:
-    """A ``SamplerSide`` bound to this run's latent, node and VAE: the run's ``CandidateSampler`` in ComfyUI."""
-
-    side: SamplerSide
-    latent: dict
-    vae: Any
-    backend: Any
-    unique_id: Any
-    progress: Any = None
-    """The node's progress bar (``host.CandidateProgress``), made when the run starts and knows its budget."""
-    trim_latent: int = 0
-    """Video: latent frames cut from the start before decoding (WanVaceToVideo's reference frames)."""
-
-    def __getattr__(self, name):  # steps, label, known, batches, denoise: the side's
-        if name == "side":  # not set yet (copying): no recursion
-            raise AttributeError(name)
-        return getattr(self.side, name)
-
-    @property
-    def clips(self) -> bool:
-        """Whether each candidate is a video clip: the latent has frames ([B,C,T,h,w])."""
-        return self.latent["samples"].ndim == 5
-
-    def start(self, budget):
-        self.progress = host.CandidateProgress(budget, self.side.steps)
-
-    def sample_round(self, seeds, *, done, stops, judge, prunes):
-        return self.side.sample_round(
-            seeds, self.latent, progress=self.progress, done=done, stops=stops, judge=judge, prunes=prunes
-        )
-
-    def decode(self, samples):
-        """IMAGE [B,H,W,C], or for video [B,T,H,W,C] (the reference frames cut first, as core's Trim Video Latent)."""
-        if self.trim_latent:
-            samples = samples[:, :, self.trim_latent :]
-        return self.backend.decode(self.vae, samples)
-
-    def show_round(self, news):
-        """A finished round on the running node: its candidates' scores as the node's text, the best one's picture."""
-        host.show_text(self.unique_id, news.text)
-        self.progress.show(news.picture)
-
-    def check_interrupt(self):
-        host.check_interrupt()
-
-    def finish(self):
-        """The progress bar full: the run is over (it may stop before its budget)."""
-        if self.progress is not None:
-            self.progress.update(self.progress.total)
-
-
-def sample_until(
-    node: str,
-    side: SamplerSide,
-    rules: RunRules,
-    pruning: PruneRules,
-    *,
-    vae,
-    latent_image,
-    encoder,
-    prompt,
-    subject,
-    mask_subject,
-    mask_threshold,
-    reference_image,
-    reference_mask,
-    subjects,
-    segmenter,
-    video=None,
-    extra_pnginfo,
-    unique_id,
-) -> dict:
-    """A whole sample-until run, for both nodes: the inputs converted, the run (masc_core), then the outputs."""
-    check_single_latent(latent_image)
-    clip = video_choice(video, latent_image)
-    scoring = candidate_scoring(
-        encoder=encoder,
-        reference_image=reference_image,
-        reference_mask=reference_mask,
-        subjects=subjects,
-        subject=subject,
-        mask_subject=mask_subject,
-        prompt=prompt,
-        segmenter=segmenter,
-        mask_threshold=mask_threshold,
-        clip=clip,
+def sample_until(node: str, sampling_inputs, rules: RunRules, pruning: PruneRules, inputs: Mapping) -> dict:
+    """A whole sample-until run, for both nodes: what samples (``sampling_inputs``), the run's rules and pruning, and
+    the node's other inputs by name (``inputs``: latent_image, vae, encoder, prompt, subject, the references or
+    subjects, segmenter, mask_subject, mask_threshold, video and the hidden values)."""
+    latent = inputs["latent_image"]
+    check_single_latent(latent)
+    clip = video_choice(inputs.get("video"), latent)
+    scoring = candidate_scoring(inputs, clip)
+    unique_id, extra_pnginfo = inputs.get("unique_id"), inputs.get("extra_pnginfo")
+    sampler = host.ComfyCandidateSampler(
+        sampling_inputs, latent, inputs["vae"], unique_id, trim_latent=clip.trim_latent
     )
-    sampler = BoundSampler(side, latent_image, vae, host.sampling(), unique_id, trim_latent=clip.trim_latent)
+    if pruning.active:
+        sampler.check_splittable()
     finished = run_sample_until(
         rules,
         pruning,
         sampler,
         scoring,
-        context=scoring_context(node, encoder, scoring.label),
-        noise_mask=latent_image.get("noise_mask") is not None,
+        context=scoring_context(node, inputs["encoder"], scoring.label),
+        noise_mask=latent.get("noise_mask") is not None,
         saves_metadata=isinstance(extra_pnginfo, dict),
     )
     sampler.finish()
-    return node_result(
-        finished,
-        latent_image=latent_image,
-        extra_pnginfo=extra_pnginfo,
-        unique_id=unique_id,
-        node=node,
-    )
+    return node_result(finished, latent, extra_pnginfo, unique_id, node)
 
 
 def video_choice(video, latent_image: dict) -> ClipChoice:
@@ -185,58 +89,41 @@ def reference_inputs(reference_image, reference_mask):
     return references, masks_for_batch(masks, len(references), "reference_mask")
 
 
-def candidate_scoring(
-    *,
-    encoder,
-    reference_image,
-    reference_mask,
-    subjects,
-    subject,
-    mask_subject,
-    prompt,
-    segmenter,
-    mask_threshold,
-    clip: ClipChoice = ClipChoice(),
-) -> CandidateScoring:
-    """How the candidates are scored, from the node's inputs: converted and checked before any candidate is
-    sampled."""
+def candidate_scoring(inputs: Mapping, clip: ClipChoice = ClipChoice()) -> CandidateScoring:
+    """How the candidates are scored, from the node's inputs by name: converted and checked before any candidate is
+    sampled (mask_subject and mask_threshold are optional on the custom node: absent, the subject and the default)."""
+    threshold = inputs.get("mask_threshold")
     common = dict(
-        encoder=encoder,
-        prompt=prompt,
-        segmenter=segmenter,
-        mask_threshold=mask_threshold,
+        encoder=inputs["encoder"],
+        prompt=inputs["prompt"],
+        segmenter=inputs.get("segmenter"),
+        mask_threshold=DEFAULT_MASK_THRESHOLD if threshold is None else threshold,
         progress=host.interrupt_callback(),
         clip=clip,
     )
-    if subjects is None:
-        references, reference_masks = reference_inputs(reference_image, reference_mask)
+    if inputs.get("subjects") is None:
+        references, reference_masks = reference_inputs(inputs.get("reference_image"), inputs.get("reference_mask"))
         return CandidateScoring(
             references=references,
             reference_masks=reference_masks,
-            subject=subject,
-            mask_subject=mask_subject,
+            subject=inputs["subject"],
+            mask_subject=inputs.get("mask_subject") or "",
             **common,
         )
-    declared = check_subjects_input(
-        subjects=subjects,
-        reference_image=reference_image,
-        reference_mask=reference_mask,
-        subject=subject,
-        mask_subject=mask_subject,
-    )
-    return CandidateScoring(subjects=[d.subject for d in declared], **common)
+    return CandidateScoring(subjects=[d.subject for d in check_subjects_input(inputs)], **common)
 
 
-def check_subjects_input(*, subjects, reference_image, reference_mask, subject, mask_subject) -> list:
+def check_subjects_input(inputs: Mapping) -> list:
     """The declared subjects, refusing inputs that 'subjects' replaces or that cannot apply to sampled candidates."""
-    declared = declared_subjects(subjects)
-    for name, value in (("reference_image", reference_image), ("reference_mask", reference_mask)):
-        if value is not None:
+    declared = declared_subjects(inputs["subjects"])
+    for name in ("reference_image", "reference_mask"):
+        if inputs.get(name) is not None:
             raise MascInputError(
                 f"{name} and subjects are both connected: with several subjects each MaSC Subject holds its reference; "
                 f"disconnect {name}"
             )
-    for name, value in (("subject", subject), ("mask_subject", mask_subject)):
+    for name in ("subject", "mask_subject"):
+        value = inputs.get(name)
         if str(value or "").strip():
             raise MascInputError(
                 f"{name} is {str(value).strip()[:40]!r} while subjects is connected: each MaSC Subject's names are "
@@ -262,7 +149,7 @@ def kept_latent(latent_image: dict, outcome: Outcome) -> dict:
     return latent
 
 
-def node_result(finished: FinishedRun, *, latent_image: dict, extra_pnginfo, unique_id, node: str) -> dict:
+def node_result(finished: FinishedRun, latent_image: dict, extra_pnginfo, unique_id, node: str) -> dict:
     """The outputs (blocked ones skip their consumers), the PNG metadata entry, the report on the node."""
     outcome, scores, report = finished.result.outcome, finished.scores, finished.report
     candidates = to_comfy_image_batch(finished.result.thumbnails)

@@ -5,9 +5,9 @@
 - MaSC Sample Until (Custom) (``custom_sampling_node``) takes what core's SamplerCustomAdvanced takes (NOISE, GUIDER,
   SAMPLER, SIGMAS) and its rules from MaSC Rules and MaSC Prune (``rules_nodes``).
 
-Both build the same ``RunRules`` / ``PruneRules`` values and run ``sample_until_run.sample_until`` (which builds and
-calls ``masc_core.selection.sample_until.SampleUntilRun``); they differ only in the function that samples one round
-(``host.sampling()``'s ``sample_round`` or ``sample_guided_round``). They convert inputs; nothing else.
+Both build the same ``RunRules`` / ``PruneRules`` values and run ``sample_until_run.sample_until`` (which calls
+``masc_core.scoring.candidates.run_sample_until``); they differ only in what samples (``host.KSamplerInputs`` or
+``host.CustomSamplingInputs``). They convert inputs; nothing else.
 """
 
 from __future__ import annotations
@@ -42,8 +42,7 @@ from .declarations import (
     VIDEO_INPUT,
     rank_by_input,
 )
-from .sample_until_run import SamplerSide, sample_until
-from .selection_nodes import pass_rules
+from .sample_until_run import sample_until
 from .types import CATEGORY, MASC_SCORES, Output, declare_outputs
 
 NODE = "MaSCSampleUntil"
@@ -180,103 +179,9 @@ class MaSCSampleUntil:
         }
         return {"required": required, "optional": optional, "hidden": dict(HIDDEN_INPUTS)}
 
-    def sample(
-        self,
-        model,
-        positive,
-        negative,
-        latent_image,
-        vae,
-        seed,
-        steps,
-        cfg,
-        sampler_name,
-        scheduler,
-        denoise,
-        encoder,
-        prompt,
-        subject,
-        accept,
-        max_candidates,
-        batch_size,
-        rank_by,
-        cp_weight,
-        pf_weight,
-        min_cp,
-        min_pf,
-        reject_small_masks,
-        min_foreground,
-        on_shortfall,
-        mask_subject,
-        mask_threshold,
-        reference_image=None,
-        reference_mask=None,
-        segmenter=None,
-        subjects=None,
-        on_blend=None,
-        on_uncertain=None,
-        prune_at=None,
-        prune_keep=None,
-        prune_study=None,
-        video=None,
-        extra_pnginfo=None,
-        unique_id=None,
-    ):
+    def sample(self, **inputs):
+        """One run on the inputs ``INPUT_TYPES`` declares, by name (each checked against its declaration first)."""
         # The widgets make the same RunRules value MaSC Rules makes (on_blend, on_uncertain and pruning are absent in
-        # older graphs: their defaults), so both Sample Until nodes decide on one value.
-        rules = RunRules(
-            passing=pass_rules(
-                rank_by=rank_by,
-                cp_weight=cp_weight,
-                pf_weight=pf_weight,
-                min_cp=min_cp,
-                min_pf=min_pf,
-                reject_small_masks=reject_small_masks,
-                min_foreground=min_foreground,
-                on_uncertain=on_uncertain,
-                on_blend=on_blend,
-            ),
-            accept=int(accept),
-            max_candidates=int(max_candidates),
-            batch_size=int(batch_size),
-            on_shortfall=on_shortfall,
-            seed=int(seed),
-        )  # checked by the run, before anything is sampled
-        pruning = PruneRules(prune_at=float(prune_at or 0.0), prune_keep=int(prune_keep or 1), study=bool(prune_study))
-        sampling = host.sampling()
-        settings = dict(
-            positive=positive,
-            negative=negative,
-            steps=int(steps),
-            cfg=float(cfg),
-            sampler_name=sampler_name,
-            scheduler=scheduler,
-            denoise=float(denoise),
-        )
-
-        def sample_round(seeds, latent, **round_options):
-            return sampling.sample_round(model, seeds, latent, **settings, **round_options)
-
-        side = SamplerSide(
-            sample_round, steps=int(steps), label=sampler_name, known=True, batches=True, denoise=float(denoise)
-        )
-        return sample_until(
-            NODE,
-            side,
-            rules,
-            pruning,
-            vae=vae,
-            latent_image=latent_image,
-            encoder=encoder,
-            prompt=prompt,
-            subject=subject,
-            mask_subject=mask_subject,
-            mask_threshold=mask_threshold,
-            reference_image=reference_image,
-            reference_mask=reference_mask,
-            subjects=subjects,
-            segmenter=segmenter,
-            video=video,
-            extra_pnginfo=extra_pnginfo,
-            unique_id=unique_id,
-        )
+        # older graphs: their defaults), so both Sample Until nodes decide on one value; the run checks it.
+        generator = host.KSamplerInputs.from_inputs(inputs)
+        return sample_until(NODE, generator, RunRules.from_widgets(inputs), PruneRules.from_widgets(inputs), inputs)

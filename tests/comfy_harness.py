@@ -277,14 +277,16 @@ def sampler_custom_advanced(ctx, noise, guider, sampler, sigmas, latent_image):
 
 
 class StandInSampling:
-    """The pack's sampling backend (``host.use_sampling``) on the stand-in model, as host.CoreSampling does it:
-    each candidate's noise from its own seed, the round as one batch, the progress callback once per step.
+    """The stand-in model's part of the pack's sampling backend: mixed into the pack's ``host.CoreSampling`` by
+    ``stand_in_sampling``, it fills the backend's hooks (``describe``, ``check_splittable``, ``round_sampler``,
+    ``decode``) and nothing else, so each round goes through the host's own ``sample_round`` and the library's
+    ``run_round``: each candidate's noise from its own seed, the progress callback once per step.
 
     Keeps what a test asserts: the seeds of each call, and weak references to every tensor it made.
     """
 
     def __init__(self, host=None):
-        self.host = host  # the pack's nodes.host (its candidate_noise), for the custom-sampling rounds
+        self.host = host  # the pack's nodes.host (its input types, candidate_noise and error class)
         self.calls: list[list[int]] = []
         self.phase_calls: list[dict] = []
         self.made: list[weakref.ref] = []
@@ -296,124 +298,62 @@ class StandInSampling:
         self.made.append(weakref.ref(tensor))
         return tensor
 
-    def sample_round(
-        self,
-        model,
-        seeds,
-        latent,
-        *,
-        positive,
-        negative,
-        steps,
-        cfg,
-        sampler_name,
-        scheduler,
-        denoise,
-        progress,
-        done,
-        stops=(),
-        judge=None,
-        prunes=True,
-    ):
-        """As host.CoreSampling.sample_round: the round is masc_core.selection.pruning.run_round on the host's
-        ``phase_plan``; this
-        supplies only the primitive (``_StandInRoundSampler``: one model evaluation per step, previews from
-        ``preview``)."""
-        from masc_core.selection.pruning import phase_plan, run_round
-        from masc_core.selection.samplers import samples_one_by_one
+    def _custom(self, inputs) -> bool:
+        return isinstance(inputs, self.host.CustomSamplingInputs)
 
+    def sample_round(self, inputs, seeds, latent, *, progress, done, stops=(), judge=None, prunes=True):
+        """The host's ``sample_round``, with each call's seeds (and a judged round's stops) recorded."""
         self.alive_at_call.append(sum(ref() is not None for ref in self.made))
         self.calls.append(list(seeds))
         if judge is not None:
-            self.phase_calls.append({"seeds": list(seeds), "stops": list(stops), "prunes": prunes})
-        plan = phase_plan(
-            stops if judge is not None else (), steps, sampler_name, prunes if judge is not None else False
-        )
-        primitive = _StandInRoundSampler(
-            self,
-            model,
-            seeds,
-            latent,
-            progress,
-            done,
-            steps,
-            plan,
-            dict(positive=positive, negative=negative, cfg=cfg, denoise=denoise),
-        )
-        result = run_round(
-            plan,
-            len(seeds),
-            primitive,
-            judge,
-            lambda: None,
-            batch=not samples_one_by_one(sampler_name),
-            sampler_name=sampler_name,
+            call = {"seeds": list(seeds), "stops": list(stops), "prunes": prunes}
+            self.phase_calls.append(dict(call, sampler=inputs.sampler.name) if self._custom(inputs) else call)
+        result = super().sample_round(
+            inputs, seeds, latent, progress=progress, done=done, stops=stops, judge=judge, prunes=prunes
         )
         if result.samples:
             joined = self._made(torch.cat(result.samples))
             result.samples = list(joined.split(1))
         return result
 
-    def sample_guided_round(
-        self, noise, guider, sampler, sigmas, seeds, latent, *, progress, done, stops=(), judge=None, prunes=True
-    ):
-        """As host.CoreSampling.sample_guided_round: candidate i's noise is the graph's NOISE at seeds[i] (the pack's
-        own ``candidate_noise``); a plain round one call when ``guided_batches``, the same ``run_round``."""
-        from masc_core.selection.pruning import phase_plan, run_round
-
-        self.alive_at_call.append(sum(ref() is not None for ref in self.made))
-        self.calls.append(list(seeds))
-        if judge is not None:
-            self.phase_calls.append(
-                {"seeds": list(seeds), "stops": list(stops), "prunes": prunes, "sampler": sampler.name}
-            )
-        steps = int(sigmas.shape[0]) - 1
-        plan = phase_plan(
-            stops if judge is not None else (), steps, sampler.name, prunes if judge is not None else False
-        )
-        settings = dict(guider.settings, denoise=float(sigmas[0]))
-
-        def noise_for(seed):
-            return self.host.candidate_noise(noise, seed).generate_noise(dict(latent))
-
-        primitive = _StandInRoundSampler(
-            self, guider.model_patcher, seeds, latent, progress, done, steps, plan, settings, noise_for
-        )
-        result = run_round(
-            plan,
-            len(seeds),
-            primitive,
-            judge,
-            lambda: None,
-            batch=self.guided_batches(guider, sampler),
-            sampler_name=sampler.name or "the connected sampler",
-        )
-        if result.samples:
-            joined = self._made(torch.cat(result.samples))
-            result.samples = list(joined.split(1))
-        return result
-
-    @staticmethod
-    def sampler_name(sampler):
-        return sampler.name
-
-    @staticmethod
-    def guided_batches(guider, sampler):
+    def describe(self, inputs):
         """As the host's: the stand-in guider stands for core's (it denoises row by row), so a plain round is one call
         when the sampler is a named one that draws no noise (a subclass, as another pack's guider, never batches)."""
         from masc_core.selection.samplers import samples_one_by_one
 
-        return type(guider) is StandInGuider and sampler.name is not None and not samples_one_by_one(sampler.name)
+        if not self._custom(inputs):
+            return super().describe(inputs)
+        name = inputs.sampler.name
+        batches = type(inputs.guider) is StandInGuider and name is not None and not samples_one_by_one(name)
+        return self.host.SamplerTraits(name or "the connected sampler", known=name is not None, batches=batches)
 
-    def check_splittable(self, sampler):
+    def check_splittable(self, inputs):
         """As the host's: one line for a sampler that cannot be stopped at a step (the pack's own error class)."""
-        if not sampler.splittable:
+        if self._custom(inputs) and not inputs.sampler.splittable:
             errors = importlib.import_module(self.host.__name__.rsplit(".nodes.host", 1)[0] + ".masc_core.errors")
             raise errors.MascInputError(
                 "sampler is a StandInSampler, which cannot be stopped at a step: disconnect MaSC Prune"
             )
 
-    def preview(self, model, seed, latent, step, steps, positive, negative, cfg, denoise):
+    def round_sampler(self, inputs, seeds, latent, *, progress, done, stops, prunes):
+        """``run_round``'s primitive on the stand-in model (``_StandInRoundSampler``), its phases the library's."""
+        from masc_core.selection.pruning import phase_plan
+
+        if self._custom(inputs):
+            model, settings = inputs.guider.model_patcher, dict(inputs.guider.settings, denoise=float(inputs.sigmas[0]))
+
+            def noise_for(seed):
+                return self.host.candidate_noise(inputs.noise, seed).generate_noise(dict(latent))
+
+            name = inputs.sampler.name
+        else:
+            model, name, noise_for = inputs.model, inputs.sampler_name, None
+            settings = dict(positive=inputs.positive, negative=inputs.negative, cfg=inputs.cfg, denoise=inputs.denoise)
+        plan = phase_plan(stops, inputs.steps, name, prunes if stops else False)
+        return _StandInRoundSampler(self, model, seeds, latent, progress, done, inputs.steps, plan, settings, noise_for)
+
+    @staticmethod
+    def preview(model, seed, latent, step, steps, positive, negative, cfg, denoise):
         """The stand-in's denoised prediction after ``step`` of ``steps``: the final latent plus a per-seed wobble that
         shrinks to nothing at the last step (a known function of the seed, for pruning tests)."""
         image = latent["samples"]
@@ -490,9 +430,11 @@ PREVIEW_WOBBLE_SEED = 7777
 
 @contextlib.contextmanager
 def stand_in_sampling(pack):
-    """Install a StandInSampling as the pack's sampling backend for the block."""
+    """Install the pack's own ``host.CoreSampling`` with ``StandInSampling``'s hooks as the sampling backend for the
+    block."""
     host = importlib.import_module(pack.__name__ + ".nodes.host")
-    with host.use_sampling(StandInSampling(host)) as backend:
+    backend_class = type("StandInCoreSampling", (StandInSampling, host.CoreSampling), {})
+    with host.use_sampling(backend_class(host)) as backend:
         yield backend
 
 

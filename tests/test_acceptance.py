@@ -7,7 +7,8 @@ import weakref
 
 import pytest
 
-from masc_core.selection.acceptance import AcceptanceLoop, AcceptanceRules, outcome_report
+from masc_core.selection.acceptance import RETURN_BEST, AcceptanceLoop, RunRules, outcome_report
+from masc_core.selection.ranking import PassRules
 from masc_core.errors import MascInputError
 from masc_core.metric.scores import ImageScore
 
@@ -19,7 +20,12 @@ class Payload:
         self.seed = seed
 
 
-def run(rules: AcceptanceRules, cp_of, *, pf_of=None, fraction_of=None):
+def flat_rules(seed, accept=1, max_candidates=16, batch_size=1, *, on_shortfall=RETURN_BEST, **passing):
+    """The loop's rules from flat keywords (``by``, ``min_cp``, ... are ``PassRules``' fields)."""
+    return RunRules(PassRules(**passing), accept, max_candidates, batch_size, on_shortfall, seed)
+
+
+def run(rules: RunRules, cp_of, *, pf_of=None, fraction_of=None):
     """Drive the loop as the node does; returns (outcome, loop, rounds as seed lists, seeds whose payload was taken,
     live payloads per round)."""
     loop = AcceptanceLoop(rules)
@@ -57,7 +63,7 @@ def cp_table(seed0, values=CPS):
 
 
 def test_stops_as_soon_as_accept_candidates_pass_and_returns_them_best_first():
-    rules = AcceptanceRules(seed=1000, accept=2, max_candidates=8, batch_size=1, by="cp", min_cp=0.5)
+    rules = flat_rules(seed=1000, accept=2, max_candidates=8, batch_size=1, by="cp", min_cp=0.5)
     outcome, loop, rounds, taken, _ = run(rules, cp_table(1000))
     assert rounds == [[1000], [1001], [1002], [1003]]
     assert outcome.used == 4 and outcome.stopped_early and not outcome.shortfall
@@ -74,7 +80,7 @@ def test_stops_as_soon_as_accept_candidates_pass_and_returns_them_best_first():
 
 
 def test_a_round_is_scored_whole_and_the_best_passing_are_kept():
-    rules = AcceptanceRules(seed=0, accept=2, max_candidates=8, batch_size=3, by="cp", min_cp=0.5)
+    rules = flat_rules(seed=0, accept=2, max_candidates=8, batch_size=3, by="cp", min_cp=0.5)
     outcome, _, rounds, _, _ = run(rules, cp_table(0))
     assert rounds == [[0, 1, 2], [3, 4, 5]]
     assert outcome.used == 6 and outcome.seeds == [4, 3]
@@ -84,13 +90,13 @@ def test_a_round_is_scored_whole_and_the_best_passing_are_kept():
 
 
 def test_the_last_round_is_cut_to_the_budget():
-    rules = AcceptanceRules(seed=7, accept=1, max_candidates=5, batch_size=2, by="cp", min_cp=0.99)
+    rules = flat_rules(seed=7, accept=1, max_candidates=5, batch_size=2, by="cp", min_cp=0.99)
     outcome, _, rounds, _, _ = run(rules, lambda s: 0.1)
     assert rounds == [[7, 8], [9, 10], [11]] and outcome.used == 5 and not outcome.stopped_early
 
 
 def test_shortfall_returns_the_best_so_far_marked_below_threshold():
-    rules = AcceptanceRules(seed=0, accept=2, max_candidates=8, batch_size=2, by="cp", min_cp=0.99)
+    rules = flat_rules(seed=0, accept=2, max_candidates=8, batch_size=2, by="cp", min_cp=0.99)
     outcome, loop, _, _, live = run(rules, cp_table(0))
     assert outcome.shortfall and not outcome.blocked and outcome.used == 8
     assert outcome.seeds == [6, 4]  # CP 0.95, 0.90
@@ -100,9 +106,7 @@ def test_shortfall_returns_the_best_so_far_marked_below_threshold():
 
 
 def test_shortfall_blocks_and_holds_only_passing_candidates():
-    rules = AcceptanceRules(
-        seed=0, accept=3, max_candidates=8, batch_size=2, by="cp", min_cp=0.85, on_shortfall="block"
-    )
+    rules = flat_rules(seed=0, accept=3, max_candidates=8, batch_size=2, by="cp", min_cp=0.85, on_shortfall="block")
     outcome, loop, _, taken, live = run(rules, cp_table(0))
     assert outcome.blocked and outcome.kept == [] and outcome.seeds == []
     # "block": failing candidates can never be returned, so their payloads are never asked for
@@ -115,7 +119,7 @@ def test_memory_is_flat_in_the_budget():
     """Live payloads after each round never exceed accept, whatever max_candidates is."""
     peaks = []
     for budget in (4, 64):
-        rules = AcceptanceRules(seed=0, accept=2, max_candidates=budget, batch_size=4, by="cp", min_cp=2.0)
+        rules = flat_rules(seed=0, accept=2, max_candidates=budget, batch_size=4, by="cp", min_cp=2.0)
         _, loop, rounds, _, live = run(rules, lambda s: (s * 37 % 101) / 101)
         assert len(rounds) == budget // 4
         peaks.append((max(live), loop.peak_retained))
@@ -123,7 +127,7 @@ def test_memory_is_flat_in_the_budget():
 
 
 def test_undefined_keys_rank_last_and_the_mask_filter_rejects():
-    rules = AcceptanceRules(
+    rules = flat_rules(
         seed=0, accept=2, max_candidates=3, batch_size=3, by="both", reject_small_masks=True, min_foreground=0.05
     )
     outcome, _, _, _, _ = run(
@@ -158,12 +162,12 @@ def test_undefined_keys_rank_last_and_the_mask_filter_rejects():
 )
 def test_rules_that_cannot_work_are_refused_in_one_line(changes, message):
     with pytest.raises(MascInputError, match=message) as error:
-        AcceptanceLoop(AcceptanceRules(**{"seed": 0, **changes}))
+        AcceptanceLoop(flat_rules(**{"seed": 0, **changes}))
     assert "\n" not in str(error.value)
 
 
 def test_the_report_lists_every_candidate_with_its_seed_scores_and_verdict():
-    rules = AcceptanceRules(seed=1000, accept=2, max_candidates=8, by="cp", min_cp=0.5)
+    rules = flat_rules(seed=1000, accept=2, max_candidates=8, by="cp", min_cp=0.5)
     outcome, _, _, _, _ = run(rules, cp_table(1000))
     text = outcome_report(outcome, rules, "a photo of in the snow")
     lines = text.splitlines()
@@ -176,7 +180,7 @@ def test_the_report_lists_every_candidate_with_its_seed_scores_and_verdict():
 
 
 def test_add_round_wants_one_score_per_seed():
-    loop = AcceptanceLoop(AcceptanceRules(seed=0, batch_size=2))
+    loop = AcceptanceLoop(flat_rules(seed=0, batch_size=2))
     loop.next_seeds()
     with pytest.raises(ValueError):
         loop.add_round([ImageScore(index=0, cp=0.5)], lambda j: j)

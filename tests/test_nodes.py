@@ -46,9 +46,10 @@ def test_node_contract(pack, node_id, comfy_dirs):
     parameters = inspect.signature(function).parameters
     names = [p for p in parameters if p != "self"]
     required, optional, hidden = list(spec["required"]), list(spec.get("optional", {})), list(spec.get("hidden", {}))
-    assert sorted(names) == sorted(required + optional + hidden)
-    for name in optional + hidden:
-        assert parameters[name].default is None, f"optional or hidden input {name} needs a default of None"
+    if [parameters[n].kind for n in names] != [inspect.Parameter.VAR_KEYWORD]:  # else: every input, by name
+        assert sorted(names) == sorted(required + optional + hidden)
+        for name in optional + hidden:
+            assert parameters[name].default is None, f"optional or hidden input {name} needs a default of None"
     assert set(spec.get("hidden", {}).values()) <= {"EXTRA_PNGINFO", "UNIQUE_ID", "PROMPT"}
     for section in ("required", "optional"):
         for name, entry in spec.get(section, {}).items():

@@ -423,7 +423,8 @@ def test_the_node_shows_each_round_its_candidates_their_scores_and_the_pace_whil
     report. The figures are measured, so only their form is held here."""
     host = module(pack, "nodes.host")
     shown, pictures = [], []
-    monkeypatch.setattr(host, "show_text", lambda node_id, text: shown.append((node_id, text)))
+    sampling = module(pack, "nodes.host.sampling")  # the run's sampler shows each round's text on the node
+    monkeypatch.setattr(sampling, "show_text", lambda node_id, text: shown.append((node_id, text)))
     monkeypatch.setattr(host.CandidateProgress, "show", lambda self, picture: pictures.append(picture))
     out, _ = run(pack, models, accept=1, max_candidates=3, min_cp=0.99, unique_id="12")  # nothing passes: 3 rounds
     report = out["result"][6]

@@ -87,7 +87,7 @@ class ImageScore:
     """Why a band lacks a side (a mask too small to erode, or dilated over the whole image)."""
     previews: list[dict[str, Any]] | None = None
     """MaSC Sample Until with pruning or a study: the scores of this candidate's denoised preview at each step it
-    was judged (``masc_core.selection.pruning.preview_record``); None otherwise. A pruned candidate has no final
+    was judged (``masc_core.selection.ledger.preview_record``); None otherwise. A pruned candidate has no final
     scores."""
     clip: dict[str, Any] | None = None
     """A video candidate (``masc_core.selection.clip.ClipScore.as_image_score``; ``cp`` and ``pf`` are then its worst
@@ -160,7 +160,7 @@ class ScoreContext:
     """Positions of the images a node passed on, in its output order (MaSC Sample Until's kept candidates)."""
     ledger: dict[str, Any] | None = None
     """MaSC Sample Until with pruning: model evaluations spent and in full
-    (``masc_core.selection.pruning.Ledger.to_dict``)."""
+    (``masc_core.selection.ledger.Ledger.to_dict``)."""
     labels: list[str | None] | None = None
     """Per image, the artist's label from MaSC Pick ("picked", "passed over"); None where the artist chose nothing."""
 

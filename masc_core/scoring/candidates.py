@@ -1,14 +1,15 @@
 """A Sample Until run with its candidates scored: masks from a segmenter, then CP and PF, round after round.
 
 ``run_sample_until`` is what both MaSC Sample Until nodes call with their converted inputs: it checks the rules
-against the scoring inputs and the sampler, builds the ``RoundScorer`` (``one_subject_scorer`` or ``subjects_scorer``)
-that a ``selection.sample_until.SampleUntilRun`` calls on each round's decoded candidates (and on pruning's
-previews), runs it and gives back the scores and the report. The encoder and the segmenter are the host's hosted
-models: ``ready()`` gives the model on its device (ComfyUI's memory management loads it there).
+against the scoring inputs and the sampler, gives the ``RoundScorer`` (``CandidateScoring.score_round`` under the
+run's rules) that a ``selection.sample_until.SampleUntilRun`` calls on each round's decoded candidates (and on
+pruning's previews), runs it and gives back the scores and the report. The encoder and the segmenter are the host's
+hosted models: ``ready()`` gives the model on its device (ComfyUI's memory management loads it there).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -16,7 +17,7 @@ import torch
 
 from ..errors import MascInputError
 from ..metric.scores import ScoreBatch, ScoreContext
-from ..selection.clip import DEFAULT_MAX_FRAMES, ClipChoice
+from ..selection.clip import ClipChoice
 from ..metric.subjects import all_names
 from ..selection.acceptance import RunRules
 from ..selection.pruning import PruneRules
@@ -87,30 +88,87 @@ class CandidateScoring:
 
     def round_scorer(self, rules: RunRules) -> Callable:
         """Arrays -> (ScoreBatch, masks or None), for the candidates of one round under ``rules``."""
-        if self.subjects is None:
-            return one_subject_scorer(
-                encoder=self.encoder,
-                references=self.references,
-                reference_masks=self.reference_masks,
-                segmenter=self.segmenter,
-                mask_subject=self.mask_subject or self.subject,
-                mask_threshold=self.mask_threshold,
+        return functools.partial(self.score_round, rules)
+
+    def score_round(self, rules: RunRules, arrays: list) -> tuple:
+        """One round's decoded candidates (RGB uint8 images, or clips [T,H,W,C]) scored under ``rules``: (ScoreBatch,
+        their masks [B,H,W] or None)."""
+        if self.subjects is not None:
+            return self._score_subjects(rules, arrays)
+        if is_clip(arrays[0]):
+            return self._score_clips(rules, arrays)
+        masks = self._masks(arrays, self.mask_subject or self.subject)
+        batch = score_images(
+            self.encoder.ready(),
+            arrays,
+            reference=self.references,
+            reference_mask=self.reference_masks,
+            mask=masks,
+            prompt=self.prompt,
+            subject=self.subject,
+            cp=True,
+            pf=True,
+            min_foreground=rules.min_foreground,
+            cache_outputs=False,
+            progress=self.progress,
+            bands=True,
+        )
+        return batch, masks
+
+    def _masks(self, arrays: list, words: str):
+        """The candidates' masks [B,H,W] from the segmenter prompted with ``words``, or None without one."""
+        if self.segmenter is None:
+            return None
+        found = self.segmenter.ready().masks(
+            arrays, words, threshold=float(self.mask_threshold), progress=self.progress
+        )
+        return torch.stack(found)
+
+    def _score_clips(self, rules: RunRules, clips: list) -> tuple:
+        """Video candidates as MaSC Score Video scores a clip: one row per clip, its worst frame's CP and PF
+        (``ClipScore.as_image_score``); no masks (a clip's frames have one each)."""
+        words = self.mask_subject or self.subject
+        rows = []
+        for index, clip in enumerate(clips):
+            scored = score_clip(
+                self.encoder.ready(),
+                clip,
+                reference=self.references,
+                reference_mask=self.reference_masks,
+                mask_frames=None if self.segmenter is None else lambda pictures: self._masks(pictures, words),
                 prompt=self.prompt,
                 subject=self.subject,
-                min_foreground=rules.min_foreground,
+                every_nth_frame=self.clip.every_nth_frame,
+                max_frames=self.clip.max_frames,
+                rules=rules.passing,
                 progress=self.progress,
-                frames=(self.clip.every_nth_frame, self.clip.max_frames, rules.passing),
+                min_foreground=rules.min_foreground,
+                cache_outputs=False,
             )
-        return subjects_scorer(
-            encoder=self.encoder,
+            rows.append((scored.clip.as_image_score(index), scored.batch))
+        first = rows[0][1]
+        batch = ScoreBatch(
+            scores=[row for row, _ in rows], references=first.references, min_foreground=first.min_foreground
+        )
+        return batch, None
+
+    def _score_subjects(self, rules: RunRules, arrays: list) -> tuple:
+        """Several subjects, as MaSC Score Subjects scores them: (ScoreBatch, the union of the subjects' masks or
+        None)."""
+        per_subject = [self._masks(arrays, s.names) for s in self.subjects]
+        multi = score_subjects(
+            self.encoder.ready(),
+            arrays,
             subjects=self.subjects,
-            segmenter=self.segmenter,
-            mask_threshold=self.mask_threshold,
+            output_masks=None if self.segmenter is None else per_subject,
             prompt=self.prompt,
             min_foreground=rules.min_foreground,
-            reject_blends=rules.passing.on_blend == "reject",
+            cache_outputs=False,
             progress=self.progress,
         )
+        batch = multi.as_score_batch(reject_blends=rules.passing.on_blend == "reject")
+        union = None if self.segmenter is None else torch.stack(per_subject).amax(dim=0)
+        return batch, union
 
 
 @dataclass
@@ -157,115 +215,3 @@ def run_sample_until(
 def is_clip(candidate) -> bool:
     """Whether a decoded candidate is a video clip [T,H,W,C] rather than an image [H,W,C]."""
     return len(getattr(candidate, "shape", ())) == 4
-
-
-def candidate_masks(segmenter, arrays: list, subject: str, threshold: float, progress=None):
-    """The candidates' masks [B,H,W] from the segmenter, or None without one."""
-    if segmenter is None:
-        return None
-    masks = segmenter.ready().masks(arrays, subject, threshold=float(threshold), progress=progress)
-    return torch.stack(masks)
-
-
-def one_subject_scorer(
-    *,
-    encoder,
-    references: list,
-    reference_masks,
-    segmenter,
-    mask_subject: str,
-    mask_threshold: float,
-    prompt: str,
-    subject: str,
-    min_foreground: float,
-    progress: Callable | None = None,
-    frames: tuple = (1, DEFAULT_MAX_FRAMES, None),
-) -> Callable:
-    """Arrays -> (ScoreBatch, masks or None): one subject against its reference views, as MaSC Score scores it.
-
-    Video candidates (each array a clip [T,H,W,C]) are scored as MaSC Score Video scores a clip, ``frames`` =
-    (every_nth_frame, max_frames, the PassRules frames are judged by): one row per clip, its worst frame's CP and PF
-    (``ClipScore.as_image_score``); the masks are then None (a clip's frames have one each)."""
-
-    def score_clips(clips):
-        every, limit, rules = frames
-        rows = []
-        for index, clip in enumerate(clips):
-            scored = score_clip(
-                encoder.ready(),
-                clip,
-                reference=references,
-                reference_mask=reference_masks,
-                mask_frames=None
-                if segmenter is None
-                else lambda pictures: candidate_masks(segmenter, pictures, mask_subject, mask_threshold, progress),
-                prompt=prompt,
-                subject=subject,
-                every_nth_frame=every,
-                max_frames=limit,
-                rules=rules,
-                progress=progress,
-                min_foreground=min_foreground,
-                cache_outputs=False,
-            )
-            rows.append((scored.clip.as_image_score(index), scored.batch))
-        first = rows[0][1]
-        batch = ScoreBatch(
-            scores=[row for row, _ in rows], references=first.references, min_foreground=first.min_foreground
-        )
-        return batch, None
-
-    def score_round(arrays):
-        if is_clip(arrays[0]):
-            return score_clips(arrays)
-        masks = candidate_masks(segmenter, arrays, mask_subject, mask_threshold, progress)
-        batch = score_images(
-            encoder.ready(),
-            arrays,
-            reference=references,
-            reference_mask=reference_masks,
-            mask=masks,
-            prompt=prompt,
-            subject=subject,
-            cp=True,
-            pf=True,
-            min_foreground=min_foreground,
-            cache_outputs=False,
-            progress=progress,
-            bands=True,
-        )
-        return batch, masks
-
-    return score_round
-
-
-def subjects_scorer(
-    *,
-    encoder,
-    subjects: list,
-    segmenter,
-    mask_threshold: float,
-    prompt: str,
-    min_foreground: float,
-    reject_blends: bool,
-    progress: Callable | None = None,
-) -> Callable:
-    """Arrays -> (ScoreBatch, the union of the subjects' masks or None): several subjects, as MaSC Score Subjects."""
-
-    def score_round(arrays):
-        per_subject = [candidate_masks(segmenter, arrays, s.names, mask_threshold, progress) for s in subjects]
-        multi = score_subjects(
-            encoder.ready(),
-            arrays,
-            subjects=subjects,
-            output_masks=None if segmenter is None else per_subject,
-            prompt=prompt,
-            min_foreground=min_foreground,
-            cache_outputs=False,
-            progress=progress,
-        )
-        batch = multi.as_score_batch(reject_blends=reject_blends)
-        union = None if segmenter is None else torch.stack(per_subject).amax(dim=0)
-        return batch, union
-
-    return score_round

@@ -28,7 +28,7 @@ never samples, decodes or scores.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import MascInputError
 from ..limits import ACCEPT, BATCH_SIZE, MAX_CANDIDATES
@@ -60,6 +60,20 @@ class RunRules:
     batch_size: int = 1
     on_shortfall: str = RETURN_BEST
     seed: int = 0
+
+    @classmethod
+    def from_widgets(cls, widgets: Mapping) -> "RunRules":
+        """The rules a node's widgets give, read by name: the pass rules (``PassRules.from_widgets``), ``accept``,
+        ``max_candidates``, ``batch_size``, ``on_shortfall`` and ``seed`` (0 when the node has none: MaSC Rules).
+        Not checked here: the run checks, before anything is sampled."""
+        return cls(
+            passing=PassRules.from_widgets(widgets),
+            accept=int(widgets["accept"]),
+            max_candidates=int(widgets["max_candidates"]),
+            batch_size=int(widgets["batch_size"]),
+            on_shortfall=widgets["on_shortfall"],
+            seed=int(widgets.get("seed") or 0),
+        )
 
     def check(self) -> "RunRules":
         """These rules, or a one-line error naming the setting that cannot work."""
@@ -103,27 +117,6 @@ class RunRules:
             f"; accept {self.accept} of at most {self.max_candidates}, {self.batch_size} per round; on shortfall: "
             f"{self.on_shortfall}"
         )
-
-
-def AcceptanceRules(
-    seed: int,
-    accept: int = 1,
-    max_candidates: int = 16,
-    batch_size: int = 1,
-    *,  # noqa: N802
-    on_shortfall: str = RETURN_BEST,
-    **passing,
-) -> RunRules:
-    """``RunRules`` from the flat keywords of earlier releases (``by``, ``min_cp``, ... are ``PassRules``' fields),
-    kept for scripts that built a loop's rules this way. Not checked; ``AcceptanceLoop`` checks."""
-    return RunRules(
-        passing=PassRules(**passing),
-        accept=accept,
-        max_candidates=max_candidates,
-        batch_size=batch_size,
-        on_shortfall=on_shortfall,
-        seed=seed,
-    )
 
 
 @dataclass

@@ -11,23 +11,21 @@ A *study* prunes nothing: every candidate is judged at each of
 ``STUDY_FRACTIONS`` of its steps and finished, so the score log holds each
 candidate's previews beside its final scores, for ``prune-report``.
 
-The ``Ledger`` counts model evaluations (calls of the diffusion model, each
-one denoising a batch of one; counted where the sampler calls the model, not
-from a formula) spent against what the same candidates would have cost
-sampled in full. Pure: no sampling, decoding or scoring here.
+What pruning cost is counted in ``ledger`` (model evaluations spent against
+sampling in full). Pure: no sampling, decoding or scoring here.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from ..errors import MascInputError
 from ..limits import BATCH_SIZE
 from .ranking import PassRules
 from .samplers import UNSPLITTABLE_SAMPLERS, resumes_at_split
-from ..metric.scores import ImageScore, defined_number
+from ..metric.scores import ImageScore
 
 STUDY_FRACTIONS = (0.2, 0.3, 0.4, 0.5, 0.6)
 """Where a study judges every candidate, as shares of its steps."""
@@ -46,8 +44,19 @@ class PruneRules:
     """Later judged steps, in order: (a share of the steps, how many of those still sampling go on), each later and
     keeping fewer than the one before (e.g. keep 4 of 8 at 0.1, then 1 at 0.3)."""
 
+    @classmethod
+    def from_widgets(cls, widgets: Mapping) -> "PruneRules":
+        """One judged step from a node's ``prune_at``, ``prune_keep`` and ``prune_study`` widgets (absent or None in
+        older graphs: no pruning). Checked against the run before anything is sampled (``check``)."""
+        return cls(
+            prune_at=float(widgets.get("prune_at") or 0.0),
+            prune_keep=int(widgets.get("prune_keep") or 1),
+            study=bool(widgets.get("prune_study")),
+        )
+
     @property
     def active(self) -> bool:
+        """Whether any step is judged (a prune or a study)."""
         return self.study or self.prune_at > 0
 
     @property
@@ -306,85 +315,3 @@ def pruned_reason(step: int, steps: int, preview: ImageScore, rules: PassRules) 
     key = rules.key(preview)
     shown = "undefined" if key is None else f"{key:+.4f}"
     return f"pruned at step {step} of {steps} (preview {rules.key_label} {shown})"
-
-
-@dataclass
-class CandidateLedger:
-    """One candidate's sampling: its previews (step, scores), model evaluations spent, and whether it finished."""
-
-    index: int
-    previews: list[dict[str, Any]] = field(default_factory=list)
-    evaluations: int = 0
-    finished: bool = True
-    pruned_at: int | None = None
-    replayed: int = 0
-    """Of ``evaluations``, those of the judged steps a replayed survivor sampled again (``resumes_at_split``)."""
-
-
-@dataclass
-class Ledger:
-    """A run's model evaluations: spent, and what sampling every started candidate in full would have cost."""
-
-    steps: int
-    candidates: list[CandidateLedger] = field(default_factory=list)
-    full_cost: dict[int, int] = field(default_factory=dict)
-    """Per candidate: evaluations it would have taken in full (a finished one's own count less what it replayed; a
-    pruned one's measured from its round's finished candidates, which ran the same schedule)."""
-
-    def add_round(self, entries: list[CandidateLedger]) -> None:
-        finished = [e.evaluations - e.replayed for e in entries if e.finished]
-        typical = max(finished) if finished else None
-        for entry in entries:
-            self.candidates.append(entry)
-            self.full_cost[entry.index] = (
-                entry.evaluations - entry.replayed if entry.finished or typical is None else typical
-            )
-
-    @property
-    def spent(self) -> int:
-        return sum(e.evaluations for e in self.candidates)
-
-    @property
-    def in_full(self) -> int:
-        return sum(self.full_cost.values())
-
-    @property
-    def replayed(self) -> int:
-        return sum(e.replayed for e in self.candidates)
-
-    @property
-    def pruned(self) -> int:
-        return sum(not e.finished for e in self.candidates)
-
-    def summary(self) -> str:
-        """E.g. "152 of 320 model evaluations, 2.1x fewer (12 of 16 candidates pruned)", and what replays cost."""
-        spent, full = self.spent, self.in_full
-        ratio = f", {full / spent:.1f}x fewer" if spent and full > spent else ""
-        replayed = f"; {self.replayed} evaluations replayed" if self.replayed else ""
-        return (
-            f"{spent} of {full} model evaluations{ratio} ({self.pruned} of {len(self.candidates)} candidates "
-            f"pruned{replayed})"
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready totals, and each candidate's evaluations in sampling order (the log's ``evaluations``)."""
-        return {
-            "steps": self.steps,
-            "spent": self.spent,
-            "in_full": self.in_full,
-            "pruned": self.pruned,
-            "candidates": len(self.candidates),
-            "replayed": self.replayed,
-            "per_candidate": [e.evaluations for e in self.candidates],
-        }
-
-
-def preview_record(step: int, steps: int, score: ImageScore, round_index: int) -> dict[str, Any]:
-    """A preview as the log and the PNG entry keep it."""
-    return {
-        "round": round_index,
-        "step": step,
-        "steps": steps,
-        "cp": defined_number(score.cp),
-        "pf": defined_number(score.pf),
-    }

@@ -104,6 +104,15 @@ def ranking_key(score: ImageScore, by: str, cp_weight: float = 1.0, pf_weight: f
 
 
 BLEND_CHOICES = ("report", "reject")
+THRESHOLD_OFF = -1.0
+"""A threshold widget at this value (or below) is off: the nodes' min_cp and min_pf widgets start here."""
+
+
+def threshold_from_widget(value) -> float | None:
+    """A threshold widget's value, or None when it is off (``THRESHOLD_OFF``) or absent."""
+    return None if value is None or value <= THRESHOLD_OFF else float(value)
+
+
 """With several subjects: a blend warning is reported only, or the output does not pass."""
 
 
@@ -126,6 +135,30 @@ class PassRules:
     min_foreground: float | None = None
     on_uncertain: str = KEEP_BUT_MARK
     on_blend: str = "report"
+
+    @classmethod
+    def from_widgets(cls, widgets: Mapping) -> "PassRules":
+        """The rules a node's widgets give, read by name (``rank_by``, ``cp_weight``, ``pf_weight``, ``min_cp``,
+        ``min_pf``, ``reject_small_masks``, ``min_foreground``, ``on_uncertain``, ``on_blend``): a threshold at -1 is
+        off, and a widget the node lacks or an older graph leaves out (absent or None) takes its default. Not checked
+        here: the consumer checks (``check``), naming the setting."""
+
+        def given(name, default):
+            value = widgets.get(name)
+            return default if value is None else value
+
+        min_foreground = widgets.get("min_foreground")
+        return cls(
+            by=given("rank_by", cls.by),
+            cp_weight=float(given("cp_weight", cls.cp_weight)),
+            pf_weight=float(given("pf_weight", cls.pf_weight)),
+            min_cp=threshold_from_widget(widgets.get("min_cp")),
+            min_pf=threshold_from_widget(widgets.get("min_pf")),
+            reject_small_masks=bool(given("reject_small_masks", False)),
+            min_foreground=None if min_foreground is None else float(min_foreground),
+            on_uncertain=widgets.get("on_uncertain") or KEEP_BUT_MARK,
+            on_blend=widgets.get("on_blend") or "report",
+        )
 
     def check(self, by_name: str = "rank by") -> "PassRules":
         """These rules, or a one-line error naming the setting that cannot work (``by_name``: how the key's is

@@ -19,7 +19,8 @@ from ..resources import release_freed_memory
 from .clip import candidate_arrays, picture_of, preview_clips
 from .acceptance import AcceptanceLoop, Candidate, Outcome, RunRules, best_first, outcome_report, pace_line
 from .contact_sheet import thumbnail, thumbnail_side
-from .pruning import CandidateLedger, Ledger, PruneRules, RoundResult, preview_record, pruned_reason, survivors
+from .ledger import CandidateLedger, Ledger, preview_record
+from .pruning import PruneRules, RoundResult, pruned_reason, survivors
 from .samplers import samples_one_by_one, split_note
 
 
@@ -83,6 +84,18 @@ class RunResult:
 
 
 @dataclass
+class SampledRound:
+    """A round's candidates as the run keeps them: their scores in seed order (pruned ones marked), ``take(j)`` to copy
+    a kept one's tensors out, who was pruned and why, a thumbnail each, and the round's ``ScoreBatch``."""
+
+    scores: list
+    take: Callable[[int], Kept]
+    pruned: dict
+    thumbnails: list
+    batch: Any
+
+
+@dataclass
 class RoundNews:
     """What a finished round shows on the running node, while the run goes on."""
 
@@ -141,8 +154,8 @@ class CandidateRound:
                 self.pruned[j] = pruned_reason(step, self.steps, batch.scores[position], passing)
         return chosen
 
-    def run(self, seeds: list[int], done: int, ledger: Ledger | None):
-        """(round scores in seed order, take(j), pruned {j: why}, thumbnails, a ScoreBatch of the round)."""
+    def run(self, seeds: list[int], done: int, ledger: Ledger | None) -> SampledRound:
+        """Sample, decode and score candidates ``seeds`` (``done`` sampled before them), pruning as the rules say."""
         import torch
 
         judged = self.pruning.active
@@ -180,7 +193,7 @@ class CandidateRound:
                 None if masks is None else masks[p : p + 1].clone(),
             )
 
-        return round_scores, take, dict(self.pruned), thumbnails, batch
+        return SampledRound(round_scores, take, dict(self.pruned), thumbnails, batch)
 
     @staticmethod
     def _pruned_score(preview: ImageScore, why: str, previews) -> ImageScore:
@@ -239,16 +252,17 @@ class SampleUntilRun:
             candidate_round = CandidateRound(
                 self.sampler, self.score_round, rules, pruning, len(loop.candidates) // rules.batch_size
             )
-            round_scores, take, pruned, thumbnails, batch = candidate_round.run(seeds, loop.used, result.ledger)
-            result.thumbnails += thumbnails
-            result.first_batch = result.first_batch or batch
-            loop.add_round(round_scores, take, pruned)
-            del candidate_round, take, batch
+            sampled = candidate_round.run(seeds, loop.used, result.ledger)
+            result.thumbnails += sampled.thumbnails
+            result.first_batch = result.first_batch or sampled.batch
+            loop.add_round(sampled.scores, sampled.take, sampled.pruned)
+            thumbnails = sampled.thumbnails
+            del candidate_round, sampled
             # What a candidate costs on this machine, so far (on a CPU a first run shows at once what the budget
             # means), and the round's candidates with their scores, on the node while the run goes on.
             pace = pace_line(time.monotonic() - started, loop.used, rules.max_candidates)
             self.sampler.show_round(round_news(loop.candidates[-len(seeds) :], thumbnails, pace))
-            del thumbnails, round_scores
+            del thumbnails
             release_freed_memory()  # the round's working buffers are gone: memory stays flat in the budget
         result.outcome = loop.outcome()
         result.seconds = time.monotonic() - started

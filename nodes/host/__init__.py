@@ -6,14 +6,15 @@ One module per concern, each usable without ComfyUI (the pack's tests, scripts),
 - ``models``: the model folders and checkpoint lookup, the example inputs, the output folder;
 - ``execution``: devices and dtypes, ModelPatcher memory management and the shared models, the progress bar,
   Cancel, the previews shown on a node;
-- ``sampling``: core's sampling for both MaSC Sample Until nodes (KSampler's inputs or NOISE/GUIDER/SAMPLER/SIGMAS),
-  pruning's phases included (``use_sampling`` installs the
-  tests' stand-in);
+- ``sampling``: what both MaSC Sample Until nodes sample with (KSampler's inputs or NOISE/GUIDER/SAMPLER/SIGMAS), one
+  sampler per run, and the backend (``use_sampling`` installs the tests' stand-in); ``core_rounds``: core's sampling
+  calls for one round, pruning's phases included;
 - ``browser``: MaSC Pick's tab and routes (``use_pick_browser`` installs the tests' stand-in);
 - ``refusals``: how a refusal reaches the person (its sentence first, no console traceback).
 - ``video``: core's VIDEO as the frames the pack scores (a file's read by the pack's bounded reader).
 
-Nodes use ``host.<name>`` for everything listed here.
+Nodes use ``host.<name>`` for every name imported here (the package's interface: pyproject's ruff settings let
+these imports stand unused here, so they are not listed twice).
 """
 
 from __future__ import annotations
@@ -59,65 +60,17 @@ from .models import (
     register_model_folders,
 )
 from .refusals import as_refusal, quiet_console
+from .core_rounds import candidate_noise
 from .sampling import (
     CandidateProgress,
+    ComfyCandidateSampler,
     CoreSampling,
-    candidate_noise,
-    check_custom_inputs,
+    CustomSamplingInputs,
+    KSamplerInputs,
+    SamplerTraits,
     sampler_names,
     sampling,
     scheduler_names,
     use_sampling,
 )
 from .video import is_video, video_frames
-
-__all__ = [
-    "is_video",
-    "video_frames",
-    "as_refusal",
-    "quiet_console",
-    "DEVICE_INPUT",
-    "EXAMPLE_PREFIX",
-    "IN_COMFYUI",
-    "MAX_BODY_BYTES",
-    "MODEL_FOLDERS",
-    "PICK_CLOSED_EVENT",
-    "PICK_CONFIG_ROUTE",
-    "PICK_EVENT",
-    "PICK_HELLO_ROUTE",
-    "PICK_ROUTE",
-    "STATUS",
-    "PREVIEW_DIR_ENV",
-    "CandidateProgress",
-    "ComfyBrowser",
-    "CoreSampling",
-    "candidate_noise",
-    "check_custom_inputs",
-    "ExecutionBlocker",
-    "ManagedModel",
-    "check_interrupt",
-    "checkpoint_choices",
-    "checkpoint_folder",
-    "copy_example_inputs",
-    "interrupt_callback",
-    "list_checkpoints",
-    "load_shared",
-    "make_patcher",
-    "output_directory",
-    "pick_board",
-    "pick_browser",
-    "pick_config",
-    "precision_input",
-    "preview_thumbnail",
-    "progress_callback",
-    "register_model_folders",
-    "register_pick_route",
-    "sampler_names",
-    "sampling",
-    "save_previews",
-    "scheduler_names",
-    "show_text",
-    "thumbnail_size",
-    "use_pick_browser",
-    "use_sampling",
-]
