@@ -24,7 +24,8 @@ from crafted import (
 )
 from masc_core.errors import MascInputError
 from masc_core.io.images import load_image_file
-from masc_core.metric.saved_scores import MAX_ENTRY_BYTES, read_png
+from masc_core.metric.saved_png import read_png
+from masc_core.metric.saved_scores import MAX_ENTRY_BYTES
 
 PIXELS = np.full((8, 8, 3), 100, dtype=np.uint8)
 
@@ -112,10 +113,10 @@ def test_a_decompression_bomb_is_refused_before_decoding(tmp_path, good):
 
 def test_files_without_an_entry_are_not_decoded(tmp_path, monkeypatch):
     """A large PNG without scores: only its chunk headers are read (PIL is never asked for the pixels)."""
-    import masc_core.metric.saved_scores as saved_scores
+    import masc_core.metric.saved_png as reader
 
     decoded = []
-    monkeypatch.setattr(saved_scores, "_pixels_digest", lambda path: decoded.append(path))
+    monkeypatch.setattr(reader, "_pixels_digest", lambda path: decoded.append(path))
     plain = png_with_chunks(tmp_path / "plain.png", np.zeros((512, 512, 3), np.uint8))
     with pytest.raises(MascInputError, match="has no MaSC scores"):
         read_png(plain)

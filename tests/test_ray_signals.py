@@ -19,7 +19,7 @@ from conftest import ROOT
 _CHILD = textwrap.dedent(
     """
     import signal, sys, threading, time
-    from masc_core.evaluation.ray_engine import _waking
+    from masc_core.evaluation.ray_driver import waking as _waking
 
     never, waiting = threading.Event(), threading.Event()
 
@@ -53,7 +53,7 @@ def test_ctrl_c_on_another_thread_still_ends_the_wait():
 
 
 def test_batches_errors_and_the_end_come_through_in_order():
-    from masc_core.evaluation.ray_engine import _waking
+    from masc_core.evaluation.ray_driver import waking as _waking
 
     assert list(_waking(iter([1, 2, 3]), period=0.01)) == [1, 2, 3]
 

@@ -13,7 +13,8 @@ from PIL.PngImagePlugin import PngInfo
 
 from masc_core.cli import main
 from masc_core.errors import MascInputError
-from masc_core.metric.saved_scores import ENTRY_KEY, add_node_entry, node_entry, pixel_digest, read_png
+from masc_core.metric.saved_png import read_png
+from masc_core.metric.saved_scores import ENTRY_KEY, add_node_entry, node_entry, pixel_digest
 from masc_core.metric.scores import ImageScore, ScoreBatch, ScoreContext
 from masc_core.version import __version__
 

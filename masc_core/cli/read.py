@@ -1,4 +1,4 @@
-"""``python -m masc_core read``: print the MaSC scores stored in saved PNGs (``masc_core.metric.saved_scores``)."""
+"""``python -m masc_core read``: print the MaSC scores stored in saved PNGs (``masc_core.metric.saved_png``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import sys
 
 from ..errors import MascError
-from ..metric.saved_scores import describe, matches, read_png
+from ..metric.saved_png import describe, matches, read_png
 
 
 def register(commands) -> None:

@@ -1,8 +1,7 @@
 """``eval --engine ray``: the chunks scored by ``BatchScorer`` actors on a Ray cluster; this process writes the files.
 
-Ray is imported here only, when this engine starts (``pip install 'masc-comfyui[ray]'``). Over 400 lines: planning
-the units, driving the actors and turning Ray's failures into one-line errors all touch Ray, and Ray is imported in
-this one module only.
+Ray is imported here only, when this engine starts (``pip install 'masc-comfyui[ray]'``); reaching a cluster, reading
+its failures and waiting so that signals are taken need no Ray (``ray_driver``).
 
 How the work maps onto Ray Data (``ray.data``):
 
@@ -33,19 +32,24 @@ import json
 import logging
 import math
 import os
-import queue
-import re
 import signal
-import socket
 import sys
-import tempfile
-import threading
 import time
 import warnings
 
-from ..errors import MascError, MascInputError, MascModelError
+from ..errors import MascError, MascInputError
 from ..resources import peak_memory
 from .batch_scorer import BatchScorer
+from .ray_driver import (
+    RayEngineError,
+    captured_stderr,
+    check_reachable,
+    connect_env,
+    init_failure,
+    interrupt_signal,
+    waking,
+    worker_error,
+)
 from .manifest import Manifest
 from .options import EngineOptions, EvalOptions
 from .plan import Chunk, Group
@@ -55,22 +59,6 @@ from .timing import Stopwatch
 INSTALL_HINT = "pip install 'masc-comfyui[ray]' (or: pip install 'ray[data]>=2.60')"
 UNITS_PER_WORKER = 4
 """A group longer than 1/UNITS_PER_WORKER of a worker's share of the chunks is cut into several units."""
-CONNECT_TIMEOUT = 5.0
-"""Seconds to wait for the TCP handshake with ``--address`` before giving up."""
-_CONNECT_ENV = {
-    # Ray's own connect loop takes ~14 minutes to give up on an address that does not answer:
-    # one attempt of a few seconds instead, for --address only (a local start needs the defaults).
-    "RAY_gcs_server_port_wait_time_s": "1",
-    "RAY_py_gcs_connect_timeout_s": "5",
-    "RAY_gcs_rpc_server_connect_timeout_s": "2",
-}
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_MASC_LINE = re.compile(r"^masc_core\.errors\.(Masc\w*Error): (.*)$", re.M)
-_ERROR_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)): (.+)$", re.M)
-
-
-class RayEngineError(MascError):
-    """The Ray cluster cannot be reached or used, or a worker failed (one line; the run resumes)."""
 
 
 def import_ray():
@@ -82,130 +70,6 @@ def import_ray():
     except ImportError:
         raise MascInputError(f"--engine ray needs Ray, which is not installed here: {INSTALL_HINT}") from None
     return ray
-
-
-def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
-    """A TCP handshake with ``HOST:PORT`` (``ray://`` allowed): fails in at most ``timeout`` seconds, not minutes."""
-    if address in ("auto", "local"):
-        return
-    host, _, port = address.split("://", 1)[-1].rpartition(":")
-    if not host or not port.isdigit():
-        raise MascInputError(
-            f"--address '{address}' is not HOST:PORT (the head's address, as 'ray start --head' prints it) or auto"
-        )
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
-    except OSError as exc:
-        reason = "timed out" if isinstance(exc, socket.timeout) else (exc.strerror or str(exc) or type(exc).__name__)
-        raise RayEngineError(
-            f"cannot reach a Ray cluster at {address}: {reason}; start one with 'ray start --head' there, or leave out "
-            "--address for a local one"
-        ) from None
-
-
-def worker_error(exc: BaseException) -> MascError:
-    """The one line a worker's failure comes to: the worker's own MascError if it raised one."""
-    text = _ANSI.sub("", f"{exc}\n{getattr(exc, 'traceback_str', '')}")
-    found = _MASC_LINE.search(text)
-    if found:  # Ray carries the worker's exception as text only: rebuild it
-        kind = {"MascInputError": MascInputError, "MascModelError": MascModelError}.get(found.group(1), RayEngineError)
-        return kind(found.group(2))
-    for name, message in _ERROR_LINE.findall(text):
-        if not name.startswith(("ray.", "Ray")) and name.rsplit(".", 1)[-1] not in (
-            "UserCodeException",
-            "SystemException",
-        ):
-            return RayEngineError(
-                f"a Ray worker failed: {name.rsplit('.', 1)[-1]}: {message.strip()} (rerun to resume; Ray's logs are "
-                "in /tmp/ray)"
-            )
-    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    return RayEngineError(
-        f"the Ray run failed: {type(exc).__name__}: {first} (rerun to resume; Ray's logs are in /tmp/ray)"
-    )
-
-
-def _init_failure(address: str | None, exc: Exception, log: str) -> str:
-    """The one line for a cluster that could not be started or joined."""
-    if "InvalidAuthToken" in log or "Unauthenticated" in log:
-        return (
-            f"the Ray cluster at {address} asks for its token (Ray's token authentication): set RAY_AUTH_MODE=token, "
-            "and RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH unless the token is in ~/.ray/auth_token"
-        )
-    where = f"join the Ray cluster at {address}" if address else "start a local Ray cluster"
-    reason = " ".join(_ANSI.sub("", str(exc)).split())[:300] or type(exc).__name__
-    return f"cannot {where}: {reason}"
-
-
-@contextlib.contextmanager
-def _captured_stderr():
-    """File descriptor 2 into a temporary file; yields a function returning what was written there so far."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as capture:
-        os.dup2(capture.fileno(), 2)
-        try:
-            yield lambda: (capture.seek(0), capture.read().decode("utf-8", "replace"))[1]
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-
-
-@contextlib.contextmanager
-def _connect_env(address: str | None):
-    saved = {key: os.environ.get(key) for key in _CONNECT_ENV}
-    if address:
-        for key, value in _CONNECT_ENV.items():
-            os.environ.setdefault(key, value)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
-WAKE_SECONDS = 0.5
-"""How often the driver's main thread wakes while it waits for the workers' next batch, to take a signal."""
-
-
-def _waking(batches, period: float = WAKE_SECONDS):
-    """``batches``, read by a helper thread, so this thread never blocks for more than ``period`` seconds.
-
-    Why: Python runs signal handlers in the main thread only, and only when that thread returns to Python code. Ray's
-    iterator waits on a lock with no timeout; when the kernel hands Ctrl-C or SIGTERM to one of Ray's own threads (it
-    may pick any thread of the process) that wait never ends, and the run hangs instead of stopping (seen: one
-    interrupted run in three under load). A timed wait returns to Python every ``period`` and the signal is taken.
-    """
-    handoff: queue.Queue = queue.Queue(maxsize=1)
-
-    def pump():
-        try:
-            for batch in batches:
-                handoff.put(("batch", batch))
-            handoff.put(("end", None))
-        except BaseException as exc:  # handed to the main thread, which raises it as its own
-            handoff.put(("error", exc))
-
-    # A daemon: after an interrupt it may stay blocked in Ray's iterator until ray.shutdown(), and must not hold
-    # the process open.
-    threading.Thread(target=pump, name="masc-ray-batches", daemon=True).start()
-    while True:
-        try:
-            kind, value = handoff.get(timeout=period)
-        except queue.Empty:
-            continue
-        if kind == "end":
-            return
-        if kind == "error":
-            raise value
-        yield value
-
-
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 class RayEngine:
@@ -252,9 +116,9 @@ class RayEngine:
             cpus = os.cpu_count() or 1
             settings.update(address="local", num_cpus=max(cpus, self.settings.workers or 1))
         # Joining, Ray's C++ core logs its retries on fd 2: kept aside, and read for the reason if it fails.
-        captured = _captured_stderr() if address else contextlib.nullcontext(lambda: "")
+        captured = captured_stderr() if address else contextlib.nullcontext(lambda: "")
         failure, log = None, ""
-        with captured as logged, _connect_env(address), warnings.catch_warnings():
+        with captured as logged, connect_env(address), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
                 ray.init(**settings)
@@ -263,7 +127,7 @@ class RayEngine:
         if failure is not None:
             with contextlib.suppress(Exception):
                 ray.shutdown()
-            raise RayEngineError(_init_failure(address, failure, log)) from None
+            raise RayEngineError(init_failure(address, failure, log)) from None
         self.ray = ray
 
     def _install_handlers(self) -> None:
@@ -277,7 +141,7 @@ class RayEngine:
             setattr(context, name, wanted[name])
         # Ray's SIGTERM handler dumps a stack and exits; a KeyboardInterrupt lets the run end cleanly.
         with contextlib.suppress(ValueError):  # only the main thread may set handlers
-            self.saved_sigterm = signal.signal(signal.SIGTERM, _interrupt)
+            self.saved_sigterm = signal.signal(signal.SIGTERM, interrupt_signal)
 
     def _layout(self, ray) -> dict:
         """Workers, CPUs and GPUs each, checked against what the cluster has (one line when it does not fit)."""
@@ -390,7 +254,7 @@ class RayEngine:
             )
         try:
             with contextlib.redirect_stdout(sys.stderr):
-                for batch in _waking(scored.iter_batches(batch_size=None, batch_format="numpy")):
+                for batch in waking(scored.iter_batches(batch_size=None, batch_format="numpy")):
                     for key, text, cost in zip(
                         batch["chunk"].tolist(), batch["records"].tolist(), batch["cost"].tolist()
                     ):

@@ -26,8 +26,8 @@ whole entry; which image a file is comes from ``pixels``: a short hash of
 the image as Save Image quantizes it (``clip(255 * x, 0, 255)`` cast to
 uint8), recomputed from the PNG's pixels when it is read back.
 
-Pure: JSON, numpy and PIL only. Over 400 lines: an entry is built and read back here, and the strict reader
-checks every field the builder writes, so the two stay in step in one file.
+An entry is built and checked back here (``parse_entry``: the strict reader checks every field the builder writes,
+so the two stay in step in one file); ``saved_png`` finds it in a saved PNG and describes it. Pure: JSON and numpy.
 """
 
 from __future__ import annotations
@@ -35,17 +35,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 from typing import Any, Sequence
 
 import numpy as np
-from PIL import Image
 
-from ..errors import MascInputError, first_line
-from ..io.files import JSONTooDeep, JSONUnreadable, check_regular_file, parse_json
-from ..io.images import open_quietly, too_many_pixels
-from ..io.png_text import PngTextError, find_text, image_only, is_png
-from .report import format_band, format_score, format_share, subject_line
+from ..errors import first_line
+from ..io.files import JSONTooDeep, JSONUnreadable, parse_json
 from ..safe_text import printable
 from .scores import ImageScore, ScoreBatch, defined_number, subject_figures
 from ..version import __version__
@@ -289,13 +284,13 @@ def _readable(entry: Any) -> bool:
     """Whether ``read`` would take ``entry`` as it stands (``parse_entry`` of its JSON text)."""
     try:
         parse_entry(json.dumps(entry, allow_nan=False))
-    except (ValueError, TypeError, RecursionError, _Unreadable):
+    except (ValueError, TypeError, RecursionError, UnreadableEntry):
         return False
     return True
 
 
 def parse_entry(text: str) -> dict[str, Any]:
-    """A ``masc`` chunk's text as an entry this version reads, or ``_Unreadable`` saying what is wrong.
+    """A ``masc`` chunk's text as an entry this version reads, or ``UnreadableEntry`` saying what is wrong.
 
     Strict where a crafted file could hurt a reader: NaN, Infinity and numbers out of float range are
     refused (``--json`` output stays valid JSON), nesting is bounded, every field MaSC writes has its type.
@@ -303,149 +298,23 @@ def parse_entry(text: str) -> dict[str, Any]:
     try:
         entry = parse_json(text, max_depth=MAX_NESTING)
     except JSONTooDeep:
-        raise _Unreadable(f"has a '{ENTRY_KEY}' text chunk nested too deeply: it was not written by MaSC") from None
+        raise UnreadableEntry(f"has a '{ENTRY_KEY}' text chunk nested too deeply: it was not written by MaSC") from None
     except JSONUnreadable as exc:
-        raise _Unreadable(
+        raise UnreadableEntry(
             f"has a '{ENTRY_KEY}' text chunk that is not JSON MaSC writes ({printable(first_line(exc))})"
         ) from None
     if isinstance(entry, dict) and "format" in entry and not (_is_int(entry["format"]) and entry["format"] == FORMAT):
         shown_format = printable(json.dumps(entry["format"]))[:40]
-        raise _Unreadable(
+        raise UnreadableEntry(
             f"holds MaSC scores in format {shown_format}; this version reads format {FORMAT}: update MaSC"
         )
     problem = _shape_problem(entry)
     if problem is not None:
-        raise _Unreadable(
+        raise UnreadableEntry(
             f"has a '{ENTRY_KEY}' text chunk in an unknown layout ({problem}): it was not written by MaSC"
         )
     return entry
 
 
-class _Unreadable(Exception):
+class UnreadableEntry(Exception):
     """Why a file's entry cannot be used (becomes one MascInputError line naming the file)."""
-
-
-def _pixels_digest(path: str) -> str:
-    """The hash of a PNG's pixels (``pixel_digest`` of what Save Image wrote), refusing bombs before decoding."""
-    stream, width, height = image_only(path)
-    too_big = too_many_pixels(width, height)
-    if too_big:
-        raise _Unreadable(too_big)
-    try:
-        with Image.open(stream) as image:
-            image.load()
-            pixels = np.asarray(image)
-    except Exception as exc:  # PIL reports damaged files with many types (OSError, SyntaxError, ValueError, zlib.error)
-        raise _Unreadable(f"has image data PIL cannot decode ({printable(first_line(exc))})") from None
-    return _digest(np.ascontiguousarray(pixels, dtype=np.uint8))
-
-
-def read_png(path: str | os.PathLike) -> tuple[dict[str, Any], str]:
-    """The ``masc`` entry of a saved PNG and the hash of its pixels; a one-line MascInputError otherwise.
-
-    The entry is found and checked (``parse_entry``) before any pixel is decoded, so a file without one,
-    or with a crafted one, costs a read of its chunk headers only.
-    """
-    path = os.fspath(path)
-    shown_path = printable(path)
-    if os.path.isdir(path):
-        raise MascInputError(
-            f"'{shown_path}' is a folder: pass PNG files saved by ComfyUI's Save Image (a shell glob such as "
-            "folder/*.png)"
-        )
-    check_regular_file(path, "", label=f"'{shown_path}'", hint="pass a PNG saved by ComfyUI's Save Image")
-    if not os.path.isfile(path):
-        raise MascInputError(f"'{shown_path}' does not exist: pass a PNG saved by ComfyUI's Save Image")
-    try:
-        with open(path, "rb") as handle:
-            text = find_text(handle, ENTRY_KEY, MAX_ENTRY_BYTES)
-            if text is None:
-                handle.seek(0)
-                if not is_png(handle):
-                    kind = _kind_of(path)
-                    if kind is None:
-                        raise _Unreadable("is not an image PIL can read: pass a PNG saved by ComfyUI's Save Image")
-                    raise _Unreadable(f"is a {kind} file, not a PNG: MaSC scores travel in PNGs written by Save Image")
-                raise _Unreadable(f"has no MaSC scores (no '{ENTRY_KEY}' text chunk): {NO_ENTRY_HINT}")
-        entry = parse_entry(text)
-        return entry, _pixels_digest(path)
-    except (_Unreadable, PngTextError) as problem:
-        raise MascInputError(f"'{shown_path}' {problem}") from None
-    except OSError as exc:
-        raise MascInputError(f"'{shown_path}' could not be read ({printable(first_line(exc))})") from None
-
-
-def _kind_of(path: str) -> str | None:
-    """The image format PIL reads the file as ('JPEG', ...), or None."""
-    try:
-        with open_quietly(path) as image:
-            return printable(image.format)
-    except Exception:  # anything PIL cannot identify
-        return None
-
-
-def matches(entry: dict[str, Any], digest: str) -> list[tuple[str, dict, dict]]:
-    """(node id, node entry, image record) for every scored image whose pixels are the file's."""
-    return [
-        (node_id, node, image)
-        for node_id, node in entry["nodes"].items()
-        for image in node.get("images", [])
-        if image.get("pixels") == digest
-    ]
-
-
-def _image_line(image: dict) -> str:
-    seed = f"seed {image['seed']}" if image.get("seed") is not None else "seed unknown"
-    cp = "CP" if image.get("subjects") is None else "cp_min"
-    cp_band = f" {format_band(image['cp_band'])}" if image.get("cp_band") else ""
-    pf_band = f" {format_band(image['pf_band'])}" if image.get("pf_band") else ""
-    line = (
-        f"#{image.get('index')}  {seed}  {cp} {format_score(image.get('cp'))}{cp_band}  PF "
-        f"{format_score(image.get('pf'))}{pf_band}  "
-        f"mask {format_share(image.get('mask')).strip()}  {printable(image.get('verdict') or '')}"
-    )
-    if image.get("subjects") is not None:
-        figures = [dict(s, subject=printable(s["subject"])) for s in image["subjects"]]
-        text = subject_line(figures, [printable(b) for b in image.get("blends", [])])
-        line += "".join("\n      " + part for part in text.split("\n"))
-    return line
-
-
-def _node_header(node_id: str, node: dict) -> str:
-    encoder = node.get("encoder") or {}
-    model = f"{printable(encoder.get('model'))} ({printable(encoder.get('digest'))})" if encoder else "unknown encoder"
-    stripped = node.get("stripped_prompt")
-    ledger = node.get("ledger")
-    replayed = f", {ledger['replayed']} replayed" if ledger and ledger.get("replayed") else ""
-    spent = (
-        f", {ledger['spent']} of {ledger['in_full']} model evaluations ({ledger['pruned']} pruned{replayed})"
-        if ledger
-        else ""
-    )
-    return (
-        f"{printable(node.get('node'))} (node {printable(node_id)}): {model}, metric "
-        f"{printable(node.get('metric_version'))}, "
-        f"PF text {printable(repr(stripped))}{spent}"
-    )
-
-
-def describe(path: str, entry: dict[str, Any], digest: str, *, every: bool = False) -> str:
-    """What a saved PNG says about its scores: this image's lines, then (with ``every`` or no match) every scored image.
-
-    Every text from the file is passed through ``printable``: a crafted entry cannot send terminal control
-    sequences or forge a line of this output.
-    """
-    found = matches(entry, digest)
-    lines = [printable(path)]
-    for node_id, node, image in found:
-        lines.append(f"  this image: {_image_line(image)}")
-        lines.append(f"    from {_node_header(node_id, node)}")
-    if not found:
-        lines.append(
-            "  this file's pixels match no scored image (changed after scoring?): every score in its metadata follows"
-        )
-    if every or not found:
-        for node_id, node in entry["nodes"].items():
-            lines.append(f"  {_node_header(node_id, node)}")
-            lines += [f"    {_image_line(image)}" for image in node.get("images", [])]
-    return "\n".join(lines)
