@@ -166,7 +166,7 @@ def timed_call(pack, encoder, inputs, heatmaps: bool) -> dict:
     core = encoder.core
     clock = StageClock(encoder.compute_device)
     pairs = [
-        (scoring_nodes, "comfy_images", clock.wrap("tensors_in", scoring_nodes.comfy_images)),
+        (scoring_nodes, "to_rgb_uint8_list", clock.wrap("tensors_in", scoring_nodes.to_rgb_uint8_list)),
         (scoring_nodes, "comfy_masks", clock.wrap("tensors_in", scoring_nodes.comfy_masks)),
         (scoring_nodes, "score_images", clock.wrap("score_images", scoring_nodes.score_images)),
         (core, "prepare", clock.wrap("preprocessing", core.prepare)),

@@ -8,14 +8,9 @@ import numpy as np
 import torch
 
 from ..masc_core.errors import MascInputError
-from ..masc_core.io.images import tensor_to_numpy, to_rgb_uint8_list
+from ..masc_core.io.images import tensor_to_numpy
 
 _LOADIMAGE_EMPTY_MASK = (64, 64)
-
-
-def comfy_images(images: torch.Tensor, name: str) -> list[np.ndarray]:
-    """ComfyUI IMAGE [B,H,W,C] float 0..1 (any device, float16 too) -> list of RGB uint8 arrays (alpha dropped)."""
-    return to_rgb_uint8_list(images, name)
 
 
 def comfy_masks(masks: torch.Tensor | None) -> torch.Tensor | None:

@@ -10,7 +10,7 @@ from ..masc_core.limits import ACCEPT, BATCH_SIZE, MAX_CANDIDATES
 from ..masc_core.defaults import DEFAULT_MASK_THRESHOLD, MIN_FOREGROUND_FRACTION
 from ..masc_core.selection.acceptance import SHORTFALL_CHOICES
 from ..masc_core.selection.ranking import BLEND_CHOICES as BLENDS
-from ..masc_core.selection.ranking import KEEP_BUT_MARK, RANK_KEYS, UNCERTAIN_CHOICES
+from ..masc_core.selection.ranking import KEEP_BUT_MARK, RANK_KEYS, THRESHOLD_OFF, UNCERTAIN_CHOICES
 from .types import MASC_ENCODER, MASC_PRUNE, MASC_RULES, MASC_SEGMENTER, MASC_SUBJECTS, MASC_VIDEO
 
 # ---------------------------------------------------------------- what is scored
@@ -69,7 +69,7 @@ PF_WEIGHT_INPUT = (
     {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of PF when ranking by both."},
 )
 
-OFF = -1.0
+OFF = THRESHOLD_OFF
 """Threshold value meaning "no threshold" (cosines are >= -1)."""
 
 THRESHOLD_INPUTS = {

@@ -16,7 +16,8 @@ from ..masc_core.models.clipseg import CLIPSEG_MODEL_ID, ClipSegSegmenter
 from ..masc_core.defaults import SAM3_SCORE_THRESHOLD
 from ..masc_core.models.sam3 import SAM3_MODEL_ID, Sam3Segmenter
 from . import host
-from .convert import comfy_images, to_comfy_image_batch
+from ..masc_core.io.images import to_rgb_uint8_list
+from .convert import to_comfy_image_batch
 from .inputs import checked_inputs
 from .loaders import CheckpointLoader
 from .types import CATEGORY, MASC_SEGMENTER, Output, declare_outputs
@@ -161,7 +162,7 @@ class MaSCAutoMask:
         }
 
     def mask(self, segmenter, images, subject, threshold, dilation):
-        arrays = comfy_images(images, "images")
+        arrays = to_rgb_uint8_list(images, "images")
         model = segmenter.ready()
         masks = model.masks(
             arrays, subject, threshold=threshold, dilation=dilation, progress=host.progress_callback(len(arrays))

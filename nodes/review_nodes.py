@@ -24,12 +24,12 @@ from ..masc_core.selection.picks import (
 from ..masc_core.selection.ranking import RANK_KEYS
 from ..masc_core.metric.scores import ScoreBatch
 from . import host
-from .convert import comfy_images, to_comfy_image_batch
+from ..masc_core.io.images import to_rgb_uint8_list
+from .convert import to_comfy_image_batch
 from .inputs import checked_inputs
 from .metadata import HIDDEN_INPUTS, image_digests, record
 from .declarations import CARRIED_INPUTS, CP_WEIGHT_INPUT, PF_WEIGHT_INPUT, RULES_INPUT, rank_by_input
-from .rule_values import passing_from
-from .selection_nodes import check_batch, chosen_outputs, pass_rules
+from .selection_nodes import check_batch, chosen_outputs, pass_rules, passing_from
 from .types import CATEGORY, MASC_SCORES, Output, declare_outputs
 
 
@@ -92,7 +92,7 @@ class MaSCContactSheet:
         }
 
     def sheet(self, images, scores, order, rank_by, tile_size, columns):
-        arrays = comfy_images(images, "images")
+        arrays = to_rgb_uint8_list(images, "images")
         if len(arrays) != len(scores.scores):
             raise MascInputError(
                 f"images has {len(arrays)} pictures but scores has {len(scores.scores)}: connect the images those "
@@ -251,7 +251,7 @@ class MaSCPick:
         check_counts(show, keep, count)
         heatmap_arrays = None
         if heatmaps is not None:
-            heatmap_arrays = comfy_images(heatmaps, "heatmaps")
+            heatmap_arrays = to_rgb_uint8_list(heatmaps, "heatmaps")
             if len(heatmap_arrays) != count:
                 raise MascInputError(
                     f"heatmaps has {len(heatmap_arrays)} pictures for {count} images: connect one heatmap per scored "
@@ -312,7 +312,7 @@ class MaSCPick:
             return PickOutcome(default, NO_BROWSER, 0.0)
         if seconds == 0:
             return PickOutcome(default, TIMED_OUT, 0.0)
-        pictures = comfy_images(images[shown], "images")
+        pictures = to_rgb_uint8_list(images[shown], "images")
         tiles = {tile.index: tile for tile in tiles_from(scores, by=rank_by)}
         request = board.open(unique_id, len(shown), default)
         shown_request = {

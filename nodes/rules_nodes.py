@@ -26,8 +26,6 @@ from .declarations import (
     THRESHOLD_INPUTS,
     rank_by_input,
 )
-from .rule_values import prune_value
-from .selection_nodes import pass_rules
 from .types import CATEGORY, MASC_PRUNE, MASC_RULES, Output, declare_outputs
 
 
@@ -66,41 +64,9 @@ class MaSCRules:
         }
         return {"required": required}
 
-    def rules(
-        self,
-        rank_by,
-        cp_weight,
-        pf_weight,
-        min_cp,
-        min_pf,
-        reject_small_masks,
-        min_foreground,
-        on_uncertain,
-        on_blend,
-        accept,
-        max_candidates,
-        batch_size,
-        on_shortfall,
-    ):
-        passing = pass_rules(
-            rank_by=rank_by,
-            cp_weight=cp_weight,
-            pf_weight=pf_weight,
-            min_cp=min_cp,
-            min_pf=min_pf,
-            reject_small_masks=reject_small_masks,
-            min_foreground=min_foreground,
-            on_uncertain=on_uncertain,
-            on_blend=on_blend,
-        )
-        rules = RunRules(
-            passing=passing,
-            accept=int(accept),
-            max_candidates=int(max_candidates),
-            batch_size=int(batch_size),
-            on_shortfall=on_shortfall,
-        )
-        return (rules.check(),)
+    def rules(self, **widgets):
+        """The widgets ``INPUT_TYPES`` declares, by name, as one checked ``RunRules`` (its seed is the run's)."""
+        return (RunRules.from_widgets(widgets).check(),)
 
 
 @checked_inputs
@@ -148,4 +114,4 @@ class MaSCPrune:
     def prune(self, prune_at, prune_keep, prune_study, prune=None):
         # What depends on the run (batch_size, steps, sampler) is checked by Sample Until, before the first candidate.
         this = PruneRules(prune_at=float(prune_at), prune_keep=int(prune_keep), study=bool(prune_study))
-        return (this if prune is None else prune_value(prune).followed_by(this),)
+        return (this if prune is None else prune.followed_by(this),)

@@ -28,7 +28,8 @@ from .declarations import (
     REFERENCE_MASK_INPUT,
     SUBJECT_INPUT,
 )
-from .convert import batch_value, check_candidate_mask, check_reference_mask, comfy_images, comfy_masks, image_output
+from ..masc_core.io.images import to_rgb_uint8_list
+from .convert import batch_value, check_candidate_mask, check_reference_mask, comfy_masks, image_output
 from .metadata import HIDDEN_INPUTS, image_digests, record, scoring_context
 from .inputs import checked_inputs
 from .types import CATEGORY, MASC_SCORES, Output, declare_outputs
@@ -49,8 +50,8 @@ def run_scoring(
     heatmaps: bool,
 ):
     """Convert, score once; return (batch with its context, output arrays, heatmap pictures or None)."""
-    outputs = comfy_images(image, "image")
-    references = comfy_images(reference_image, "reference_image") if cp else []
+    outputs = to_rgb_uint8_list(image, "image")
+    references = to_rgb_uint8_list(reference_image, "reference_image") if cp else []
     reference_masks = comfy_masks(reference_mask) if cp else None
     if cp:
         check_reference_mask(reference_masks, references)

@@ -13,7 +13,8 @@ import torch
 
 from ..masc_core.errors import MascInputError
 from ..masc_core.limits import TOP_K
-from ..masc_core.selection.ranking import KEEP_BUT_MARK, PassRules, uncertain_mark
+from ..masc_core.selection.acceptance import RunRules
+from ..masc_core.selection.ranking import KEEP_BUT_MARK, PassRules, threshold_from_widget, uncertain_mark
 from ..masc_core.metric.scores import ScoreBatch
 from . import host
 from .metadata import HIDDEN_INPUTS, image_digests, record
@@ -28,13 +29,13 @@ from .declarations import (
     THRESHOLD_INPUTS,
     rank_by_input,
 )
-from .rule_values import passing_from
 from .types import CATEGORY, MASC_SCORES, Output, declare_outputs
 
 
-def threshold_value(value: float) -> float | None:
-    """A threshold widget's value, or None when it is off (-1)."""
-    return None if value is None or value <= OFF else float(value)
+def passing_from(rules: RunRules | None, widget_rules: PassRules) -> PassRules:
+    """The pass rules a judging node uses: MaSC Rules' when its ``rules`` input is connected (checked again where
+    they arrive: a value over a link may have been changed since MaSC Rules made it), else its widgets'."""
+    return widget_rules if rules is None else rules.check().passing
 
 
 def pass_rules(
@@ -54,8 +55,8 @@ def pass_rules(
         by=rank_by,
         cp_weight=float(cp_weight),
         pf_weight=float(pf_weight),
-        min_cp=threshold_value(min_cp),
-        min_pf=threshold_value(min_pf),
+        min_cp=threshold_from_widget(min_cp),
+        min_pf=threshold_from_widget(min_pf),
         reject_small_masks=bool(reject_small_masks),
         min_foreground=None if min_foreground is None else float(min_foreground),
         on_uncertain=on_uncertain or KEEP_BUT_MARK,
@@ -70,7 +71,7 @@ def chosen_outputs(images: torch.Tensor, chosen: list[int], latent=None, mask=No
         return blocked(3)
     count = images.shape[0]
     return (
-        select_images(images, chosen),
+        images[chosen],
         select_latent(latent, chosen, count) if latent is not None else blocked(1)[0],
         select_mask(mask, chosen, count) if mask is not None else blocked(1)[0],
     )
@@ -107,10 +108,6 @@ def selection_entry(
         verdicts.append(word + uncertain_mark(item.uncertain))
     outputs = [chosen.index(i) if i in chosen else None for i in range(len(scores.scores))]
     record(extra_pnginfo, unique_id, scores, node, verdicts=verdicts, outputs=outputs, pixels=image_digests(images))
-
-
-def select_images(images: torch.Tensor, indices: list[int]) -> torch.Tensor:
-    return images[indices]
 
 
 def select_mask(mask: torch.Tensor | None, indices: list[int], count: int):
@@ -313,7 +310,7 @@ class MaSCGate:
         unique_id=None,
     ):
         scores = check_batch(scores, images)
-        cp_on, pf_on = threshold_value(min_cp), threshold_value(min_pf)
+        cp_on, pf_on = threshold_from_widget(min_cp), threshold_from_widget(min_pf)
         by = "both" if (cp_on is not None and pf_on is not None) else ("pf" if pf_on is not None else "cp")
         passing = passing_from(
             rules,

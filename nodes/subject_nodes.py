@@ -13,7 +13,8 @@ from ..masc_core.metric.stripping import parse_subject_names
 from ..masc_core.scoring.subject_scoring import score_subjects
 from ..masc_core.metric.subjects import Subject, all_names, every_or_none
 from . import host
-from .convert import batch_value, check_candidate_mask, check_reference_mask, comfy_images, comfy_masks
+from ..masc_core.io.images import to_rgb_uint8_list
+from .convert import batch_value, check_candidate_mask, check_reference_mask, comfy_masks
 from .inputs import checked_inputs
 from .metadata import HIDDEN_INPUTS, image_digests, record, scoring_context
 from .declarations import BLEND_CHOICES, ENCODER_INPUT, IMAGE_INPUT, PROMPT_INPUT, REFERENCE_INPUT, REFERENCE_MASK_INPUT
@@ -73,7 +74,7 @@ class MaSCSubject:
 
     def declare(self, names, reference_image, reference_mask, mask=None, subjects=None):
         parse_subject_names(names, what="names")  # bounded before any image is converted
-        references = comfy_images(reference_image, "reference_image")
+        references = to_rgb_uint8_list(reference_image, "reference_image")
         reference_masks = comfy_masks(reference_mask)
         check_reference_mask(reference_masks, references)
         subject = Subject(names, references, list(reference_masks))
@@ -161,7 +162,7 @@ class MaSCScoreSubjects:
 
     def score(self, encoder, image, subjects, prompt, on_blend="report", extra_pnginfo=None, unique_id=None):
         declared = declared_subjects(subjects)
-        outputs = comfy_images(image, "image")
+        outputs = to_rgb_uint8_list(image, "image")
         masc = encoder.ready()
         batch = score_subjects(
             masc,

@@ -18,7 +18,8 @@ from ..masc_core.metric.scores import ScoreBatch
 from ..masc_core.scoring.clip import ScoredClip, frame_count, score_clip
 from ..masc_core.selection.clip import DEFAULT_MAX_FRAMES, ClipChoice, ClipScore, clip_strip, frames_to_score
 from . import host
-from .convert import batch_value, check_reference_mask, comfy_images, comfy_masks, image_output
+from ..masc_core.io.images import to_rgb_uint8_list
+from .convert import batch_value, check_reference_mask, comfy_masks, image_output
 from .declarations import (
     ENCODER_INPUT,
     PROMPT_INPUT,
@@ -140,7 +141,7 @@ class MaSCScoreVideo:
         extra_pnginfo=None,
         unique_id=None,
     ):
-        references = comfy_images(reference_image, "reference_image")
+        references = to_rgb_uint8_list(reference_image, "reference_image")
         reference_masks = comfy_masks(reference_mask)
         check_reference_mask(reference_masks, references)
         if host.is_video(frames):

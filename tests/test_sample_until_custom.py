@@ -340,11 +340,11 @@ def test_masc_rules_refuses_rules_that_cannot_work(pack):
 
 def test_masc_rules_cannot_be_forged_over_a_link(pack):
     """A MASC_RULES value whose fields were changed after MaSC Rules made it is checked again where it arrives."""
-    values = importlib.import_module(pack.__name__ + ".nodes.rule_values")
+    batch, images, _ = scored(pack)
     rules = make_rules(pack)
     forged = type(rules)(passing=rules.passing, accept=9, max_candidates=3)
     with pytest.raises(errors(pack).MascInputError, match="accept is 9 but max_candidates is 3"):
-        values.rules_value(forged)
+        pack.nodes.NODE_CLASS_MAPPINGS["MaSCGate"]().gate(batch, images, 0.6, -1.0, False, 0.05, rules=forged)
 
 
 def test_gate_and_select_best_judge_by_masc_rules_as_by_their_own_widgets(pack):

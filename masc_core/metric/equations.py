@@ -78,16 +78,7 @@ def prompt_following(pooled_images: torch.Tensor, texts: torch.Tensor) -> torch.
     return (F.normalize(pooled_images.float(), dim=-1) * F.normalize(texts.float(), dim=-1)).sum(dim=-1)
 
 
-def global_cosine(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Row-wise cosine of two [B, D] embedding batches (the unmasked baselines)."""
-    return prompt_following(a, b)
-
-
 def mean_cosine_to_references(outputs: torch.Tensor, references: torch.Tensor) -> list[float]:
     """For each output embedding [N, D], the mean cosine with the reference embeddings [K, D] (the multi-view mean)."""
-    n, k = outputs.shape[0], references.shape[0]
-    sims = global_cosine(
-        outputs[:, None, :].expand(n, k, -1).reshape(n * k, -1).float(),
-        references[None, :, :].expand(n, k, -1).reshape(n * k, -1).to(outputs.device).float(),
-    ).reshape(n, k)
+    sims = F.normalize(outputs.float(), dim=-1) @ F.normalize(references.to(outputs.device).float(), dim=-1).T  # [N, K]
     return [float(v) for v in sims.mean(dim=1).cpu().tolist()]

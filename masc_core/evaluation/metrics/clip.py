@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from ...metric.equations import global_cosine, mean_cosine_to_references
+from ...metric.equations import prompt_following, mean_cosine_to_references
 from ...models.embedders import ClipEmbedder, inspect_folder
 from .base import ChunkInputs, Column, GroupInputs, Metric, MetricSpec, Models, RowValues
 
@@ -28,7 +28,7 @@ class ClipMetrics(Metric):
 
     def score(self, chunk: ChunkInputs) -> list[RowValues]:
         clip_i = mean_cosine_to_references(self.outputs, self.references)
-        clip_t = global_cosine(self.outputs, self.texts).tolist()
+        clip_t = prompt_following(self.outputs, self.texts).tolist()
         return [RowValues({"clip_i": clip_i[i], "clip_t": clip_t[i]}) for i in range(len(clip_i))]
 
     def forwards(self) -> dict[str, int]:

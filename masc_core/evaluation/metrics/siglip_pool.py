@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ...metric.equations import global_cosine
+from ...metric.equations import prompt_following
 from .base import ChunkInputs, Models
 
 
@@ -17,4 +17,4 @@ def full_pools(models: Models, chunk: ChunkInputs) -> list[torch.Tensor]:
 
 def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
     """Cosine of two [D] embeddings, as a float."""
-    return float(global_cosine(a[None].float(), b[None].to(a.device).float())[0])
+    return float(prompt_following(a[None].float(), b[None].to(a.device).float())[0])
