@@ -94,10 +94,14 @@ def check_batch(scores: ScoreBatch, images: torch.Tensor) -> ScoreBatch:
     )
 
 
-def selection_entry(
-    extra_pnginfo, unique_id, scores: ScoreBatch, images, node: str, ranking, chosen: list[int], selected_word: str
-) -> None:
-    """The node's PNG metadata entry: every image's verdict, and where the chosen ones went in its output."""
+def judge_batch(node: str, scores: ScoreBatch, images, passing: PassRules, top_k: int | None, where: tuple):
+    """Select Best's and Gate's one judging: the scores held to ``images``, ranked by ``passing`` (the ``top_k``
+    best, or every passing image in batch order when None), and the node's PNG metadata entry (``where``:
+    extra_pnginfo, unique_id) with every image's verdict and where the chosen ones went. Returns (ranking, chosen)."""
+    scores = check_batch(scores, images)
+    ranking = passing.rank(scores.scores, top_k=top_k)
+    chosen = ranking.selected if top_k is not None else sorted(ranking.selected)
+    selected_word = "selected" if top_k is not None else "passed"
     items = {item.index: item for item in ranking.items}
     verdicts = []
     for index in range(len(scores.scores)):
@@ -107,7 +111,8 @@ def selection_entry(
         )
         verdicts.append(word + uncertain_mark(item.uncertain))
     outputs = [chosen.index(i) if i in chosen else None for i in range(len(scores.scores))]
-    record(extra_pnginfo, unique_id, scores, node, verdicts=verdicts, outputs=outputs, pixels=image_digests(images))
+    record(*where, scores, node, verdicts=verdicts, outputs=outputs, pixels=image_digests(images))
+    return ranking, chosen
 
 
 def select_mask(mask: torch.Tensor | None, indices: list[int], count: int):
@@ -226,34 +231,14 @@ class MaSCSelectBest:
         extra_pnginfo=None,
         unique_id=None,
     ):
-        scores = check_batch(scores, images)
-        passing = passing_from(
-            rules,
-            pass_rules(
-                rank_by=rank_by,
-                cp_weight=cp_weight,
-                pf_weight=pf_weight,
-                min_cp=min_cp,
-                min_pf=min_pf,
-                reject_small_masks=reject_small_masks,
-                min_foreground=min_foreground,
-                on_uncertain=on_uncertain,
-            ),
+        widgets = pass_rules(
+            rank_by, cp_weight, pf_weight, min_cp, min_pf, reject_small_masks, min_foreground, on_uncertain
         )
-        ranking = passing.rank(scores.scores, top_k=int(top_k))
-        chosen = ranking.selected
+        ranking, chosen = judge_batch(
+            "MaSCSelectBest", scores, images, passing_from(rules, widgets), int(top_k), (extra_pnginfo, unique_id)
+        )
         count = images.shape[0]
         table = ranking.table() + top_k_note(int(top_k), count, len([i for i in ranking.items if i.passed]))
-        selection_entry(
-            extra_pnginfo=extra_pnginfo,
-            unique_id=unique_id,
-            scores=scores,
-            images=images,
-            node="MaSCSelectBest",
-            ranking=ranking,
-            chosen=chosen,
-            selected_word="selected",
-        )
         if not chosen:
             text = "no image passed; downstream nodes skipped\n" + table
             return {"ui": {"text": [text]}, "result": chosen_outputs(images, chosen) + (-1, "", text)}
@@ -309,35 +294,13 @@ class MaSCGate:
         extra_pnginfo=None,
         unique_id=None,
     ):
-        scores = check_batch(scores, images)
         cp_on, pf_on = threshold_from_widget(min_cp), threshold_from_widget(min_pf)
         by = "both" if (cp_on is not None and pf_on is not None) else ("pf" if pf_on is not None else "cp")
-        passing = passing_from(
-            rules,
-            pass_rules(
-                rank_by=by,
-                cp_weight=1.0,
-                pf_weight=1.0,
-                min_cp=min_cp,
-                min_pf=min_pf,
-                reject_small_masks=reject_small_masks,
-                min_foreground=min_foreground,
-                on_uncertain=on_uncertain,
-            ),
+        widgets = pass_rules(by, 1.0, 1.0, min_cp, min_pf, reject_small_masks, min_foreground, on_uncertain)
+        ranking, passed = judge_batch(
+            "MaSCGate", scores, images, passing_from(rules, widgets), None, (extra_pnginfo, unique_id)
         )
-        ranking = passing.rank(scores.scores)
-        passed = sorted(ranking.selected)
         count = images.shape[0]
-        selection_entry(
-            extra_pnginfo=extra_pnginfo,
-            unique_id=unique_id,
-            scores=scores,
-            images=images,
-            node="MaSCGate",
-            ranking=ranking,
-            chosen=passed,
-            selected_word="passed",
-        )
         lines = [f"{len(passed)} of {count} passed" + ("" if passed else "; downstream nodes skipped")]
         for item in sorted(ranking.items, key=lambda x: x.index):
             lines.append(
