@@ -45,7 +45,6 @@ class MaSCSampleUntilCustom:
         "guider",
         "flux",
     ]
-    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
 
     DESCRIPTION = (
         "MaSC Sample Until for core's custom sampling: samples candidates as SamplerCustomAdvanced does with your "

@@ -15,7 +15,6 @@ class MaSCLoadEncoder(CheckpointLoader):
     """Node: Load MaSC Encoder."""
 
     SEARCH_ALIASES = ["siglip", "siglip2", "clip vision", "load masc"]
-    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
 
     DESCRIPTION = (
         "Loads a SigLIP2 checkpoint (Hugging Face folder) for MaSC scoring. Put checkpoint folders in "

@@ -1,6 +1,7 @@
-"""The two model loaders' shared shape: a checkpoint folder (or the pack's one Hub id), a device, a precision.
+"""The model loaders' shared shape: a checkpoint folder (or the pack's one Hub id), a device, a precision.
 
-Load MaSC Encoder and Load MaSC Auto Mask Model differ only in the model kind, its Hub id, their tooltips, any
+Load MaSC Encoder, Load MaSC Auto Mask Model and Load MaSC SAM3 Model (the three subclasses of
+``CheckpointLoader``) differ only in the model kind, its Hub id, their tooltips, any
 option of their own (the encoder's patch budget) and how the masc_core object is built; the inputs and the loading
 (``host.load_shared``: one model per settings, under ComfyUI's memory management) are written here once.
 """

@@ -17,7 +17,6 @@ class MaSCLogScores:
     """Node: MaSC Log Scores."""
 
     SEARCH_ALIASES = ["log", "csv", "jsonl", "save scores"]
-    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
 
     DESCRIPTION = (
         "Appends one row per scored image (every candidate of MaSC Sample Until, or every image a scoring node scored) "

@@ -28,7 +28,6 @@ class MaSCLoadAutoMaskModel(CheckpointLoader):
     """Node: Load MaSC Auto Mask Model."""
 
     SEARCH_ALIASES = ["clipseg", "segmentation model"]
-    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
 
     DESCRIPTION = (
         "Loads a CLIPSeg checkpoint (Hugging Face folder) for MaSC Auto Mask. Put checkpoint folders in "
@@ -54,7 +53,6 @@ class MaSCLoadSAM3Model(CheckpointLoader):
     """Node: Load MaSC SAM3 Model."""
 
     SEARCH_ALIASES = ["sam3", "segment anything", "segmentation model", "auto mask"]
-    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
 
     DESCRIPTION = (
         "Loads a SAM3 checkpoint (transformers Hugging Face folder, the paper's mask source) for MaSC Auto Mask and "
@@ -105,7 +103,6 @@ class MaSCAutoMask:
     """Node: MaSC Auto Mask."""
 
     SEARCH_ALIASES = ["clipseg", "sam3", "segment", "text mask", "subject mask"]
-    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
 
     DESCRIPTION = (
         "Masks the subject in every image of a batch with CLIPSeg or SAM3 (whichever loader feeds it), prompted by the "

@@ -38,7 +38,6 @@ class MaSCContactSheet:
     """Node: MaSC Contact Sheet."""
 
     SEARCH_ALIASES = ["contact sheet", "grid", "review", "compare candidates", "image grid"]
-    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
 
     DESCRIPTION = (
         "Every candidate side by side in one picture: each tile captioned with its number, seed, CP, PF, mask share "
@@ -138,7 +137,6 @@ class MaSCPick:
     """Node: MaSC Pick."""
 
     SEARCH_ALIASES = ["pick", "choose", "image chooser", "human in the loop", "review", "select by hand", "label"]
-    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
 
     DESCRIPTION = (
         "Shows the best candidates in the browser with their scores and waits for you to pick one or several; passes "

@@ -34,7 +34,6 @@ class MaSCRules:
     """Node: MaSC Rules."""
 
     SEARCH_ALIASES = ["thresholds", "acceptance", "pass rules", "best of n rules", "budget"]
-    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
 
     DESCRIPTION = (
         "What passes and how many to keep: the ranking, the thresholds, the mask filter, what an uncertain or blended "
@@ -74,7 +73,6 @@ class MaSCPrune:
     """Node: MaSC Prune."""
 
     SEARCH_ALIASES = ["prune", "early stop", "preview judging", "prune study"]
-    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
 
     DESCRIPTION = (
         "Pruning for MaSC Sample Until (Custom): judge each round's candidates on the model's denoised preview at "

@@ -118,7 +118,6 @@ class MaSCSampleUntil:
     """Node: MaSC Sample Until."""
 
     SEARCH_ALIASES = ["best of n", "rejection sampling", "sample until", "retry", "ksampler"]
-    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
 
     DESCRIPTION = (
         "Samples candidates with ComfyUI's own sampler (seed, seed+1, ...), scores each with MaSC against the "

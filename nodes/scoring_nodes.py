@@ -128,7 +128,6 @@ class MaSCConceptPreservation:
         "concept preservation",
         "cp",
     ]
-    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
 
     DESCRIPTION = (
         "Concept preservation: for each reference patch under the reference mask, its best cosine with any patch "
@@ -220,7 +219,6 @@ class MaSCPromptFollowing:
     """Node: MaSC Prompt Following (Eq. 2)."""
 
     SEARCH_ALIASES = ["prompt adherence", "text alignment", "clip score", "clip-t", "pf"]
-    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
 
     DESCRIPTION = (
         "Prompt following: SigLIP2's attention pooler over the generated image's background only (the subject is "
@@ -288,7 +286,6 @@ class MaSCScore:
     """Node: MaSC Score (CP and PF from one forward pass per image)."""
 
     SEARCH_ALIASES = ["clip score", "dino", "similarity", "identity", "personalization score", "dreambooth"]
-    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
 
     DESCRIPTION = (
         "CP and PF together, from one SigLIP2 forward pass per image (the reference once, each generated image once). "
@@ -372,7 +369,6 @@ class MaSCStripSubject:
     """Node: Strip Subject."""
 
     SEARCH_ALIASES = ["remove subject", "prompt", "strip"]
-    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
 
     DESCRIPTION = (
         "Removes the subject's name from the prompt with the paper's rule: shows the exact text MaSC's PF encodes."

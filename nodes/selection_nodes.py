@@ -166,7 +166,6 @@ class MaSCSelectBest:
     """Node: MaSC Select Best."""
 
     SEARCH_ALIASES = ["best of n", "pick best", "rank", "top k", "seed selection"]
-    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
 
     DESCRIPTION = (
         "Best-of-N: ranks a scored batch by CP, PF or a weighted sum, keeps the top k that pass the optional "
@@ -251,7 +250,6 @@ class MaSCGate:
     """Node: MaSC Gate."""
 
     SEARCH_ALIASES = ["rejection sampling", "threshold", "filter", "quality gate"]
-    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
 
     DESCRIPTION = (
         "Rejection sampling: passes the images whose scores clear the thresholds. When none does, the downstream "

@@ -26,7 +26,6 @@ class MaSCSubject:
     """Node: MaSC Subject (one subject of a multi-subject image)."""
 
     SEARCH_ALIASES = ["multi subject", "two subjects", "multi concept", "subject"]
-    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
 
     DESCRIPTION = (
         "Declares one subject of a multi-subject image: its names, reference view(s) and mask, and optionally its "
@@ -115,7 +114,6 @@ class MaSCScoreSubjects:
     """Node: MaSC Score Subjects (MaSC for several subjects in each image)."""
 
     SEARCH_ALIASES = ["multi subject score", "two subjects", "multi concept", "blend", "clip score", "identity"]
-    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
 
     DESCRIPTION = (
         "MaSC for several subjects in each generated image: each subject's CP searched outside the other subjects' "

@@ -77,7 +77,6 @@ class MaSCScoreVideo:
     """Node: MaSC Score Video (a clip's frames against one subject; this project's extension of the paper)."""
 
     SEARCH_ALIASES = ["video", "clip", "frames", "identity over time", "subject consistency", "wan", "vace"]
-    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
 
     DESCRIPTION = (
         "A video's frames scored as MaSC Score scores images: CP and PF per frame, the clip's mean, its worst frame "
@@ -191,7 +190,6 @@ class MaSCVideoOptions:
     """Node: MaSC Video Options (MASC_VIDEO, for the Sample Until nodes' optional ``video`` input)."""
 
     SEARCH_ALIASES = ["video options", "trim latent", "vace", "wan", "frames"]
-    """Words the node library's search finds it by (ComfyUI 0.33 and later; older versions ignore it)."""
 
     DESCRIPTION = (
         "How MaSC Sample Until scores video candidates: which frames of each clip (as MaSC Score Video), and the "

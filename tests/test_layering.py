@@ -136,6 +136,21 @@ def test_every_library_module_has_a_layer():
     assert not unplaced, f"{unplaced}: add them to a layer (or SHARED) in tests/test_layering.py"
 
 
+MAPPED_PACKAGES = ("io", "scoring", "selection", "evaluation")
+"""The library packages whose docstring is their map: it names each of their modules."""
+
+
+@pytest.mark.parametrize("package", MAPPED_PACKAGES)
+def test_each_package_docstring_names_every_module(package):
+    """A package's map tells the truth: a module it leaves out (a new one, or one split off) fails here."""
+    path = os.path.join(ROOT, "masc_core", package, "__init__.py")
+    docstring = ast.get_docstring(ast.parse(open(path, encoding="utf-8").read())) or ""
+    prefix = f"masc_core.{package}."
+    modules = sorted(m[len(prefix) :] for m in MODULES if m.startswith(prefix) and "." not in m[len(prefix) :])
+    unnamed = [m for m in modules if f"``{m}``" not in docstring]
+    assert modules and not unnamed, f"masc_core/{package}/__init__.py does not name {unnamed}"
+
+
 def test_masc_core_never_imports_the_pack_or_comfyui():
     bad = [
         f"{m}:{line} imports {name}"

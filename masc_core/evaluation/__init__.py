@@ -1,6 +1,7 @@
 """Evaluating generated images at scale: manifests in, results, summaries and agreement out.
 
-- ``manifest``: read and check a manifest (CSV/JSONL);
+- ``manifest``: read and check a manifest (CSV/JSONL); ``manifest_cells``: one cell read and its files checked;
+  ``subject_columns``: a row's further subjects (``subject_2``, ``ref_2``, ...);
 - ``plan``: groups (rows sharing a reference), chunks, fingerprints, shards;
 - ``scorer``: ``RowScorer``, the models loaded once, chunk after chunk -> records;
 - ``metrics``: MaSC's columns and the registered baselines (one module each);
@@ -9,10 +10,14 @@
 - ``run``: ``evaluate`` (resumable, shardable; in this process or on Ray) and ``merge``;
 - ``batch_scorer``: ``BatchScorer``, manifest rows in, result columns out (``ray.data`` ``map_batches``);
 - ``ray_engine``: ``--engine ray``, the chunks scored by actors on a Ray cluster (Ray imported only there);
+  ``ray_driver``: the driver's side that needs no Ray (reaching the cluster, its failures, a wait that takes signals);
 - ``summary`` / ``agreement``: per-method statistics and agreement with human ratings;
 - ``discrimination``: identity pairs (``same_subject``): ROC AUC per concept metric;
 - ``timing`` / ``report``: where the time went, and the printed tables;
 - ``plots``: the PNG plots beside summary.json (matplotlib, optional);
+- ``score_log`` / ``append_log``: MaSC Log Scores' running log, and logs several writers append to safely;
+- ``calibration``: ``calibrate``, the scores against the artist's picks; ``prune_study``: ``prune-report``;
+  ``mask_study``: how much the verdicts hang on where the masks come from;
 - ``builders``: manifests built from benchmark folders (DreamBench, DreamBench++, identity pairs).
 """
 

@@ -102,6 +102,7 @@ def schema_of(node_id: str, display_name: str, node_class) -> "io.Schema":
         outputs=outputs,
         hidden=hidden,
         is_output_node=bool(getattr(node_class, "OUTPUT_NODE", False)),
+        # A node's SEARCH_ALIASES: words the node library's search finds it by (0.33 and later; older cores ignore it).
         search_aliases=list(getattr(node_class, "SEARCH_ALIASES", [])),
     )
     known = {field.name for field in dataclasses.fields(io.Schema)}  # 0.3.64's Schema has no search_aliases
