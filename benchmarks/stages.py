@@ -174,7 +174,7 @@ def timed_call(pack, encoder, inputs, heatmaps: bool) -> dict:
         (core, "forward_texts", clock.wrap("text", core.forward_texts)),
         (scoring_nodes, "render_heatmaps", clock.wrap("heatmaps", scoring_nodes.render_heatmaps)),
         (scoring_nodes, "image_output", clock.wrap("image_outputs", scoring_nodes.image_output)),
-        (scoring_nodes, "previews", clock.wrap("previews", scoring_nodes.previews)),
+        (scoring_nodes, "with_caption", clock.wrap("previews", scoring_nodes.with_caption)),
         (host, "save_previews", clock.wrap("previews", host.save_previews)),
     ]
     reference, reference_mask, outputs, masks = inputs

@@ -9,6 +9,7 @@ and text).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 
 from ..masc_core.metric.captions import with_caption
 from ..masc_core.metric.heatmaps import HeatmapImages, render_heatmaps
@@ -48,8 +49,8 @@ def run_scoring(
     cp: bool,
     pf: bool,
     heatmaps: bool,
-):
-    """Convert, score once; return (batch with its context, output arrays, heatmap pictures or None)."""
+) -> "NodeScoring":
+    """Convert, score once (one vision forward per distinct image): the batch with its context and its pictures."""
     outputs = to_rgb_uint8_list(image, "image")
     references = to_rgb_uint8_list(reference_image, "reference_image") if cp else []
     reference_masks = comfy_masks(reference_mask) if cp else None
@@ -78,41 +79,45 @@ def run_scoring(
         pictures = render_heatmaps(
             batch, references, outputs, reference=cp, presence=cp, attention=pf, device=masc.device
         )
-    return batch, outputs, pictures
+    return NodeScoring(batch, outputs, pictures)
 
 
-def record_scores(extra_pnginfo, unique_id, batch: ScoreBatch, image) -> None:
-    """The node's entry in the PNG metadata: every scored image, found again in a saved PNG by its pixels."""
-    record(extra_pnginfo, unique_id, batch, batch.context.node, pixels=image_digests(image))
+@dataclass
+class NodeScoring:
+    """What a scoring node scored (``batch``, its arrays ``outputs``, the heatmap ``pictures`` or None), and the one
+    way the three scoring nodes finish: the PNG entry recorded, the report, the captioned previews on the node."""
 
+    batch: ScoreBatch
+    outputs: list
+    pictures: HeatmapImages | None
 
-def report_text(batch: ScoreBatch) -> str:
-    """The node's text output: one line per image, then the text PF compared with."""
-    lines = [score_table(batch.scores)]
-    first = batch.scores[0]
-    if first.encoded_prompt is not None:
-        lines.append(
-            f"PF text: {first.encoded_prompt!r}" + ("" if first.subject_found else " (subject not found in the prompt)")
-        )
-    return "\n".join(lines)
+    def heatmap(self, kind: str):
+        """One kind of heatmap ("reference", "presence", "attention") as an IMAGE output (empty when off)."""
+        return image_output(self._maps(kind))
 
+    def _maps(self, kind: str) -> list:
+        return getattr(self.pictures, kind) if self.pictures is not None else []
 
-def previews(batch: ScoreBatch, overlays: list | None, outputs: list) -> list:
-    """Captioned pictures for the node's preview: the overlays (the IMAGE outputs themselves), or,
-    when heatmaps are off, the outputs, captioned at thumbnail size (nothing else uses them)."""
-    if overlays:
-        return overlays
-    return [with_caption(preview_thumbnail(img), caption(score)) for img, score in zip(outputs, batch.scores)]
+    def report(self) -> str:
+        """The node's text output: one line per image, then the text PF compared with."""
+        batch = self.batch
+        lines = [score_table(batch.scores)]
+        first = batch.scores[0]
+        if first.encoded_prompt is not None:
+            found = "" if first.subject_found else " (subject not found in the prompt)"
+            lines.append(f"PF text: {first.encoded_prompt!r}{found}")
+        return "\n".join(lines)
 
-
-def maps(pictures: HeatmapImages | None, kind: str) -> list:
-    """One kind of heatmap ("reference", "presence", "attention"); empty when heatmaps are off."""
-    return getattr(pictures, kind) if pictures is not None else []
-
-
-def node_result(report: str, shown: list, result: tuple, prefix: str) -> dict:
-    """ComfyUI's return: outputs, plus the captioned previews and the report shown on the node."""
-    return {"ui": {"images": host.save_previews(shown, prefix), "text": [report]}, "result": result}
+    def finish(self, image, where: tuple, values: tuple, shown: str, prefix: str) -> dict:
+        """ComfyUI's return: ``values`` then the report as outputs; the node's PNG entry (``where``: extra_pnginfo,
+        unique_id), every scored image found again in a saved PNG by its pixels; on the node, the ``shown`` heatmaps
+        (the IMAGE outputs themselves) or, with heatmaps off, the images captioned at thumbnail size."""
+        record(*where, self.batch, self.batch.context.node, pixels=image_digests(image))
+        report = self.report()
+        pictures = self._maps(shown) or [
+            with_caption(preview_thumbnail(img), caption(score)) for img, score in zip(self.outputs, self.batch.scores)
+        ]
+        return {"ui": {"images": host.save_previews(pictures, prefix), "text": [report]}, "result": values + (report,)}
 
 
 @checked_inputs
@@ -191,7 +196,7 @@ class MaSCConceptPreservation:
         extra_pnginfo=None,
         unique_id=None,
     ):
-        batch, outputs, pictures = run_scoring(
+        run = run_scoring(
             encoder,
             image,
             node="MaSCConceptPreservation",
@@ -202,16 +207,8 @@ class MaSCConceptPreservation:
             pf=False,
             heatmaps=heatmaps,
         )
-        record_scores(extra_pnginfo, unique_id, batch, image)
-        report = report_text(batch)
-        result = (
-            batch_value(batch.cp),
-            batch,
-            image_output(maps(pictures, "reference")),
-            image_output(maps(pictures, "presence")),
-            report,
-        )
-        return node_result(report, previews(batch, maps(pictures, "presence"), outputs), result, "masc_cp")
+        values = (batch_value(run.batch.cp), run.batch, run.heatmap("reference"), run.heatmap("presence"))
+        return run.finish(image, (extra_pnginfo, unique_id), values, shown="presence", prefix="masc_cp")
 
 
 @checked_inputs
@@ -258,7 +255,7 @@ class MaSCPromptFollowing:
         }
 
     def score(self, encoder, image, mask, prompt, subject, heatmaps=True, extra_pnginfo=None, unique_id=None):
-        batch, outputs, pictures = run_scoring(
+        run = run_scoring(
             encoder,
             image,
             node="MaSCPromptFollowing",
@@ -269,16 +266,8 @@ class MaSCPromptFollowing:
             pf=True,
             heatmaps=heatmaps,
         )
-        record_scores(extra_pnginfo, unique_id, batch, image)
-        report = report_text(batch)
-        result = (
-            batch_value(batch.pf),
-            batch.scores[0].encoded_prompt,
-            batch,
-            image_output(maps(pictures, "attention")),
-            report,
-        )
-        return node_result(report, previews(batch, maps(pictures, "attention"), outputs), result, "masc_pf")
+        values = (batch_value(run.batch.pf), run.batch.scores[0].encoded_prompt, run.batch, run.heatmap("attention"))
+        return run.finish(image, (extra_pnginfo, unique_id), values, shown="attention", prefix="masc_pf")
 
 
 @checked_inputs
@@ -336,7 +325,7 @@ class MaSCScore:
         extra_pnginfo=None,
         unique_id=None,
     ):
-        batch, outputs, pictures = run_scoring(
+        run = run_scoring(
             encoder,
             image,
             node="MaSCScore",
@@ -349,19 +338,10 @@ class MaSCScore:
             pf=True,
             heatmaps=heatmaps,
         )
-        record_scores(extra_pnginfo, unique_id, batch, image)
-        report = report_text(batch)
-        result = (
-            batch_value(batch.cp),
-            batch_value(batch.pf),
-            batch,
-            batch.scores[0].encoded_prompt,
-            image_output(maps(pictures, "reference")),
-            image_output(maps(pictures, "presence")),
-            image_output(maps(pictures, "attention")),
-            report,
-        )
-        return node_result(report, previews(batch, maps(pictures, "presence"), outputs), result, "masc_score")
+        batch = run.batch
+        values = (batch_value(batch.cp), batch_value(batch.pf), batch, batch.scores[0].encoded_prompt)
+        values += (run.heatmap("reference"), run.heatmap("presence"), run.heatmap("attention"))
+        return run.finish(image, (extra_pnginfo, unique_id), values, shown="presence", prefix="masc_score")
 
 
 @checked_inputs
