@@ -268,7 +268,8 @@ def test_the_png_entry_carries_previews_and_the_ledger_and_read_accepts_it(pack,
     node = entry["nodes"]["10"]
     assert node["ledger"] == {"steps": 4, "spent": 10, "in_full": 16, "pruned": 3, "candidates": 4, "replayed": 0}
     assert all(image["previews"][0]["step"] == 2 for image in node["images"])
-    text = saved.describe("x.png", entry, digest="none", every=True)
+    reader = importlib.import_module(pack.__name__ + ".masc_core.metric.saved_png")
+    text = reader.describe("x.png", entry, digest="none", every=True)
     assert "10 of 16 model evaluations (3 pruned)" in text
     crafted = json.loads(json.dumps(extra["masc"]))
     crafted["nodes"]["10"]["images"][0]["previews"][0]["step"] = "two"
