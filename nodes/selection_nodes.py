@@ -14,7 +14,7 @@ import torch
 from ..masc_core.errors import MascInputError
 from ..masc_core.limits import TOP_K
 from ..masc_core.selection.acceptance import RunRules
-from ..masc_core.selection.ranking import KEEP_BUT_MARK, PassRules, threshold_from_widget, uncertain_mark
+from ..masc_core.selection.ranking import PassRules, threshold_from_widget, uncertain_mark
 from ..masc_core.metric.scores import ScoreBatch
 from . import host
 from .metadata import HIDDEN_INPUTS, image_digests, record
@@ -49,18 +49,20 @@ def pass_rules(
     on_uncertain=None,
     on_blend=None,
 ) -> PassRules:
-    """The widgets' values as one ``PassRules`` (thresholds at -1 off; options absent in older graphs at their
-    defaults)."""
-    return PassRules(
-        by=rank_by,
-        cp_weight=float(cp_weight),
-        pf_weight=float(pf_weight),
-        min_cp=threshold_from_widget(min_cp),
-        min_pf=threshold_from_widget(min_pf),
-        reject_small_masks=bool(reject_small_masks),
-        min_foreground=None if min_foreground is None else float(min_foreground),
-        on_uncertain=on_uncertain or KEEP_BUT_MARK,
-        on_blend=on_blend or "report",
+    """The widgets' values as one ``PassRules``, in the judging nodes' widget order (``PassRules.from_widgets``:
+    thresholds at -1 off, options absent in older graphs at their defaults)."""
+    return PassRules.from_widgets(
+        dict(
+            rank_by=rank_by,
+            cp_weight=cp_weight,
+            pf_weight=pf_weight,
+            min_cp=min_cp,
+            min_pf=min_pf,
+            reject_small_masks=reject_small_masks,
+            min_foreground=min_foreground,
+            on_uncertain=on_uncertain,
+            on_blend=on_blend,
+        )
     )
 
 

@@ -316,16 +316,15 @@ class StandInSampling:
             result.samples = list(joined.split(1))
         return result
 
-    def describe(self, inputs):
-        """As the host's: the stand-in guider stands for core's (it denoises row by row), so a plain round is one call
-        when the sampler is a named one that draws no noise (a subclass, as another pack's guider, never batches)."""
-        from masc_core.selection.samplers import samples_one_by_one
+    @staticmethod
+    def sampler_identity(sampler):
+        """The stand-in SAMPLER's name: a named one of core's, or None for another pack's opaque sampler."""
+        return sampler.name
 
-        if not self._custom(inputs):
-            return super().describe(inputs)
-        name = inputs.sampler.name
-        batches = type(inputs.guider) is StandInGuider and name is not None and not samples_one_by_one(name)
-        return self.host.SamplerTraits(name or "the connected sampler", known=name is not None, batches=batches)
+    @staticmethod
+    def is_core_guider(guider):
+        """The stand-in guider stands for core's (it denoises row by row); a subclass, as another pack's, does not."""
+        return type(guider) is StandInGuider
 
     def check_splittable(self, inputs):
         """As the host's: one line for a sampler that cannot be stopped at a step (the pack's own error class)."""

@@ -197,7 +197,8 @@ class CoreSampling:
     sampler; any other is replayed (each call from step 0, stopping right after a judged step; a survivor sampled again
     from step 0, so its history and noise are the uninterrupted run's). A study needs one call each.
 
-    A stand-in backend (the tests') overrides ``describe``, ``check_splittable``, ``round_sampler`` and ``decode``.
+    A stand-in backend (the tests') overrides ``sampler_identity``, ``is_core_guider``, ``check_splittable``,
+    ``round_sampler`` and ``decode``.
     """
 
     def describe(self, inputs) -> SamplerTraits:
@@ -206,10 +207,20 @@ class CoreSampling:
         may not denoise a batch row by row)."""
         if isinstance(inputs, KSamplerInputs):
             return SamplerTraits(inputs.sampler_name, known=True, batches=True)
-        name = sampler_identity(inputs.sampler)
-        batches = name is not None and not samples_one_by_one(name) and is_core_guider(inputs.guider)
+        name = self.sampler_identity(inputs.sampler)
+        batches = name is not None and not samples_one_by_one(name) and self.is_core_guider(inputs.guider)
         label = name or f"the connected sampler ({type(inputs.sampler).__name__})"
         return SamplerTraits(label, known=name is not None, batches=batches)
+
+    @staticmethod
+    def sampler_identity(sampler) -> str | None:
+        """Core's name for a SAMPLER, None when it is none of core's k-diffusion samplers unchanged."""
+        return sampler_identity(sampler)
+
+    @staticmethod
+    def is_core_guider(guider) -> bool:
+        """Whether a GUIDER is one of core's own, which denoise a batch row by row (so a round may be one call)."""
+        return is_core_guider(guider)
 
     def check_splittable(self, inputs) -> None:
         """One line when pruning cannot stop the connected SAMPLER at a step (it is not a k-diffusion sampler of
@@ -299,10 +310,8 @@ class ComfyCandidateSampler:
             self.progress.update(self.progress.total)
 
 
-def check_custom_inputs(noise, sigmas) -> int:
-    """The custom-sampling inputs checked before anything is sampled (a shared workflow's values arrive unchecked);
-    returns
-    the number of steps the sigmas make."""
+def check_custom_inputs(noise, sigmas) -> None:
+    """The custom-sampling inputs checked before anything is sampled (a shared workflow's values arrive unchecked)."""
     # That each is of its type was checked where it arrived (nodes/inputs.py); here, what the run needs of them.
     seed = getattr(noise, "seed", None)
     if type(noise).__name__ == "Noise_EmptyNoise" or isinstance(seed, bool) or not isinstance(seed, int):
@@ -321,7 +330,6 @@ def check_custom_inputs(noise, sigmas) -> int:
             f"sigmas is {shape}, not a schedule of at least 2 finite noise levels: connect Basic Scheduler or another "
             "node's SIGMAS"
         )
-    return int(sigmas.shape[0]) - 1
 
 
 _SAMPLING = CoreSampling() if IN_COMFYUI else None
