@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from ..masc_core.errors import MascInputError
-from ..masc_core.io.images import tensor_to_numpy
+from ..masc_core.io.images import tensor_to_numpy, to_rgb_uint8_list
 
 _LOADIMAGE_EMPTY_MASK = (64, 64)
 
@@ -77,9 +77,13 @@ def check_single_latent(latent: dict, name: str = "latent_image") -> None:
         )
 
 
-def check_reference_mask(mask: torch.Tensor, images: list[np.ndarray]) -> None:
-    """Refuse an all-empty reference mask with advice, since CP cannot be computed from it."""
-    check_mask_not_empty(mask, images, "reference_mask", "CP averages over the subject's patches")
+def reference_views(reference_image: torch.Tensor, reference_mask: torch.Tensor) -> tuple[list, torch.Tensor]:
+    """The reference views as RGB arrays and their masks, an all-empty mask refused with advice (CP averages over
+    the subject's patches): what every node that computes CP reads from reference_image and reference_mask."""
+    references = to_rgb_uint8_list(reference_image, "reference_image")
+    masks = comfy_masks(reference_mask)
+    check_mask_not_empty(masks, references, "reference_mask", "CP averages over the subject's patches")
+    return references, masks
 
 
 def to_comfy_image_batch(images: Sequence[np.ndarray]) -> torch.Tensor:

@@ -211,19 +211,50 @@ def check_inputs(node_class, inputs: dict) -> dict:
     return checked
 
 
+def declared_order(node_class) -> list[str]:
+    """The node's input names in the order its INPUT_TYPES declares them: required, optional, then hidden (the order
+    a ``**inputs`` method takes positional arguments in)."""
+    declared = node_class.INPUT_TYPES()
+    return [name for section in ("required", "optional", "hidden") for name in declared.get(section) or {}]
+
+
+def named_inputs(node_class, args: tuple, kwargs: dict) -> dict:
+    """A ``**inputs`` method's call as one mapping: positional values by declared order, every declared input present
+    (a required widget left out takes its declared default, anything else left out is None), an unknown name refused
+    as Python refuses one."""
+    names = declared_order(node_class)
+    if len(args) > len(names):
+        raise TypeError(f"{node_class.__name__} takes {len(names)} inputs, {len(args)} were given")
+    values = dict(zip(names, args))
+    for name, value in kwargs.items():
+        if name not in names:
+            raise TypeError(f"{node_class.__name__} has no input named {name!r}")
+        if name in values:
+            raise TypeError(f"{node_class.__name__} got input {name!r} twice")
+        values[name] = value
+    required = node_class.INPUT_TYPES().get("required") or {}
+    for name in names:
+        if name not in values:
+            options = required.get(name, (None,))[1:2]
+            values[name] = options[0].get("default") if options and isinstance(options[0], dict) else None
+    return values
+
+
 def checked_inputs(node_class):
     """Class decorator: the node's FUNCTION runs only on inputs its INPUT_TYPES allows (``check_inputs``), and its
     refusals name server folders as a workflow sees them (``without_server_paths``: models/sam3/<name>, never the
-    server's absolute path) and reach ComfyUI sentence first (``as_refusal``)."""
+    server's absolute path) and reach ComfyUI sentence first (``as_refusal``).
+
+    A method that takes ``**inputs`` receives one mapping of every declared input (``named_inputs``): the node reads
+    its values by name and hands the mapping down whole instead of relisting them."""
     function = getattr(node_class, node_class.FUNCTION)
     signature = inspect.signature(function)
-    # A method that takes ``**inputs`` reads its inputs from one mapping (the Sample Until nodes hand it down whole).
     by_mapping = [p.kind for p in signature.parameters.values()][1:] == [inspect.Parameter.VAR_KEYWORD]
 
     @functools.wraps(function)
     def run(self, *args, **kwargs):
         if by_mapping:
-            values = dict(kwargs)
+            values = named_inputs(type(self), args, kwargs)
         else:
             bound = signature.bind(self, *args, **kwargs)
             values = dict(bound.arguments)

@@ -21,7 +21,7 @@ from ..masc_core.selection.picks import (
     pick_labels,
     timeout_seconds,
 )
-from ..masc_core.selection.ranking import RANK_KEYS
+from ..masc_core.selection.ranking import RANK_KEYS, PassRules
 from ..masc_core.metric.scores import ScoreBatch
 from . import host
 from ..masc_core.io.images import to_rgb_uint8_list
@@ -29,7 +29,7 @@ from .convert import to_comfy_image_batch
 from .inputs import checked_inputs
 from .metadata import HIDDEN_INPUTS, image_digests, record
 from .declarations import CARRIED_INPUTS, CP_WEIGHT_INPUT, PF_WEIGHT_INPUT, RULES_INPUT, rank_by_input
-from .selection_nodes import check_batch, chosen_outputs, pass_rules, passing_from
+from .selection_nodes import check_batch, chosen_outputs, passing_from
 from .types import CATEGORY, MASC_SCORES, Output, declare_outputs
 
 
@@ -226,28 +226,13 @@ class MaSCPick:
         # A pick is a person's act: never served from ComfyUI's cache, so re-queueing asks again.
         return float("nan")
 
-    def pick(
-        self,
-        scores,
-        images,
-        show,
-        keep,
-        rank_by,
-        cp_weight,
-        pf_weight,
-        timeout,
-        latent=None,
-        mask=None,
-        heatmaps=None,
-        rules=None,
-        extra_pnginfo=None,
-        unique_id=None,
-    ):
-        scores = check_batch(scores, images)
+    def pick(self, **inputs):
+        images, unique_id = inputs["images"], inputs.get("unique_id")
+        scores = check_batch(inputs["scores"], images)
         count = images.shape[0]
-        show, keep, seconds = int(show), int(keep), timeout_seconds(timeout)
+        show, keep, seconds = int(inputs["show"]), int(inputs["keep"]), timeout_seconds(inputs["timeout"])
         check_counts(show, keep, count)
-        heatmap_arrays = None
+        heatmap_arrays, heatmaps = None, inputs.get("heatmaps")
         if heatmaps is not None:
             heatmap_arrays = to_rgb_uint8_list(heatmaps, "heatmaps")
             if len(heatmap_arrays) != count:
@@ -256,8 +241,8 @@ class MaSCPick:
                     "image"
                 )
         # Pick orders, it does not judge: of MaSC Rules it takes the ranking key only (a person decides what passes).
-        order = passing_from(rules, pass_rules(rank_by, cp_weight, pf_weight))
-        ranking = pass_rules(order.by, order.cp_weight, order.pf_weight).rank(scores.scores)
+        order = passing_from(inputs.get("rules"), PassRules.from_widgets(inputs)).ordering()
+        ranking = order.rank(scores.scores)
         shown = ranking.order[:show]
         outcome = self._ask(
             scores=scores,
@@ -280,7 +265,7 @@ class MaSCPick:
         )
         outputs = [chosen.index(i) if i in chosen else None for i in range(count)]
         record(
-            extra_pnginfo,
+            inputs.get("extra_pnginfo"),
             unique_id,
             labelled,
             "MaSCPick",
@@ -289,7 +274,7 @@ class MaSCPick:
             pixels=image_digests(images),
         )
         report = _pick_report(count, shown, chosen, outcome, seconds)
-        result = chosen_outputs(images, chosen, latent, mask) + (
+        result = chosen_outputs(images, chosen, inputs.get("latent"), inputs.get("mask")) + (
             labelled,
             ", ".join(str(i) for i in chosen),
             report,

@@ -23,8 +23,7 @@ from ..masc_core.selection.acceptance import Outcome, RunRules
 from ..masc_core.selection.clip import ClipChoice
 from ..masc_core.selection.pruning import PruneRules
 from . import host
-from ..masc_core.io.images import to_rgb_uint8_list
-from .convert import check_reference_mask, check_single_latent, comfy_masks, to_comfy_image_batch
+from .convert import check_single_latent, reference_views, to_comfy_image_batch
 from .metadata import image_digests, record, scoring_context
 from .selection_nodes import blocked
 from .subject_nodes import declared_subjects
@@ -84,9 +83,7 @@ def reference_inputs(reference_image, reference_mask):
             f"{missing} is not connected: connect the subject's reference image and its mask, or chain MaSC Subject "
             "nodes into 'subjects' (several subjects)"
         )
-    references = to_rgb_uint8_list(reference_image, "reference_image")
-    masks = comfy_masks(reference_mask)
-    check_reference_mask(masks, references)
+    references, masks = reference_views(reference_image, reference_mask)
     return references, masks_for_batch(masks, len(references), "reference_mask")
 
 

@@ -10,6 +10,7 @@ and text).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
 from ..masc_core.metric.captions import with_caption
 from ..masc_core.metric.heatmaps import HeatmapImages, render_heatmaps
@@ -30,42 +31,31 @@ from .declarations import (
     SUBJECT_INPUT,
 )
 from ..masc_core.io.images import to_rgb_uint8_list
-from .convert import batch_value, check_candidate_mask, check_reference_mask, comfy_masks, image_output
+from .convert import batch_value, check_candidate_mask, comfy_masks, image_output, reference_views
 from .metadata import HIDDEN_INPUTS, image_digests, record, scoring_context
 from .inputs import checked_inputs
 from .types import CATEGORY, MASC_SCORES, Output, declare_outputs
 
 
-def run_scoring(
-    encoder,
-    image,
-    *,
-    node: str,
-    mask=None,
-    reference_image=None,
-    reference_mask=None,
-    prompt=None,
-    subject=None,
-    cp: bool,
-    pf: bool,
-    heatmaps: bool,
-) -> "NodeScoring":
-    """Convert, score once (one vision forward per distinct image): the batch with its context and its pictures."""
+def run_scoring(inputs: Mapping, *, node: str, cp: bool, pf: bool) -> "NodeScoring":
+    """A scoring node's inputs (by name) converted and scored once (one vision forward per distinct image): the batch
+    with its context and its pictures, ready to ``finish``. CP reads the reference, PF the prompt and subject."""
+    image, encoder, heatmaps = inputs["image"], inputs["encoder"], inputs["heatmaps"]
     outputs = to_rgb_uint8_list(image, "image")
-    references = to_rgb_uint8_list(reference_image, "reference_image") if cp else []
-    reference_masks = comfy_masks(reference_mask) if cp else None
-    if cp:
-        check_reference_mask(reference_masks, references)
-    output_masks = comfy_masks(mask)
+    references, reference_masks = (
+        reference_views(inputs["reference_image"], inputs["reference_mask"]) if cp else ([], None)
+    )
+    output_masks = comfy_masks(inputs.get("mask"))
     check_candidate_mask(output_masks, outputs)
     masc = encoder.ready()
+    subject = inputs.get("subject")
     batch = score_images(
         masc,
         outputs,
         reference=references or None,
         reference_mask=reference_masks,
         mask=output_masks,
-        prompt=prompt if pf else None,
+        prompt=inputs["prompt"] if pf else None,
         subject=subject,
         cp=cp,
         pf=pf,
@@ -79,17 +69,20 @@ def run_scoring(
         pictures = render_heatmaps(
             batch, references, outputs, reference=cp, presence=cp, attention=pf, device=masc.device
         )
-    return NodeScoring(batch, outputs, pictures)
+    return NodeScoring(batch, outputs, pictures, image, (inputs.get("extra_pnginfo"), inputs.get("unique_id")))
 
 
 @dataclass
 class NodeScoring:
-    """What a scoring node scored (``batch``, its arrays ``outputs``, the heatmap ``pictures`` or None), and the one
-    way the three scoring nodes finish: the PNG entry recorded, the report, the captioned previews on the node."""
+    """What a scoring node scored (``batch``, its arrays ``outputs``, the heatmap ``pictures`` or None, the IMAGE
+    input, ``where`` its PNG entry goes: extra_pnginfo, unique_id), and the one way the three scoring nodes finish:
+    the PNG entry recorded, the report, the captioned previews on the node."""
 
     batch: ScoreBatch
     outputs: list
     pictures: HeatmapImages | None
+    image: object
+    where: tuple
 
     def heatmap(self, kind: str):
         """One kind of heatmap ("reference", "presence", "attention") as an IMAGE output (empty when off)."""
@@ -108,11 +101,11 @@ class NodeScoring:
             lines.append(f"PF text: {first.encoded_prompt!r}{found}")
         return "\n".join(lines)
 
-    def finish(self, image, where: tuple, values: tuple, shown: str, prefix: str) -> dict:
-        """ComfyUI's return: ``values`` then the report as outputs; the node's PNG entry (``where``: extra_pnginfo,
-        unique_id), every scored image found again in a saved PNG by its pixels; on the node, the ``shown`` heatmaps
-        (the IMAGE outputs themselves) or, with heatmaps off, the images captioned at thumbnail size."""
-        record(*where, self.batch, self.batch.context.node, pixels=image_digests(image))
+    def finish(self, values: tuple, shown: str, prefix: str) -> dict:
+        """ComfyUI's return: ``values`` then the report as outputs; the node's PNG entry, every scored image found
+        again in a saved PNG by its pixels; on the node, the ``shown`` heatmaps (the IMAGE outputs themselves) or,
+        with heatmaps off, the images captioned at thumbnail size."""
+        record(*self.where, self.batch, self.batch.context.node, pixels=image_digests(self.image))
         report = self.report()
         pictures = self._maps(shown) or [
             with_caption(preview_thumbnail(img), caption(score)) for img, score in zip(self.outputs, self.batch.scores)
@@ -185,30 +178,10 @@ class MaSCConceptPreservation:
             "hidden": dict(HIDDEN_INPUTS),
         }
 
-    def score(
-        self,
-        encoder,
-        reference_image,
-        reference_mask,
-        image,
-        heatmaps=True,
-        mask=None,
-        extra_pnginfo=None,
-        unique_id=None,
-    ):
-        run = run_scoring(
-            encoder,
-            image,
-            node="MaSCConceptPreservation",
-            mask=mask,
-            reference_image=reference_image,
-            reference_mask=reference_mask,
-            cp=True,
-            pf=False,
-            heatmaps=heatmaps,
-        )
+    def score(self, **inputs):
+        run = run_scoring(inputs, node="MaSCConceptPreservation", cp=True, pf=False)
         values = (batch_value(run.batch.cp), run.batch, run.heatmap("reference"), run.heatmap("presence"))
-        return run.finish(image, (extra_pnginfo, unique_id), values, shown="presence", prefix="masc_cp")
+        return run.finish(values, shown="presence", prefix="masc_cp")
 
 
 @checked_inputs
@@ -254,20 +227,10 @@ class MaSCPromptFollowing:
             "hidden": dict(HIDDEN_INPUTS),
         }
 
-    def score(self, encoder, image, mask, prompt, subject, heatmaps=True, extra_pnginfo=None, unique_id=None):
-        run = run_scoring(
-            encoder,
-            image,
-            node="MaSCPromptFollowing",
-            mask=mask,
-            prompt=prompt,
-            subject=subject,
-            cp=False,
-            pf=True,
-            heatmaps=heatmaps,
-        )
+    def score(self, **inputs):
+        run = run_scoring(inputs, node="MaSCPromptFollowing", cp=False, pf=True)
         values = (batch_value(run.batch.pf), run.batch.scores[0].encoded_prompt, run.batch, run.heatmap("attention"))
-        return run.finish(image, (extra_pnginfo, unique_id), values, shown="attention", prefix="masc_pf")
+        return run.finish(values, shown="attention", prefix="masc_pf")
 
 
 @checked_inputs
@@ -312,36 +275,12 @@ class MaSCScore:
             "hidden": dict(HIDDEN_INPUTS),
         }
 
-    def score(
-        self,
-        encoder,
-        reference_image,
-        reference_mask,
-        image,
-        prompt,
-        subject,
-        heatmaps=True,
-        mask=None,
-        extra_pnginfo=None,
-        unique_id=None,
-    ):
-        run = run_scoring(
-            encoder,
-            image,
-            node="MaSCScore",
-            mask=mask,
-            reference_image=reference_image,
-            reference_mask=reference_mask,
-            prompt=prompt,
-            subject=subject,
-            cp=True,
-            pf=True,
-            heatmaps=heatmaps,
-        )
+    def score(self, **inputs):
+        run = run_scoring(inputs, node="MaSCScore", cp=True, pf=True)
         batch = run.batch
         values = (batch_value(batch.cp), batch_value(batch.pf), batch, batch.scores[0].encoded_prompt)
         values += (run.heatmap("reference"), run.heatmap("presence"), run.heatmap("attention"))
-        return run.finish(image, (extra_pnginfo, unique_id), values, shown="presence", prefix="masc_score")
+        return run.finish(values, shown="presence", prefix="masc_score")
 
 
 @checked_inputs

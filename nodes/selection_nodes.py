@@ -9,6 +9,8 @@ the queue, so Auto Queue with an incrementing seed keeps trying.
 
 from __future__ import annotations
 
+from typing import Mapping
+
 import torch
 
 from ..masc_core.errors import MascInputError
@@ -22,7 +24,6 @@ from .inputs import checked_inputs
 from .declarations import (
     CARRIED_INPUTS,
     CP_WEIGHT_INPUT,
-    OFF,
     ON_UNCERTAIN_INPUT,
     PF_WEIGHT_INPUT,
     RULES_INPUT,
@@ -36,34 +37,6 @@ def passing_from(rules: RunRules | None, widget_rules: PassRules) -> PassRules:
     """The pass rules a judging node uses: MaSC Rules' when its ``rules`` input is connected (checked again where
     they arrive: a value over a link may have been changed since MaSC Rules made it), else its widgets'."""
     return widget_rules if rules is None else rules.check().passing
-
-
-def pass_rules(
-    rank_by="both",
-    cp_weight=1.0,
-    pf_weight=1.0,
-    min_cp=OFF,
-    min_pf=OFF,
-    reject_small_masks=False,
-    min_foreground=None,
-    on_uncertain=None,
-    on_blend=None,
-) -> PassRules:
-    """The widgets' values as one ``PassRules``, in the judging nodes' widget order (``PassRules.from_widgets``:
-    thresholds at -1 off, options absent in older graphs at their defaults)."""
-    return PassRules.from_widgets(
-        dict(
-            rank_by=rank_by,
-            cp_weight=cp_weight,
-            pf_weight=pf_weight,
-            min_cp=min_cp,
-            min_pf=min_pf,
-            reject_small_masks=reject_small_masks,
-            min_foreground=min_foreground,
-            on_uncertain=on_uncertain,
-            on_blend=on_blend,
-        )
-    )
 
 
 def chosen_outputs(images: torch.Tensor, chosen: list[int], latent=None, mask=None) -> tuple:
@@ -96,12 +69,14 @@ def check_batch(scores: ScoreBatch, images: torch.Tensor) -> ScoreBatch:
     )
 
 
-def judge_batch(node: str, scores: ScoreBatch, images, passing: PassRules, top_k: int | None, where: tuple):
-    """Select Best's and Gate's one judging: the scores held to ``images``, ranked by ``passing`` (the ``top_k``
-    best, or every passing image in batch order when None), and the node's PNG metadata entry (``where``:
-    extra_pnginfo, unique_id) with every image's verdict and where the chosen ones went. Returns (ranking, chosen)."""
-    scores = check_batch(scores, images)
-    ranking = passing.rank(scores.scores, top_k=top_k)
+def judge_batch(node: str, inputs: Mapping, widget_rules: PassRules, top_k: int | None):
+    """Select Best's and Gate's one judging, from the node's inputs by name: the scores held to the images, ranked
+    by MaSC Rules' pass rules when ``rules`` is connected, else by ``widget_rules`` (the ``top_k`` best, or every
+    passing image in batch order when None), and the node's PNG metadata entry with every image's verdict and where
+    the chosen ones went. Returns (ranking, chosen)."""
+    images = inputs["images"]
+    scores = check_batch(inputs["scores"], images)
+    ranking = passing_from(inputs.get("rules"), widget_rules).rank(scores.scores, top_k=top_k)
     chosen = ranking.selected if top_k is not None else sorted(ranking.selected)
     selected_word = "selected" if top_k is not None else "passed"
     items = {item.index: item for item in ranking.items}
@@ -113,6 +88,7 @@ def judge_batch(node: str, scores: ScoreBatch, images, passing: PassRules, top_k
         )
         verdicts.append(word + uncertain_mark(item.uncertain))
     outputs = [chosen.index(i) if i in chosen else None for i in range(len(scores.scores))]
+    where = (inputs.get("extra_pnginfo"), inputs.get("unique_id"))
     record(*where, scores, node, verdicts=verdicts, outputs=outputs, pixels=image_digests(images))
     return ranking, chosen
 
@@ -213,38 +189,16 @@ class MaSCSelectBest:
             "hidden": dict(HIDDEN_INPUTS),
         }
 
-    def select(
-        self,
-        scores,
-        images,
-        rank_by,
-        cp_weight,
-        pf_weight,
-        top_k,
-        min_cp,
-        min_pf,
-        reject_small_masks,
-        min_foreground,
-        latent=None,
-        mask=None,
-        on_uncertain=None,
-        rules=None,
-        extra_pnginfo=None,
-        unique_id=None,
-    ):
-        widgets = pass_rules(
-            rank_by, cp_weight, pf_weight, min_cp, min_pf, reject_small_masks, min_foreground, on_uncertain
-        )
-        ranking, chosen = judge_batch(
-            "MaSCSelectBest", scores, images, passing_from(rules, widgets), int(top_k), (extra_pnginfo, unique_id)
-        )
+    def select(self, **inputs):
+        images, top_k = inputs["images"], int(inputs["top_k"])
+        ranking, chosen = judge_batch("MaSCSelectBest", inputs, PassRules.from_widgets(inputs), top_k)
         count = images.shape[0]
-        table = ranking.table() + top_k_note(int(top_k), count, len([i for i in ranking.items if i.passed]))
+        table = ranking.table() + top_k_note(top_k, count, len([i for i in ranking.items if i.passed]))
         if not chosen:
             text = "no image passed; downstream nodes skipped\n" + table
             return {"ui": {"text": [text]}, "result": chosen_outputs(images, chosen) + (-1, "", text)}
-        result = chosen_outputs(images, chosen, latent, mask) + (chosen[0], ", ".join(str(i) for i in chosen), table)
-        return {"ui": {"text": [table]}, "result": result}
+        carried = chosen_outputs(images, chosen, inputs.get("latent"), inputs.get("mask"))
+        return {"ui": {"text": [table]}, "result": carried + (chosen[0], ", ".join(str(i) for i in chosen), table)}
 
 
 @checked_inputs
@@ -279,29 +233,12 @@ class MaSCGate:
         optional = dict(CARRIED_INPUTS, on_uncertain=ON_UNCERTAIN_INPUT, rules=RULES_INPUT)
         return {"required": required, "optional": optional, "hidden": dict(HIDDEN_INPUTS)}
 
-    def gate(
-        self,
-        scores,
-        images,
-        min_cp,
-        min_pf,
-        reject_small_masks,
-        min_foreground,
-        latent=None,
-        mask=None,
-        on_uncertain=None,
-        rules=None,
-        extra_pnginfo=None,
-        unique_id=None,
-    ):
-        cp_on, pf_on = threshold_from_widget(min_cp), threshold_from_widget(min_pf)
+    def gate(self, **inputs):
+        images = inputs["images"]
+        cp_on, pf_on = threshold_from_widget(inputs["min_cp"]), threshold_from_widget(inputs["min_pf"])
         by = "both" if (cp_on is not None and pf_on is not None) else ("pf" if pf_on is not None else "cp")
-        widgets = pass_rules(by, 1.0, 1.0, min_cp, min_pf, reject_small_masks, min_foreground, on_uncertain)
-        ranking, passed = judge_batch(
-            "MaSCGate", scores, images, passing_from(rules, widgets), None, (extra_pnginfo, unique_id)
-        )
-        count = images.shape[0]
-        lines = [f"{len(passed)} of {count} passed" + ("" if passed else "; downstream nodes skipped")]
+        ranking, passed = judge_batch("MaSCGate", inputs, PassRules.from_widgets(dict(inputs, rank_by=by)), None)
+        lines = [f"{len(passed)} of {images.shape[0]} passed" + ("" if passed else "; downstream nodes skipped")]
         for item in sorted(ranking.items, key=lambda x: x.index):
             lines.append(
                 f"#{item.index}: "
@@ -309,7 +246,5 @@ class MaSCGate:
                 + uncertain_mark(item.uncertain)
             )
         report = "\n".join(lines)
-        return {
-            "ui": {"text": [report]},
-            "result": chosen_outputs(images, passed, latent, mask) + (len(passed), report),
-        }
+        carried = chosen_outputs(images, passed, inputs.get("latent"), inputs.get("mask"))
+        return {"ui": {"text": [report]}, "result": carried + (len(passed), report)}

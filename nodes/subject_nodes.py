@@ -14,7 +14,7 @@ from ..masc_core.scoring.subject_scoring import score_subjects
 from ..masc_core.metric.subjects import Subject, all_names, every_or_none
 from . import host
 from ..masc_core.io.images import to_rgb_uint8_list
-from .convert import batch_value, check_candidate_mask, check_reference_mask, comfy_masks
+from .convert import batch_value, check_candidate_mask, comfy_masks, reference_views
 from .inputs import checked_inputs
 from .metadata import HIDDEN_INPUTS, image_digests, record, scoring_context
 from .declarations import BLEND_CHOICES, ENCODER_INPUT, IMAGE_INPUT, PROMPT_INPUT, REFERENCE_INPUT, REFERENCE_MASK_INPUT
@@ -73,9 +73,7 @@ class MaSCSubject:
 
     def declare(self, names, reference_image, reference_mask, mask=None, subjects=None):
         parse_subject_names(names, what="names")  # bounded before any image is converted
-        references = to_rgb_uint8_list(reference_image, "reference_image")
-        reference_masks = comfy_masks(reference_mask)
-        check_reference_mask(reference_masks, references)
+        references, reference_masks = reference_views(reference_image, reference_mask)
         subject = Subject(names, references, list(reference_masks))
         if not subject.name_list:
             raise MascInputError("names is empty: give the subject's name, e.g. 'dog' (several: 'sks dog, dog')")
@@ -158,7 +156,8 @@ class MaSCScoreSubjects:
             "hidden": dict(HIDDEN_INPUTS),
         }
 
-    def score(self, encoder, image, subjects, prompt, on_blend="report", extra_pnginfo=None, unique_id=None):
+    def score(self, **inputs):
+        encoder, image, subjects = inputs["encoder"], inputs["image"], inputs["subjects"]
         declared = declared_subjects(subjects)
         outputs = to_rgb_uint8_list(image, "image")
         masc = encoder.ready()
@@ -167,12 +166,18 @@ class MaSCScoreSubjects:
             outputs,
             subjects=[d.subject for d in declared],
             output_masks=_output_masks(declared, outputs),
-            prompt=prompt,
+            prompt=inputs["prompt"],
             progress=host.progress_callback(len(outputs) + sum(len(d.subject.references) for d in declared)),
         )
-        scores = batch.as_score_batch(reject_blends=on_blend == "reject")
+        scores = batch.as_score_batch(reject_blends=inputs["on_blend"] == "reject")
         scores.context = scoring_context("MaSCScoreSubjects", encoder, subjects_label(declared))
-        record(extra_pnginfo, unique_id, scores, "MaSCScoreSubjects", pixels=image_digests(image))
+        record(
+            inputs.get("extra_pnginfo"),
+            inputs.get("unique_id"),
+            scores,
+            "MaSCScoreSubjects",
+            pixels=image_digests(image),
+        )
         report = subjects_table(batch)
         if batch.scores[0].encoded_prompt is not None:
             report += f"\nPF text: {batch.scores[0].encoded_prompt!r}"

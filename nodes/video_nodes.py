@@ -18,8 +18,7 @@ from ..masc_core.metric.scores import ScoreBatch
 from ..masc_core.scoring.clip import ScoredClip, frame_count, score_clip
 from ..masc_core.selection.clip import DEFAULT_MAX_FRAMES, ClipChoice, ClipScore, clip_strip, frames_to_score
 from . import host
-from ..masc_core.io.images import to_rgb_uint8_list
-from .convert import batch_value, check_reference_mask, comfy_masks, image_output
+from .convert import batch_value, comfy_masks, image_output, reference_views
 from .declarations import (
     ENCODER_INPUT,
     PROMPT_INPUT,
@@ -125,24 +124,10 @@ class MaSCScoreVideo:
             "hidden": dict(HIDDEN_INPUTS),
         }
 
-    def score(
-        self,
-        encoder,
-        reference_image,
-        reference_mask,
-        frames,
-        prompt,
-        subject,
-        every_nth_frame=1,
-        max_frames=DEFAULT_MAX_FRAMES,
-        mask=None,
-        rules=None,
-        extra_pnginfo=None,
-        unique_id=None,
-    ):
-        references = to_rgb_uint8_list(reference_image, "reference_image")
-        reference_masks = comfy_masks(reference_mask)
-        check_reference_mask(reference_masks, references)
+    def score(self, **inputs):
+        encoder, frames, subject = inputs["encoder"], inputs["frames"], inputs["subject"]
+        every_nth_frame, max_frames, rules = inputs["every_nth_frame"], inputs["max_frames"], inputs.get("rules")
+        references, reference_masks = reference_views(inputs["reference_image"], inputs["reference_mask"])
         if host.is_video(frames):
             frames = host.video_frames(frames, "frames")  # a file's frames read (bounded) by the pack, or held ones
         chosen = frames_to_score(frame_count(frames), every_nth_frame=every_nth_frame, max_frames=max_frames)
@@ -152,8 +137,8 @@ class MaSCScoreVideo:
             frames,
             reference=references,
             reference_mask=reference_masks,
-            masks=comfy_masks(mask),
-            prompt=prompt,
+            masks=comfy_masks(inputs.get("mask")),
+            prompt=inputs["prompt"],
             subject=subject,
             every_nth_frame=every_nth_frame,
             max_frames=max_frames,
@@ -164,8 +149,8 @@ class MaSCScoreVideo:
         batch.context = scoring_context("MaSCScoreVideo", encoder, subject)
         batch.context.labels = [f"frame {f}" for f in clip.frames]
         record(
-            extra_pnginfo,
-            unique_id,
+            inputs.get("extra_pnginfo"),
+            inputs.get("unique_id"),
             batch,
             "MaSCScoreVideo",
             pixels=image_digests(frames[clip.frames] if isinstance(frames, torch.Tensor) else scored.frames),

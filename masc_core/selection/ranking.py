@@ -160,6 +160,11 @@ class PassRules:
             on_blend=widgets.get("on_blend") or "report",
         )
 
+    def ordering(self) -> "PassRules":
+        """These rules' ranking key alone (key and weights, nothing rejected): how MaSC Pick orders what a person
+        judges."""
+        return type(self)(by=self.by, cp_weight=self.cp_weight, pf_weight=self.pf_weight)
+
     def check(self, by_name: str = "rank by") -> "PassRules":
         """These rules, or a one-line error naming the setting that cannot work (``by_name``: how the key's is
         named)."""
