@@ -13,6 +13,7 @@ from ..masc_core.selection.pruning import PruneRules
 from . import host
 from .declarations import (
     ENCODER_INPUT,
+    MaSCNode,
     MASK_SUBJECT_INPUT,
     MASK_THRESHOLD_INPUT,
     PROMPT_INPUT,
@@ -24,17 +25,15 @@ from .declarations import (
     SUBJECTS_INPUT,
     VIDEO_INPUT,
 )
-from .inputs import checked_inputs
 from .metadata import HIDDEN_INPUTS
 from .sample_until_run import sample_until
 from .sampling_nodes import MaSCSampleUntil
-from .types import CATEGORY, MASC_RULES
+from .types import MASC_RULES
 
 NODE_CUSTOM = "MaSCSampleUntilCustom"
 
 
-@checked_inputs
-class MaSCSampleUntilCustom:
+class MaSCSampleUntilCustom(MaSCNode):
     """Node: MaSC Sample Until (Custom)."""
 
     SEARCH_ALIASES = [
@@ -51,14 +50,9 @@ class MaSCSampleUntilCustom:
         "NOISE, GUIDER, SAMPLER and SIGMAS (seed counting up from the NOISE's), scores each with MaSC and stops as "
         "soon as MaSC Rules' 'accept' pass. MaSC Prune decides before the last step."
     )
-    CATEGORY = CATEGORY
     OUTPUT_NODE = True
     FUNCTION = "sample"
-    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = (
-        MaSCSampleUntil.RETURN_TYPES,
-        MaSCSampleUntil.RETURN_NAMES,
-        MaSCSampleUntil.OUTPUT_TOOLTIPS,
-    )
+    OUTPUTS = MaSCSampleUntil.OUTPUTS
 
     @classmethod
     def INPUT_TYPES(cls):

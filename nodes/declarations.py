@@ -1,4 +1,5 @@
-"""Every input declaration two or more nodes share, in one place: the same words, range and default wherever it appears.
+"""What two or more nodes declare alike, in one place: ``MaSCNode`` (the base every node class has) and every shared
+input declaration, the same words, range and default wherever it appears.
 
 A node composes its INPUT_TYPES from these in its own order (a saved workflow stores widget values by position, so
 each node's order never changes); an input only one node has is declared in that node.
@@ -11,7 +12,26 @@ from ..masc_core.defaults import DEFAULT_MASK_THRESHOLD, MIN_FOREGROUND_FRACTION
 from ..masc_core.selection.acceptance import SHORTFALL_CHOICES
 from ..masc_core.selection.ranking import BLEND_CHOICES as BLENDS
 from ..masc_core.selection.ranking import KEEP_BUT_MARK, RANK_KEYS, THRESHOLD_OFF, UNCERTAIN_CHOICES
-from .types import MASC_ENCODER, MASC_PRUNE, MASC_RULES, MASC_SEGMENTER, MASC_SUBJECTS, MASC_VIDEO
+from .inputs import checked_inputs
+from .types import CATEGORY, MASC_ENCODER, MASC_PRUNE, MASC_RULES, MASC_SCORES, MASC_SEGMENTER, MASC_SUBJECTS
+from .types import MASC_VIDEO, Output, declare_outputs
+
+
+class MaSCNode:
+    """What every MaSC node class declares the same way: its category; its outputs from one ``OUTPUTS`` tuple of
+    ``types.Output`` (ComfyUI's RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS); its FUNCTION held to its own
+    INPUT_TYPES (``inputs.checked_inputs``), wrapped once where the class defines it."""
+
+    CATEGORY = CATEGORY
+    OUTPUTS: tuple = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "OUTPUTS" in cls.__dict__:
+            cls.RETURN_TYPES, cls.RETURN_NAMES, cls.OUTPUT_TOOLTIPS = declare_outputs(*cls.OUTPUTS)
+        if cls.FUNCTION in cls.__dict__:
+            checked_inputs(cls)
+
 
 # ---------------------------------------------------------------- what is scored
 
@@ -48,6 +68,15 @@ HEATMAPS_INPUT = (
     "BOOLEAN",
     {"default": True, "tooltip": "Render heatmap overlays (switch off to save time on large batches)."},
 )
+
+
+REFERENCE_INPUTS = {
+    "encoder": ENCODER_INPUT,
+    "reference_image": REFERENCE_INPUT,
+    "reference_mask": REFERENCE_MASK_INPUT,
+}
+"""The first inputs of every node that computes CP against one subject, in this order."""
+REPORT_OUTPUT = Output("STRING", "report", "Per-image scores as text.")
 
 
 # ---------------------------------------------------------------- what passes, in which order
@@ -132,6 +161,26 @@ CARRIED_INPUTS = {
     ),
     "mask": ("MASK", {"tooltip": "Optional: masks of the same batch, selected in the same order."}),
 }
+
+SCORED_BATCH_INPUTS = {
+    "scores": (
+        MASC_SCORES,
+        {"tooltip": "From a MaSC scoring node or MaSC Sample Until, for the same batch as 'images'."},
+    ),
+    "images": ("IMAGE", {"tooltip": "The scored batch."}),
+}
+"""The first inputs of every node that acts on a scored batch (Select Best, Gate, Pick)."""
+
+
+def carried_outputs(which: str, order: str) -> tuple[Output, Output, Output]:
+    """The images, latent and mask outputs of a node that passes part of a batch on (``CARRIED_INPUTS`` in, the
+    chosen ones out): ``which`` images, in ``order``."""
+    return (
+        Output("IMAGE", "images", f"{which}, {order}."),
+        Output("LATENT", "latent", f"Their latents (if a latent was connected), {order}."),
+        Output("MASK", "mask", f"Their masks (if a mask was connected), {order}."),
+    )
+
 
 BLEND_CHOICES = list(BLENDS)
 """The on_blend combo (``masc_core.selection.ranking.BLEND_CHOICES``)."""

@@ -5,12 +5,10 @@ from __future__ import annotations
 from ..masc_core.limits import MAX_PATCHES
 from ..masc_core.models.checkpoints import PAPER_MODEL_ID
 from ..masc_core.models.encoder import MascEncoder
-from .inputs import checked_inputs
 from .loaders import CheckpointLoader
-from .types import MASC_ENCODER, Output, declare_outputs
+from .types import MASC_ENCODER, Output
 
 
-@checked_inputs
 class MaSCLoadEncoder(CheckpointLoader):
     """Node: Load MaSC Encoder."""
 
@@ -21,9 +19,7 @@ class MaSCLoadEncoder(CheckpointLoader):
         "ComfyUI/models/masc/ (or a path set in extra_model_paths.yaml under 'masc'). The paper uses "
         f"{PAPER_MODEL_ID}; choosing that name downloads it when the machine is online."
     )
-    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
-        Output(MASC_ENCODER, "encoder", "The loaded SigLIP2 encoder; connect it to every MaSC scoring node."),
-    )
+    OUTPUTS = (Output(MASC_ENCODER, "encoder", "The loaded SigLIP2 encoder; connect it to every MaSC scoring node."),)
     KIND, HUB_ID = "masc", PAPER_MODEL_ID
     MODEL_TOOLTIP = "A checkpoint folder under models/masc, or the paper's Hub id (downloaded once into models/masc)."
     PRECISION_NOTE = " fp32 reproduces the paper's package exactly."
@@ -54,4 +50,4 @@ class MaSCLoadEncoder(CheckpointLoader):
         )
 
     def load(self, model: str, device: str, precision: str, max_patches: int):
-        return super().load(model, device, precision, max_patches=int(max_patches))
+        return self.load_checkpoint(model, device, precision, max_patches=int(max_patches))

@@ -8,18 +8,17 @@ option of their own (the encoder's patch budget) and how the masc_core object is
 
 from __future__ import annotations
 
+from .declarations import MaSCNode
 from . import host
-from .types import CATEGORY
 
 
-class CheckpointLoader:
+class CheckpointLoader(MaSCNode):
     """Base of a loader node: ``KIND`` (models/<kind>), ``HUB_ID``, ``MODEL_TOOLTIP``, ``PRECISION_NOTE``, ``build``."""
 
     KIND = ""
     HUB_ID = ""
     MODEL_TOOLTIP = ""
     PRECISION_NOTE = ""
-    CATEGORY = CATEGORY
     FUNCTION = "load"
 
     @classmethod
@@ -43,7 +42,9 @@ class CheckpointLoader:
         honours Cancel between the loading stages."""
         raise NotImplementedError
 
-    def load(self, model: str, device: str, precision: str, **options):
+    def load_checkpoint(self, model: str, device: str, precision: str, **options):
+        """The node's output: the shared model for these settings (each subclass's ``load`` names its inputs)."""
+
         def build(path, offload, dtype, download_dir):
             return self.build(path, offload, dtype, download_dir, host.interrupt_callback(), **options)
 

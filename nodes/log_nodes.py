@@ -6,14 +6,13 @@ import datetime
 import os
 import uuid
 
+from .declarations import MaSCNode
 from ..masc_core.evaluation.score_log import append_rows, log_path, log_rows
 from . import host
-from .inputs import checked_inputs
-from .types import CATEGORY, MASC_SCORES, Output, declare_outputs
+from .types import MASC_SCORES, Output
 
 
-@checked_inputs
-class MaSCLogScores:
+class MaSCLogScores(MaSCNode):
     """Node: MaSC Log Scores."""
 
     SEARCH_ALIASES = ["log", "csv", "jsonl", "save scores"]
@@ -23,10 +22,9 @@ class MaSCLogScores:
         "to a .jsonl or .csv file in ComfyUI's output folder: seed, CP, PF, verdict, prompt, encoder and the columns "
         "'python -m masc_core eval' writes, so a night of sampling can be analysed afterwards."
     )
-    CATEGORY = CATEGORY
     OUTPUT_NODE = True
     FUNCTION = "log"
-    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+    OUTPUTS = (
         Output("STRING", "path", "The log file written to, relative to ComfyUI's output folder."),
         Output("STRING", "report", "How many rows were appended, and where."),
     )

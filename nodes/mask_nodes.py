@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from .declarations import MaSCNode
 from ..masc_core.metric.heatmaps import mask_overlay
 from ..masc_core.defaults import DEFAULT_MASK_THRESHOLD, MIN_FOREGROUND_FRACTION
 from ..masc_core.metric.masks import foreground_fraction
@@ -18,12 +19,10 @@ from ..masc_core.models.sam3 import SAM3_MODEL_ID, Sam3Segmenter
 from . import host
 from ..masc_core.io.images import to_rgb_uint8_list
 from .convert import to_comfy_image_batch
-from .inputs import checked_inputs
 from .loaders import CheckpointLoader
-from .types import CATEGORY, MASC_SEGMENTER, Output, declare_outputs
+from .types import MASC_SEGMENTER, Output
 
 
-@checked_inputs
 class MaSCLoadAutoMaskModel(CheckpointLoader):
     """Node: Load MaSC Auto Mask Model."""
 
@@ -33,9 +32,7 @@ class MaSCLoadAutoMaskModel(CheckpointLoader):
         "Loads a CLIPSeg checkpoint (Hugging Face folder) for MaSC Auto Mask. Put checkpoint folders in "
         f"ComfyUI/models/clipseg/; choosing {CLIPSEG_MODEL_ID} downloads it when the machine is online."
     )
-    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
-        Output(MASC_SEGMENTER, "segmenter", "The loaded CLIPSeg model; connect it to MaSC Auto Mask nodes."),
-    )
+    OUTPUTS = (Output(MASC_SEGMENTER, "segmenter", "The loaded CLIPSeg model; connect it to MaSC Auto Mask nodes."),)
     KIND, HUB_ID = "clipseg", CLIPSEG_MODEL_ID
     MODEL_TOOLTIP = "A CLIPSeg folder under models/clipseg, or the usual Hub id (downloaded once into models/clipseg)."
 
@@ -45,10 +42,9 @@ class MaSCLoadAutoMaskModel(CheckpointLoader):
         )
 
     def load(self, model: str, device: str, precision: str):  # the node's inputs by name (ComfyUI calls it with them)
-        return super().load(model, device, precision)
+        return self.load_checkpoint(model, device, precision)
 
 
-@checked_inputs
 class MaSCLoadSAM3Model(CheckpointLoader):
     """Node: Load MaSC SAM3 Model."""
 
@@ -59,7 +55,7 @@ class MaSCLoadSAM3Model(CheckpointLoader):
         f"MaSC Sample Until. Put checkpoint folders in ComfyUI/models/sam3/. {SAM3_MODEL_ID} is gated: request access "
         "on its Hub page and log in (hf auth login) before choosing it, or copy the folder in. Needs transformers 5."
     )
-    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+    OUTPUTS = (
         Output(MASC_SEGMENTER, "segmenter", "The loaded SAM3 model; connect it wherever a MaSC segmenter goes."),
     )
     KIND, HUB_ID = "sam3", SAM3_MODEL_ID
@@ -95,11 +91,10 @@ class MaSCLoadSAM3Model(CheckpointLoader):
         )
 
     def load(self, model: str, device: str, precision: str, score_threshold: float):  # the node's inputs by name
-        return super().load(model, device, precision, score_threshold=float(score_threshold))
+        return self.load_checkpoint(model, device, precision, score_threshold=float(score_threshold))
 
 
-@checked_inputs
-class MaSCAutoMask:
+class MaSCAutoMask(MaSCNode):
     """Node: MaSC Auto Mask."""
 
     SEARCH_ALIASES = ["clipseg", "sam3", "segment", "text mask", "subject mask"]
@@ -109,10 +104,9 @@ class MaSCAutoMask:
         "subject's name (white = subject). "
         "Feeds the mask inputs of the MaSC scoring nodes; use it for the reference too, or bring masks from elsewhere."
     )
-    CATEGORY = CATEGORY
     OUTPUT_NODE = True
     FUNCTION = "mask"
-    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+    OUTPUTS = (
         Output("MASK", "mask", "One 0/1 mask per image, at the image's size."),
         Output("IMAGE", "preview", "The images with their masks tinted red."),
         Output("STRING", "report", "Share of each image the mask covers, with a flag below the paper's 5% filter."),

@@ -26,15 +26,22 @@ from ..masc_core.metric.scores import ScoreBatch
 from . import host
 from ..masc_core.io.images import to_rgb_uint8_list
 from .convert import to_comfy_image_batch
-from .inputs import checked_inputs
 from .metadata import HIDDEN_INPUTS, image_digests, record
-from .declarations import CARRIED_INPUTS, CP_WEIGHT_INPUT, PF_WEIGHT_INPUT, RULES_INPUT, rank_by_input
+from .declarations import (
+    CARRIED_INPUTS,
+    carried_outputs,
+    CP_WEIGHT_INPUT,
+    MaSCNode,
+    PF_WEIGHT_INPUT,
+    rank_by_input,
+    RULES_INPUT,
+    SCORED_BATCH_INPUTS,
+)
 from .selection_nodes import check_batch, chosen_outputs, passing_from
-from .types import CATEGORY, MASC_SCORES, Output, declare_outputs
+from .types import MASC_SCORES, Output
 
 
-@checked_inputs
-class MaSCContactSheet:
+class MaSCContactSheet(MaSCNode):
     """Node: MaSC Contact Sheet."""
 
     SEARCH_ALIASES = ["contact sheet", "grid", "review", "compare candidates", "image grid"]
@@ -44,11 +51,8 @@ class MaSCContactSheet:
         "and verdict, the kept ones framed in green, in rank or seed order. Feed it MaSC Sample Until's 'candidates' "
         "and 'scores' (or any images with their MaSC scores); save it with Save Image."
     )
-    CATEGORY = CATEGORY
     FUNCTION = "sheet"
-    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
-        Output("IMAGE", "sheet", "One picture holding every candidate's tile."),
-    )
+    OUTPUTS = (Output("IMAGE", "sheet", "One picture holding every candidate's tile."),)
 
     @classmethod
     def INPUT_TYPES(cls):
@@ -132,8 +136,7 @@ def _pick_report(count: int, shown: list[int], chosen: list[int], outcome, timeo
     return f"{why}\nkept {numbers}: the first {len(chosen)} in score order\n(not logged as picks)"
 
 
-@checked_inputs
-class MaSCPick:
+class MaSCPick(MaSCNode):
     """Node: MaSC Pick."""
 
     SEARCH_ALIASES = ["pick", "choose", "image chooser", "human in the loop", "review", "select by hand", "label"]
@@ -143,12 +146,9 @@ class MaSCPick:
         "the picked images, latents and masks on as Select Best does. After 'timeout' seconds (at once over the API) "
         "it keeps the first 'keep' in score order. Logged picks feed 'python -m masc_core calibrate'."
     )
-    CATEGORY = CATEGORY
     FUNCTION = "pick"
-    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
-        Output("IMAGE", "images", "The picked images, in score order."),
-        Output("LATENT", "latent", "Their latents (if a latent was connected)."),
-        Output("MASK", "mask", "Their masks (if a mask was connected)."),
+    OUTPUTS = (
+        *carried_outputs("The picked images", "in score order"),
         Output(
             MASC_SCORES,
             "scores",
@@ -162,11 +162,7 @@ class MaSCPick:
     def INPUT_TYPES(cls):
         return {
             "required": {
-                "scores": (
-                    MASC_SCORES,
-                    {"tooltip": "From a MaSC scoring node or MaSC Sample Until, for the same batch as 'images'."},
-                ),
-                "images": ("IMAGE", {"tooltip": "The scored batch."}),
+                **SCORED_BATCH_INPUTS,
                 "show": (
                     "INT",
                     {

@@ -11,26 +11,25 @@ from __future__ import annotations
 
 from ..masc_core.selection.acceptance import RunRules
 from ..masc_core.selection.pruning import PruneRules
-from .inputs import checked_inputs
 from .declarations import (
     ACCEPT_INPUT,
     BATCH_SIZE_INPUT,
     BLEND_INPUT,
     CP_WEIGHT_INPUT,
+    MaSCNode,
     MAX_CANDIDATES_INPUT,
     ON_SHORTFALL_INPUT,
     ON_UNCERTAIN_INPUT,
     PF_WEIGHT_INPUT,
     PRUNE_INPUTS,
+    rank_by_input,
     RUN_MIN_CP_INPUT,
     THRESHOLD_INPUTS,
-    rank_by_input,
 )
-from .types import CATEGORY, MASC_PRUNE, MASC_RULES, Output, declare_outputs
+from .types import MASC_PRUNE, MASC_RULES, Output
 
 
-@checked_inputs
-class MaSCRules:
+class MaSCRules(MaSCNode):
     """Node: MaSC Rules."""
 
     SEARCH_ALIASES = ["thresholds", "acceptance", "pass rules", "best of n rules", "budget"]
@@ -40,9 +39,8 @@ class MaSCRules:
         "candidate becomes, how many to accept and the budget. Connect it to MaSC Sample Until (Custom); MaSC Gate, "
         "Select Best and Pick take the same rules."
     )
-    CATEGORY = CATEGORY
     FUNCTION = "rules"
-    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+    OUTPUTS = (
         Output(MASC_RULES, "rules", "These rules, for MaSC Sample Until (Custom), MaSC Gate, Select Best and Pick."),
     )
 
@@ -68,8 +66,7 @@ class MaSCRules:
         return (RunRules.from_widgets(widgets).check(),)
 
 
-@checked_inputs
-class MaSCPrune:
+class MaSCPrune(MaSCNode):
     """Node: MaSC Prune."""
 
     SEARCH_ALIASES = ["prune", "early stop", "preview judging", "prune study"]
@@ -80,11 +77,8 @@ class MaSCPrune:
         "at "
         "their seed. prune_study prunes nothing and records previews for 'python -m masc_core prune-report'."
     )
-    CATEGORY = CATEGORY
     FUNCTION = "prune"
-    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
-        Output(MASC_PRUNE, "prune", "These pruning settings, for MaSC Sample Until (Custom)'s 'prune' input."),
-    )
+    OUTPUTS = (Output(MASC_PRUNE, "prune", "These pruning settings, for MaSC Sample Until (Custom)'s 'prune' input."),)
 
     @classmethod
     def INPUT_TYPES(cls):

@@ -16,7 +16,6 @@ from ..masc_core.selection.acceptance import RunRules
 from ..masc_core.selection.contact_sheet import THUMBNAIL
 from ..masc_core.selection.pruning import PruneRules
 from . import host
-from .inputs import checked_inputs
 from .metadata import HIDDEN_INPUTS
 from .declarations import (
     ACCEPT_INPUT,
@@ -24,6 +23,7 @@ from .declarations import (
     BLEND_INPUT,
     CP_WEIGHT_INPUT,
     ENCODER_INPUT,
+    MaSCNode,
     MASK_SUBJECT_INPUT,
     MASK_THRESHOLD_INPUT,
     MAX_CANDIDATES_INPUT,
@@ -32,6 +32,7 @@ from .declarations import (
     PF_WEIGHT_INPUT,
     PROMPT_INPUT,
     PRUNE_INPUTS,
+    rank_by_input,
     REFERENCE_MASK_INPUT,
     RUN_MIN_CP_INPUT,
     SAMPLED_REFERENCE_INPUT,
@@ -40,10 +41,9 @@ from .declarations import (
     SUBJECTS_INPUT,
     THRESHOLD_INPUTS,
     VIDEO_INPUT,
-    rank_by_input,
 )
 from .sample_until_run import sample_until
-from .types import CATEGORY, MASC_SCORES, Output, declare_outputs
+from .types import MASC_SCORES, Output
 
 NODE = "MaSCSampleUntil"
 
@@ -113,8 +113,7 @@ def acceptance_inputs() -> dict:
     }
 
 
-@checked_inputs
-class MaSCSampleUntil:
+class MaSCSampleUntil(MaSCNode):
     """Node: MaSC Sample Until."""
 
     SEARCH_ALIASES = ["best of n", "rejection sampling", "sample until", "retry", "ksampler"]
@@ -125,10 +124,9 @@ class MaSCSampleUntil:
         "and stops as soon as 'accept' pass, or after max_candidates. Returns the kept images, latents and masks best "
         "first, every candidate's scores and seed, and a report. One press of Queue; no Auto Queue."
     )
-    CATEGORY = CATEGORY
     OUTPUT_NODE = True
     FUNCTION = "sample"
-    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+    OUTPUTS = (
         Output("IMAGE", "images", "The kept candidates, best first (skipped downstream when blocked)."),
         Output("LATENT", "latent", "Their latents, best first; batch_index = candidate number."),
         Output(

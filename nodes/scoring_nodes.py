@@ -24,17 +24,17 @@ from .declarations import (
     ENCODER_INPUT,
     HEATMAPS_INPUT,
     IMAGE_INPUT,
+    MaSCNode,
     OUTPUT_MASK_INPUT,
     PROMPT_INPUT,
-    REFERENCE_INPUT,
-    REFERENCE_MASK_INPUT,
+    REFERENCE_INPUTS,
+    REPORT_OUTPUT,
     SUBJECT_INPUT,
 )
 from ..masc_core.io.images import to_rgb_uint8_list
 from .convert import batch_value, check_candidate_mask, comfy_masks, image_output, reference_views
 from .metadata import HIDDEN_INPUTS, image_digests, record, scoring_context
-from .inputs import checked_inputs
-from .types import CATEGORY, MASC_SCORES, Output, declare_outputs
+from .types import MASC_SCORES, Output
 
 
 def run_scoring(inputs: Mapping, *, node: str, cp: bool, pf: bool) -> "NodeScoring":
@@ -113,8 +113,7 @@ class NodeScoring:
         return {"ui": {"images": host.save_previews(pictures, prefix), "text": [report]}, "result": values + (report,)}
 
 
-@checked_inputs
-class MaSCConceptPreservation:
+class MaSCConceptPreservation(MaSCNode):
     """Node: MaSC Concept Preservation (Eq. 1)."""
 
     SEARCH_ALIASES = [
@@ -132,10 +131,9 @@ class MaSCConceptPreservation:
         "of the generated image; CP is their mean. The generated image is searched in full, so no output mask is "
         "needed."
     )
-    CATEGORY = CATEGORY
     OUTPUT_NODE = True
     FUNCTION = "score"
-    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+    OUTPUTS = (
         Output(
             "FLOAT",
             "cp",
@@ -153,16 +151,14 @@ class MaSCConceptPreservation:
             "image_heatmap",
             "On each output: each patch's best match with the reference's subject (where the concept appears).",
         ),
-        Output("STRING", "report", "Per-image scores as text."),
+        REPORT_OUTPUT,
     )
 
     @classmethod
     def INPUT_TYPES(cls):
         return {
             "required": {
-                "encoder": ENCODER_INPUT,
-                "reference_image": REFERENCE_INPUT,
-                "reference_mask": REFERENCE_MASK_INPUT,
+                **REFERENCE_INPUTS,
                 "image": IMAGE_INPUT,
                 "heatmaps": HEATMAPS_INPUT,
             },
@@ -184,8 +180,7 @@ class MaSCConceptPreservation:
         return run.finish(values, shown="presence", prefix="masc_cp")
 
 
-@checked_inputs
-class MaSCPromptFollowing:
+class MaSCPromptFollowing(MaSCNode):
     """Node: MaSC Prompt Following (Eq. 2)."""
 
     SEARCH_ALIASES = ["prompt adherence", "text alignment", "clip score", "clip-t", "pf"]
@@ -194,10 +189,9 @@ class MaSCPromptFollowing:
         "Prompt following: SigLIP2's attention pooler over the generated image's background only (the subject is "
         "hidden), compared with the prompt without the subject's name."
     )
-    CATEGORY = CATEGORY
     OUTPUT_NODE = True
     FUNCTION = "score"
-    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+    OUTPUTS = (
         Output(
             "FLOAT",
             "pf",
@@ -210,7 +204,7 @@ class MaSCPromptFollowing:
             "heatmap",
             "On each output: the pooler's attention over the background (what drives PF); grey = hidden subject.",
         ),
-        Output("STRING", "report", "Per-image scores as text."),
+        REPORT_OUTPUT,
     )
 
     @classmethod
@@ -233,8 +227,7 @@ class MaSCPromptFollowing:
         return run.finish(values, shown="attention", prefix="masc_pf")
 
 
-@checked_inputs
-class MaSCScore:
+class MaSCScore(MaSCNode):
     """Node: MaSC Score (CP and PF from one forward pass per image)."""
 
     SEARCH_ALIASES = ["clip score", "dino", "similarity", "identity", "personalization score", "dreambooth"]
@@ -243,10 +236,9 @@ class MaSCScore:
         "CP and PF together, from one SigLIP2 forward pass per image (the reference once, each generated image once). "
         "Feed 'scores' to MaSC Select Best or MaSC Gate."
     )
-    CATEGORY = CATEGORY
     OUTPUT_NODE = True
     FUNCTION = "score"
-    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+    OUTPUTS = (
         Output("FLOAT", "cp", "CP (batch of one) or the batch's mean CP; NaN when undefined."),
         Output("FLOAT", "pf", "PF (batch of one) or the batch's mean PF; NaN when undefined."),
         Output(MASC_SCORES, "scores", "Per-image scores, for MaSC Select Best and MaSC Gate."),
@@ -256,16 +248,14 @@ class MaSCScore:
         ),
         Output("IMAGE", "image_heatmap", "On each output: where the concept appears."),
         Output("IMAGE", "attention_heatmap", "On each output: the PF pooler's attention over the background."),
-        Output("STRING", "report", "Per-image scores as text."),
+        REPORT_OUTPUT,
     )
 
     @classmethod
     def INPUT_TYPES(cls):
         return {
             "required": {
-                "encoder": ENCODER_INPUT,
-                "reference_image": REFERENCE_INPUT,
-                "reference_mask": REFERENCE_MASK_INPUT,
+                **REFERENCE_INPUTS,
                 "image": IMAGE_INPUT,
                 "prompt": PROMPT_INPUT,
                 "subject": SUBJECT_INPUT,
@@ -283,8 +273,7 @@ class MaSCScore:
         return run.finish(values, shown="presence", prefix="masc_score")
 
 
-@checked_inputs
-class MaSCStripSubject:
+class MaSCStripSubject(MaSCNode):
     """Node: Strip Subject."""
 
     SEARCH_ALIASES = ["remove subject", "prompt", "strip"]
@@ -292,11 +281,10 @@ class MaSCStripSubject:
     DESCRIPTION = (
         "Removes the subject's name from the prompt with the paper's rule: shows the exact text MaSC's PF encodes."
     )
-    CATEGORY = CATEGORY
     # It shows its text, so it runs whether or not its output is connected (ComfyUI runs only what feeds an output).
     OUTPUT_NODE = True
     FUNCTION = "strip"
-    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+    OUTPUTS = (
         Output(
             "STRING",
             "stripped_prompt",

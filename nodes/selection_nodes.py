@@ -20,17 +20,19 @@ from ..masc_core.selection.ranking import PassRules, threshold_from_widget, unce
 from ..masc_core.metric.scores import ScoreBatch
 from . import host
 from .metadata import HIDDEN_INPUTS, image_digests, record
-from .inputs import checked_inputs
 from .declarations import (
     CARRIED_INPUTS,
+    carried_outputs,
     CP_WEIGHT_INPUT,
+    MaSCNode,
     ON_UNCERTAIN_INPUT,
     PF_WEIGHT_INPUT,
-    RULES_INPUT,
-    THRESHOLD_INPUTS,
     rank_by_input,
+    RULES_INPUT,
+    SCORED_BATCH_INPUTS,
+    THRESHOLD_INPUTS,
 )
-from .types import CATEGORY, MASC_SCORES, Output, declare_outputs
+from .types import Output
 
 
 def passing_from(rules: RunRules | None, widget_rules: PassRules) -> PassRules:
@@ -139,8 +141,7 @@ def blocked(count: int) -> tuple:
     return tuple(host.ExecutionBlocker(None) for _ in range(count))
 
 
-@checked_inputs
-class MaSCSelectBest:
+class MaSCSelectBest(MaSCNode):
     """Node: MaSC Select Best."""
 
     SEARCH_ALIASES = ["best of n", "pick best", "rank", "top k", "seed selection"]
@@ -150,12 +151,9 @@ class MaSCSelectBest:
         "thresholds, and passes the chosen images (and their latents and masks) on in rank order. If none passes, "
         "the downstream nodes are skipped instead of failing the queue."
     )
-    CATEGORY = CATEGORY
     FUNCTION = "select"
-    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
-        Output("IMAGE", "images", "The chosen images, best first."),
-        Output("LATENT", "latent", "Their latents (if a latent was connected), best first."),
-        Output("MASK", "mask", "Their masks (if a mask was connected), best first."),
+    OUTPUTS = (
+        *carried_outputs("The chosen images", "best first"),
         Output(
             "INT",
             "best_index",
@@ -169,8 +167,7 @@ class MaSCSelectBest:
     def INPUT_TYPES(cls):
         return {
             "required": {
-                "scores": (MASC_SCORES, {"tooltip": "From a MaSC scoring node, for the same batch as 'images'."}),
-                "images": ("IMAGE", {"tooltip": "The scored batch."}),
+                **SCORED_BATCH_INPUTS,
                 "rank_by": rank_by_input("both"),
                 "cp_weight": CP_WEIGHT_INPUT,
                 "pf_weight": PF_WEIGHT_INPUT,
@@ -201,8 +198,7 @@ class MaSCSelectBest:
         return {"ui": {"text": [table]}, "result": carried + (chosen[0], ", ".join(str(i) for i in chosen), table)}
 
 
-@checked_inputs
-class MaSCGate:
+class MaSCGate(MaSCNode):
     """Node: MaSC Gate."""
 
     SEARCH_ALIASES = ["rejection sampling", "threshold", "filter", "quality gate"]
@@ -212,12 +208,9 @@ class MaSCGate:
         "nodes (e.g. Save Image) are skipped instead of failing the queue, so Auto Queue with an incrementing seed "
         "keeps trying until something is saved."
     )
-    CATEGORY = CATEGORY
     FUNCTION = "gate"
-    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
-        Output("IMAGE", "images", "The images that passed, in batch order."),
-        Output("LATENT", "latent", "Their latents (if a latent was connected)."),
-        Output("MASK", "mask", "Their masks (if a mask was connected)."),
+    OUTPUTS = (
+        *carried_outputs("The images that passed", "in batch order"),
         Output("INT", "passed", "How many images passed."),
         Output("STRING", "report", "Which images passed and why the others did not."),
     )
@@ -225,8 +218,7 @@ class MaSCGate:
     @classmethod
     def INPUT_TYPES(cls):
         required = {
-            "scores": (MASC_SCORES, {"tooltip": "From a MaSC scoring node, for the same batch as 'images'."}),
-            "images": ("IMAGE", {"tooltip": "The scored batch."}),
+            **SCORED_BATCH_INPUTS,
             **THRESHOLD_INPUTS,
         }
         required["min_cp"] = ("FLOAT", dict(THRESHOLD_INPUTS["min_cp"][1], default=0.5))

@@ -15,14 +15,20 @@ from ..masc_core.metric.subjects import Subject, all_names, every_or_none
 from . import host
 from ..masc_core.io.images import to_rgb_uint8_list
 from .convert import batch_value, check_candidate_mask, comfy_masks, reference_views
-from .inputs import checked_inputs
 from .metadata import HIDDEN_INPUTS, image_digests, record, scoring_context
-from .declarations import BLEND_CHOICES, ENCODER_INPUT, IMAGE_INPUT, PROMPT_INPUT, REFERENCE_INPUT, REFERENCE_MASK_INPUT
-from .types import CATEGORY, MASC_SCORES, MASC_SUBJECTS, DeclaredSubject, Output, declare_outputs
+from .declarations import (
+    BLEND_CHOICES,
+    ENCODER_INPUT,
+    IMAGE_INPUT,
+    MaSCNode,
+    PROMPT_INPUT,
+    REFERENCE_INPUT,
+    REFERENCE_MASK_INPUT,
+)
+from .types import MASC_SCORES, MASC_SUBJECTS, DeclaredSubject, Output
 
 
-@checked_inputs
-class MaSCSubject:
+class MaSCSubject(MaSCNode):
     """Node: MaSC Subject (one subject of a multi-subject image)."""
 
     SEARCH_ALIASES = ["multi subject", "two subjects", "multi concept", "subject"]
@@ -31,9 +37,8 @@ class MaSCSubject:
         "Declares one subject of a multi-subject image: its names, reference view(s) and mask, and optionally its "
         "mask in the generated images. Chain several (subjects -> subjects) into MaSC Score Subjects."
     )
-    CATEGORY = CATEGORY
     FUNCTION = "declare"
-    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+    OUTPUTS = (
         Output(
             MASC_SUBJECTS,
             "subjects",
@@ -107,8 +112,7 @@ def _output_masks(declared, outputs) -> list | None:
     return masks
 
 
-@checked_inputs
-class MaSCScoreSubjects:
+class MaSCScoreSubjects(MaSCNode):
     """Node: MaSC Score Subjects (MaSC for several subjects in each image)."""
 
     SEARCH_ALIASES = ["multi subject score", "two subjects", "multi concept", "blend", "clip score", "identity"]
@@ -118,10 +122,9 @@ class MaSCScoreSubjects:
         "regions, cp_min (the weakest subject) and cp_mean, blend warnings, and PF over the background outside "
         "every subject. Its scores carry CP = cp_min to Select Best, Gate and Log Scores."
     )
-    CATEGORY = CATEGORY
     OUTPUT_NODE = True
     FUNCTION = "score"
-    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+    OUTPUTS = (
         Output("FLOAT", "cp_min", "The weakest subject's CP (batch of one) or its batch mean; NaN when undefined."),
         Output(
             "FLOAT", "cp_mean", "The mean CP over the subjects (batch of one) or its batch mean; NaN when undefined."

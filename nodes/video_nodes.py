@@ -19,17 +19,9 @@ from ..masc_core.scoring.clip import ScoredClip, frame_count, score_clip
 from ..masc_core.selection.clip import DEFAULT_MAX_FRAMES, ClipChoice, ClipScore, clip_strip, frames_to_score
 from . import host
 from .convert import batch_value, comfy_masks, image_output, reference_views
-from .declarations import (
-    ENCODER_INPUT,
-    PROMPT_INPUT,
-    REFERENCE_INPUT,
-    REFERENCE_MASK_INPUT,
-    RULES_INPUT,
-    SUBJECT_INPUT,
-)
-from .inputs import checked_inputs
+from .declarations import MaSCNode, PROMPT_INPUT, REFERENCE_INPUTS, RULES_INPUT, SUBJECT_INPUT
 from .metadata import HIDDEN_INPUTS, image_digests, record, scoring_context
-from .types import CATEGORY, MASC_SCORES, MASC_VIDEO, Output, declare_outputs
+from .types import MASC_SCORES, MASC_VIDEO, Output
 
 EVERY_NTH_FRAME_INPUT = (
     "INT",
@@ -71,8 +63,7 @@ def clip_report(clip: ClipScore, batch: ScoreBatch) -> str:
     return "\n".join(lines)
 
 
-@checked_inputs
-class MaSCScoreVideo:
+class MaSCScoreVideo(MaSCNode):
     """Node: MaSC Score Video (a clip's frames against one subject; this project's extension of the paper)."""
 
     SEARCH_ALIASES = ["video", "clip", "frames", "identity over time", "subject consistency", "wan", "vace"]
@@ -81,10 +72,9 @@ class MaSCScoreVideo:
         "A video's frames scored as MaSC Score scores images: CP and PF per frame, the clip's mean, its worst frame "
         "and the frames that fail the rules. The frames come as an IMAGE batch or as a VIDEO."
     )
-    CATEGORY = CATEGORY
     OUTPUT_NODE = True
     FUNCTION = "score"
-    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+    OUTPUTS = (
         Output("FLOAT", "cp", "The clip's CP: the mean over the scored frames; NaN when undefined."),
         Output("FLOAT", "pf", "The clip's PF: the mean over the scored frames; NaN without masks."),
         Output("FLOAT", "worst_cp", "The lowest CP of any scored frame (what a viewer notices)."),
@@ -99,9 +89,7 @@ class MaSCScoreVideo:
     def INPUT_TYPES(cls):
         return {
             "required": {
-                "encoder": ENCODER_INPUT,
-                "reference_image": REFERENCE_INPUT,
-                "reference_mask": REFERENCE_MASK_INPUT,
+                **REFERENCE_INPUTS,
                 "frames": (
                     "IMAGE,VIDEO",
                     {"tooltip": "The clip's frames: an IMAGE batch [T,H,W,C] (VAE Decode of a video), or a VIDEO."},
@@ -170,8 +158,7 @@ class MaSCScoreVideo:
         return {"ui": {"images": host.save_previews([strip], "masc_video"), "text": [report]}, "result": result}
 
 
-@checked_inputs
-class MaSCVideoOptions:
+class MaSCVideoOptions(MaSCNode):
     """Node: MaSC Video Options (MASC_VIDEO, for the Sample Until nodes' optional ``video`` input)."""
 
     SEARCH_ALIASES = ["video options", "trim latent", "vace", "wan", "frames"]
@@ -180,9 +167,8 @@ class MaSCVideoOptions:
         "How MaSC Sample Until scores video candidates: which frames of each clip (as MaSC Score Video), and the "
         "reference frames WanVaceToVideo puts first, cut before decoding."
     )
-    CATEGORY = CATEGORY
     FUNCTION = "options"
-    RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS = declare_outputs(
+    OUTPUTS = (
         Output(MASC_VIDEO, "video", "These settings, for MaSC Sample Until's and Sample Until (Custom)'s 'video'."),
     )
 
