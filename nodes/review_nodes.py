@@ -108,34 +108,6 @@ class MaSCContactSheet(MaSCNode):
         return (to_comfy_image_batch([sheet]),)
 
 
-def _pick_verdicts(count: int, shown: list[int], chosen: list[int], outcome) -> list[str]:
-    """Each candidate's verdict in the PNG entry and the log: what the artist (or the default) made of it."""
-    if outcome.by_artist:
-        taken, left = "picked", "passed over"
-    else:
-        taken = f"kept by default ({outcome.how})"
-        left = (
-            f"shown, not kept by default ({outcome.how})"
-            if outcome.how == TIMED_OUT
-            else f"not kept by default ({outcome.how})"
-        )
-    shown_set, chosen_set = set(shown), set(chosen)
-    return [taken if i in chosen_set else left if i in shown_set else "not shown" for i in range(count)]
-
-
-def _pick_report(count: int, shown: list[int], chosen: list[int], outcome, timeout: float) -> str:
-    """A few short lines (a report box must not widen the node over its neighbours)."""
-    numbers = ", ".join(f"#{i}" for i in chosen)
-    if outcome.by_artist:
-        return f"you picked {numbers}\nof the {len(shown)} shown (of {count}), after {outcome.waited:.0f} s"
-    why = (
-        f"no pick within {timeout:.0f} s"
-        if outcome.how == TIMED_OUT
-        else "no browser to ask\n(an API prompt, or the tab was closed)"
-    )
-    return f"{why}\nkept {numbers}: the first {len(chosen)} in score order\n(not logged as picks)"
-
-
 class MaSCPick(MaSCNode):
     """Node: MaSC Pick."""
 
@@ -251,7 +223,7 @@ class MaSCPick(MaSCNode):
             unique_id=unique_id,
         )
         chosen = sorted((shown[p] for p in outcome.picks), key=shown.index)
-        verdicts = _pick_verdicts(count, shown, chosen, outcome)
+        verdicts = outcome.verdicts(count, shown, chosen)
         labelled = ScoreBatch(
             scores=scores.scores,
             references=scores.references,
@@ -269,7 +241,7 @@ class MaSCPick(MaSCNode):
             outputs=outputs,
             pixels=image_digests(images),
         )
-        report = _pick_report(count, shown, chosen, outcome, seconds)
+        report = outcome.report(count, shown, chosen, seconds)
         result = chosen_outputs(images, chosen, inputs.get("latent"), inputs.get("mask")) + (
             labelled,
             ", ".join(str(i) for i in chosen),

@@ -16,7 +16,7 @@ import torch
 from ..masc_core.errors import MascInputError
 from ..masc_core.limits import TOP_K
 from ..masc_core.selection.acceptance import RunRules
-from ..masc_core.selection.ranking import PassRules, threshold_from_widget, uncertain_mark
+from ..masc_core.selection.ranking import PassRules, threshold_from_widget
 from ..masc_core.metric.scores import ScoreBatch
 from . import host
 from .metadata import HIDDEN_INPUTS, image_digests, record
@@ -80,15 +80,7 @@ def judge_batch(node: str, inputs: Mapping, widget_rules: PassRules, top_k: int 
     scores = check_batch(inputs["scores"], images)
     ranking = passing_from(inputs.get("rules"), widget_rules).rank(scores.scores, top_k=top_k)
     chosen = ranking.selected if top_k is not None else sorted(ranking.selected)
-    selected_word = "selected" if top_k is not None else "passed"
-    items = {item.index: item for item in ranking.items}
-    verdicts = []
-    for index in range(len(scores.scores)):
-        item = items[index]
-        word = (
-            selected_word if index in chosen else ("passed" if item.passed else "rejected: " + "; ".join(item.reasons))
-        )
-        verdicts.append(word + uncertain_mark(item.uncertain))
+    verdicts = ranking.verdicts(chosen, "selected" if top_k is not None else "passed")
     outputs = [chosen.index(i) if i in chosen else None for i in range(len(scores.scores))]
     where = (inputs.get("extra_pnginfo"), inputs.get("unique_id"))
     record(*where, scores, node, verdicts=verdicts, outputs=outputs, pixels=image_digests(images))
@@ -125,15 +117,6 @@ def select_latent(latent: dict | None, indices: list[int], count: int):
     original = latent.get("batch_index", list(range(count)))
     chosen["batch_index"] = [original[i] for i in indices]
     return chosen
-
-
-def top_k_note(top_k: int, count: int, passing: int) -> str:
-    """Why fewer than top_k images come out: the batch is smaller, or fewer passed (empty when neither)."""
-    if top_k > count:
-        return f"\ntop_k is {top_k} but the batch has {count} images: at most {min(count, passing)} selected"
-    if passing < top_k:
-        return f"\ntop_k is {top_k} but only {passing} of {count} images passed"
-    return ""
 
 
 def blocked(count: int) -> tuple:
@@ -189,8 +172,7 @@ class MaSCSelectBest(MaSCNode):
     def select(self, **inputs):
         images, top_k = inputs["images"], int(inputs["top_k"])
         ranking, chosen = judge_batch("MaSCSelectBest", inputs, PassRules.from_widgets(inputs), top_k)
-        count = images.shape[0]
-        table = ranking.table() + top_k_note(top_k, count, len([i for i in ranking.items if i.passed]))
+        table = ranking.table() + ranking.top_k_note(top_k)
         if not chosen:
             text = "no image passed; downstream nodes skipped\n" + table
             return {"ui": {"text": [text]}, "result": chosen_outputs(images, chosen) + (-1, "", text)}
@@ -231,12 +213,7 @@ class MaSCGate(MaSCNode):
         by = "both" if (cp_on is not None and pf_on is not None) else ("pf" if pf_on is not None else "cp")
         ranking, passed = judge_batch("MaSCGate", inputs, PassRules.from_widgets(dict(inputs, rank_by=by)), None)
         lines = [f"{len(passed)} of {images.shape[0]} passed" + ("" if passed else "; downstream nodes skipped")]
-        for item in sorted(ranking.items, key=lambda x: x.index):
-            lines.append(
-                f"#{item.index}: "
-                + ("pass" if item.passed else "reject (" + "; ".join(item.reasons) + ")")
-                + uncertain_mark(item.uncertain)
-            )
+        lines += ranking.pass_lines()
         report = "\n".join(lines)
         carried = chosen_outputs(images, passed, inputs.get("latent"), inputs.get("mask"))
         return {"ui": {"text": [report]}, "result": carried + (len(passed), report)}

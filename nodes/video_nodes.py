@@ -13,10 +13,8 @@ from __future__ import annotations
 import torch
 
 from ..masc_core.limits import EVERY_NTH_FRAME, MAX_FRAMES, TRIM_LATENT
-from ..masc_core.metric.report import format_score, score_table
-from ..masc_core.metric.scores import ScoreBatch
 from ..masc_core.scoring.clip import ScoredClip, frame_count, score_clip
-from ..masc_core.selection.clip import DEFAULT_MAX_FRAMES, ClipChoice, ClipScore, clip_strip, frames_to_score
+from ..masc_core.selection.clip import DEFAULT_MAX_FRAMES, ClipChoice, clip_strip, frames_to_score
 from . import host
 from .convert import batch_value, comfy_masks, image_output, reference_views
 from .declarations import MaSCNode, PROMPT_INPUT, REFERENCE_INPUTS, RULES_INPUT, SUBJECT_INPUT
@@ -41,26 +39,6 @@ MAX_FRAMES_INPUT = (
         "tooltip": "At most this many frames are scored, spread evenly over the clip, first and last kept.",
     },
 )
-
-
-def clip_report(clip: ClipScore, batch: ScoreBatch) -> str:
-    """The node's text: the clip's figures, its verdict, then one line per scored frame."""
-    failing = ", ".join(str(f) for f in clip.failing[:12]) + (" ..." if len(clip.failing) > 12 else "")
-    lines = [
-        f"clip: {len(clip.frames)} of {clip.total_frames} frames scored; CP mean {format_score(clip.cp, 4)}, "
-        f"PF mean {format_score(clip.pf, 4)}",
-        f"worst frame: {'-' if clip.worst_frame is None else clip.worst_frame} (CP {format_score(clip.worst_cp, 4)}); "
-        f"CP drift first->last {format_score(clip.cp_drift, 4)}",
-        f"rules: {clip.rules}",
-        "verdict: every scored frame passes"
-        if clip.passed
-        else f"verdict: {len(clip.failing)} frame(s) fail: {failing}",
-        score_table(batch.scores, [f"frame {f}" for f in clip.frames]),
-    ]
-    first = batch.scores[0]
-    if first.encoded_prompt is not None:
-        lines.append(f"PF text: {first.encoded_prompt!r}")
-    return "\n".join(lines)
 
 
 class MaSCScoreVideo(MaSCNode):
@@ -144,7 +122,7 @@ class MaSCScoreVideo(MaSCNode):
             pixels=image_digests(frames[clip.frames] if isinstance(frames, torch.Tensor) else scored.frames),
         )
         strip = clip_strip(scored.frames, clip)
-        report = clip_report(clip, batch)
+        report = clip.report(batch)
         result = (
             batch_value([clip.cp]),
             batch_value([clip.pf]),

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import MascInputError
 from ..limits import EVERY_NTH_FRAME, MAX_FRAMES, TRIM_LATENT
+from ..metric.report import format_score, score_table
 from ..metric.scores import ImageScore, mean_of_defined
 from .ranking import PassRules
 
@@ -148,6 +149,27 @@ class ClipScore:
             "reasons": {str(frame): list(why) for frame, why in self.reasons.items()},
             "passed": self.passed,
         }
+
+    def report(self, batch) -> str:
+        """MaSC Score Video's text: the clip's figures, its verdict, then one line per scored frame of ``batch``
+        (the frames' ``ScoreBatch``)."""
+        failing = ", ".join(str(f) for f in self.failing[:12]) + (" ..." if len(self.failing) > 12 else "")
+        worst = "-" if self.worst_frame is None else self.worst_frame
+        lines = [
+            f"clip: {len(self.frames)} of {self.total_frames} frames scored; CP mean {format_score(self.cp, 4)}, "
+            f"PF mean {format_score(self.pf, 4)}",
+            f"worst frame: {worst} (CP {format_score(self.worst_cp, 4)}); "
+            f"CP drift first->last {format_score(self.cp_drift, 4)}",
+            f"rules: {self.rules}",
+            "verdict: every scored frame passes"
+            if self.passed
+            else f"verdict: {len(self.failing)} frame(s) fail: {failing}",
+            score_table(batch.scores, [f"frame {f}" for f in self.frames]),
+        ]
+        first = batch.scores[0]
+        if first.encoded_prompt is not None:
+            lines.append(f"PF text: {first.encoded_prompt!r}")
+        return "\n".join(lines)
 
 
 def _drift(values: Sequence[float | None]) -> float | None:

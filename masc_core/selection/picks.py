@@ -118,6 +118,28 @@ class PickOutcome:
     def by_artist(self) -> bool:
         return self.how == CHOSEN
 
+    def verdicts(self, count: int, shown: list[int], chosen: list[int]) -> list[str]:
+        """Each candidate's verdict in the PNG entry and the log: what the artist (or the default) made of it."""
+        if self.by_artist:
+            taken, left = "picked", "passed over"
+        else:
+            taken = f"kept by default ({self.how})"
+            left = f"{'shown, ' if self.how == TIMED_OUT else ''}not kept by default ({self.how})"
+        shown_set, chosen_set = set(shown), set(chosen)
+        return [taken if i in chosen_set else left if i in shown_set else "not shown" for i in range(count)]
+
+    def report(self, count: int, shown: list[int], chosen: list[int], timeout: float) -> str:
+        """A few short lines (a report box must not widen the node over its neighbours)."""
+        numbers = ", ".join(f"#{i}" for i in chosen)
+        if self.by_artist:
+            return f"you picked {numbers}\nof the {len(shown)} shown (of {count}), after {self.waited:.0f} s"
+        why = (
+            f"no pick within {timeout:.0f} s"
+            if self.how == TIMED_OUT
+            else "no browser to ask\n(an API prompt, or the tab was closed)"
+        )
+        return f"{why}\nkept {numbers}: the first {len(chosen)} in score order\n(not logged as picks)"
+
 
 class PickBoard:
     """The open pick requests of this process, safe to use from the executor and the server's threads."""

@@ -79,6 +79,39 @@ class Ranking:
         """A readable ranking, one line per output (``masc_core.metric.report.ranking_table``)."""
         return ranking_table(self, names)
 
+    def verdicts(self, chosen: Sequence[int], chosen_word: str) -> list[str]:
+        """Each output's verdict in batch order, as the PNG metadata and the score log keep it: ``chosen_word``
+        ("selected", "passed") for the ``chosen`` ones, else "passed" or "rejected: <reasons>", marked where its
+        masks could flip the decision."""
+        items = {item.index: item for item in self.items}
+        verdicts = []
+        for index in range(len(self.items)):
+            item = items[index]
+            word = (
+                chosen_word if index in chosen else "passed" if item.passed else "rejected: " + "; ".join(item.reasons)
+            )
+            verdicts.append(word + uncertain_mark(item.uncertain))
+        return verdicts
+
+    def pass_lines(self) -> list[str]:
+        """One line per output in batch order: ``#3: pass`` or ``#3: reject (<reasons>)``, marked where uncertain."""
+        return [
+            f"#{item.index}: "
+            + ("pass" if item.passed else "reject (" + "; ".join(item.reasons) + ")")
+            + uncertain_mark(item.uncertain)
+            for item in sorted(self.items, key=lambda x: x.index)
+        ]
+
+    def top_k_note(self, top_k: int) -> str:
+        """Why fewer than ``top_k`` outputs are selected: the batch is smaller, or fewer passed (empty when
+        neither)."""
+        count, passing = len(self.items), len([item for item in self.items if item.passed])
+        if top_k > count:
+            return f"\ntop_k is {top_k} but the batch has {count} images: at most {min(count, passing)} selected"
+        if passing < top_k:
+            return f"\ntop_k is {top_k} but only {passing} of {count} images passed"
+        return ""
+
 
 def uncertain_mark(uncertain: list[str]) -> str:
     """What a verdict adds for a decision its masks could flip: `` (uncertain: CP band [...] straddles 0.6)``."""
@@ -104,6 +137,7 @@ def ranking_key(score: ImageScore, by: str, cp_weight: float = 1.0, pf_weight: f
 
 
 BLEND_CHOICES = ("report", "reject")
+"""With several subjects: a blend warning is reported only, or the output does not pass."""
 THRESHOLD_OFF = -1.0
 """A threshold widget at this value (or below) is off: the nodes' min_cp and min_pf widgets start here."""
 
@@ -111,9 +145,6 @@ THRESHOLD_OFF = -1.0
 def threshold_from_widget(value) -> float | None:
     """A threshold widget's value, or None when it is off (``THRESHOLD_OFF``) or absent."""
     return None if value is None or value <= THRESHOLD_OFF else float(value)
-
-
-"""With several subjects: a blend warning is reported only, or the output does not pass."""
 
 
 @dataclass(frozen=True)
