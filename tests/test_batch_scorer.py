@@ -15,9 +15,10 @@ import pytest
 from conftest import ROOT, call
 from eval_manifests import small_rows, write_csv, write_masks
 from masc_core.evaluation.batch_scorer import BatchScorer
+from masc_core.evaluation.options import EvalOptions
 
 FAST = ["--device", "cpu", "--max-patches", "64", "--chunk-size", "4", "--baselines", "global", "--quiet", "--no-plots"]
-SCORER = dict(device="cpu", max_patches=64, chunk_size=4, baselines=["global"])
+SCORER = dict(device="cpu", max_patches=64, chunk_size=4, baselines=("global",))
 
 
 def columns_of(rows: list[dict], *, with_row: bool = True) -> dict[str, np.ndarray]:
@@ -52,7 +53,7 @@ def manifest(tmp_path_factory, naflex_dir):
 
 @pytest.fixture(scope="module")
 def scorer(manifest, naflex_dir):
-    return BatchScorer(naflex_dir, base_dir=manifest[0], **SCORER)
+    return BatchScorer(EvalOptions(naflex_dir, **SCORER), base_dir=manifest[0])
 
 
 def test_a_batch_in_manifest_order_gives_evals_lines(manifest, scorer):

@@ -291,3 +291,40 @@ def test_the_library_root_holds_few_modules_beside_its_packages():
     assert len(modules) <= 8, modules
     packages = sorted(n for n in os.listdir(root) if os.path.isfile(os.path.join(root, n, "__init__.py")))
     assert packages == ["cli", "evaluation", "io", "metric", "models", "scoring", "selection", "testing"]
+
+
+MAX_RELAYED_KEYWORDS = 5
+"""How many of its own parameters a function may hand on by the same keyword in one call (``f(a=a, b=b, ...)``):
+more is a value retyped on its way down; build it once (a rules value, a settings dataclass, the node's mapping)."""
+
+
+def _relays(tree: ast.AST):
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        arguments = function.args
+        own = {a.arg for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs}
+        for call in ast.walk(function):
+            if isinstance(call, ast.Call):
+                relayed = [
+                    k.arg
+                    for k in call.keywords
+                    if k.arg in own and isinstance(k.value, ast.Name) and k.value.id == k.arg
+                ]
+                yield function.name, call.lineno, relayed
+
+
+def test_no_call_relays_more_than_five_of_its_callers_keywords():
+    bad = [
+        f"{module}:{line} {name} hands on {len(relayed)} of its parameters by keyword ({', '.join(relayed)})"
+        for module, path in MODULES.items()
+        for name, line, relayed in _relays(ast.parse(open(path, encoding="utf-8").read()))
+        if len(relayed) > MAX_RELAYED_KEYWORDS
+    ]
+    assert not bad, bad
+
+
+def test_the_relay_rule_sees_a_relay():
+    """The check above is not empty by construction: it counts a six-keyword relay."""
+    source = "def f(a, b, c, d, e, g, h):\n    return k(a=a, b=b, c=c, d=d, e=e, g=g, h=1)\n"
+    assert [len(r) for _, _, r in _relays(ast.parse(source))] == [6]

@@ -312,6 +312,7 @@ def test_another_process_joins_the_cluster_with_address(workspace, cluster):
 
 def test_map_batches_with_the_batch_scorer(workspace, cluster, naflex_dir):
     from masc_core.evaluation.batch_scorer import BatchScorer
+    from masc_core.evaluation.options import EvalOptions
 
     with open(workspace["manifest"], newline="", encoding="utf-8") as handle:
         count = sum(1 for _ in csv.DictReader(handle))
@@ -319,11 +320,7 @@ def test_map_batches_with_the_batch_scorer(workspace, cluster, naflex_dir):
     scored = rows.map_batches(
         BatchScorer,
         fn_constructor_kwargs=dict(
-            model=naflex_dir,
-            device="cpu",
-            max_patches=64,
-            chunk_size=2,
-            baselines=["global"],
+            options=EvalOptions(naflex_dir, device="cpu", max_patches=64, chunk_size=2, baselines=("global",)),
             base_dir=workspace["folder"],
             threads=1,
         ),

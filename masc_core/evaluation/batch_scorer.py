@@ -6,8 +6,10 @@ makes one instance per actor, so the models are loaded once per actor::
     ds = ray.data.read_csv("bench/manifest.csv")
     scored = ds.map_batches(
         BatchScorer,
-        fn_constructor_kwargs={"model": "google/siglip2-so400m-patch16-naflex", "base_dir": "bench", "baselines":
-        ["global"]},
+        fn_constructor_kwargs={
+            "options": EvalOptions("google/siglip2-so400m-patch16-naflex", baselines=("global",)),
+            "base_dir": "bench",
+        },
         concurrency=4, num_gpus=1, batch_size=64,
     )
     scored.write_parquet("bench/scores")
@@ -50,15 +52,13 @@ import numpy as np
 import torch
 
 from ..errors import MascInputError
-from ..defaults import MIN_FOREGROUND_FRACTION
 from ..resources import peak_memory
 from .manifest import ManifestRow, parse_records
 from .metrics import MASC_COLUMNS as MASC_METRIC_COLUMNS
-from .options import DEFAULT_CHUNK_SIZE, EvalOptions, scoring_identity
+from .options import EvalOptions, scoring_identity
 from .plan import Chunk, digest, plan_rows
 from .records import EvalRecord, csv_cells, csv_columns, record_line
 from .scorer import RowScorer
-from .summary import SummaryOptions
 from .timing import Stopwatch
 
 OUTPUTS = ("rows", "chunks")
@@ -73,40 +73,23 @@ class BatchScorer:
 
     def __init__(
         self,
-        model: str,
+        options: EvalOptions,
         *,
-        device: str = "auto",
-        precision: str = "fp32",
-        max_patches: int | None = None,
-        batch_size: int = 8,
-        chunk_size: int = DEFAULT_CHUNK_SIZE,
-        baselines: Sequence[str] = (),
-        folders: Mapping[str, str] | None = None,
-        min_foreground: float = MIN_FOREGROUND_FRACTION,
         base_dir: str | None = None,
         source: str = "batch",
         threads: int | None = None,
         output: str = "rows",
     ):
-        """``model`` .. ``min_foreground`` as for ``eval`` (``baselines``: registered metric keys, e.g. "global",
-        "clip"; ``folders``: the checkpoint folder of each that takes one). ``base_dir``: where relative paths
-        start; ``source``: the rows' name in messages; ``threads``: torch's CPU threads in this process (with
-        several actors on one machine, the CPUs each may use); ``output``: "rows" or "chunks"."""
+        """``options``: the run's, as for ``eval`` (model, device, precision, patch budget, batch and chunk sizes,
+        baselines and their folders, the summary's mask filter; a dataclass, so Ray hands it to each actor as it
+        is). ``base_dir``: where relative paths start; ``source``: the rows' name in messages; ``threads``: torch's
+        CPU threads in this process (with several actors on one machine, the CPUs each may use); ``output``: "rows"
+        or "chunks"."""
         if output not in OUTPUTS:
             raise MascInputError(f"output '{output}' is not one of {', '.join(OUTPUTS)}")
         if threads:
             torch.set_num_threads(int(threads))
-        self.options = EvalOptions(
-            model=model,
-            device=device,
-            precision=precision,
-            max_patches=max_patches,
-            batch_size=batch_size,
-            chunk_size=chunk_size,
-            baselines=tuple(baselines),
-            folders=dict(folders or {}),
-            summary=SummaryOptions(min_foreground=min_foreground),
-        )
+        self.options = options
         self.base_dir = os.path.abspath(base_dir or os.getcwd())
         self.source = source
         self.output = output

@@ -23,6 +23,7 @@ so memory stays bounded however long the log.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 import numpy as np
@@ -104,20 +105,29 @@ def _rounds(rows: Iterable[dict[str, Any]]) -> tuple[dict[tuple, list[dict[str, 
     return grouped, left_out
 
 
-def prune_report(
-    rows: Iterable[dict[str, Any]],
-    *,
-    keep: int = 4,
-    best: int = 1,
-    by: str = "cp",
-    cp_weight: float = 1.0,
-    pf_weight: float = 1.0,
-    bootstrap: int = DEFAULT_BOOTSTRAP,
-    seed: int = DEFAULT_SEED,
-    source: str = "the log",
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ReportSettings:
+    """What a prune report asks of the study: keep ``keep`` of a round by preview, did that keep the final ``best``;
+    the ranking key (``by``, ``cp_weight``, ``pf_weight``); ``bootstrap`` resamples from ``seed``."""
+
+    keep: int = 4
+    best: int = 1
+    by: str = "cp"
+    cp_weight: float = 1.0
+    pf_weight: float = 1.0
+    bootstrap: int = DEFAULT_BOOTSTRAP
+    seed: int = DEFAULT_SEED
+
+    def key(self, cp, pf):
+        """The ranking key of a (cp, pf) pair, None when undefined."""
+        return _key(cp, pf, self.by, self.cp_weight, self.pf_weight)
+
+
+def prune_report(rows: Iterable[dict[str, Any]], *, source: str = "the log", **settings) -> dict[str, Any]:
     """Per judged step: rho of preview against final CP and PF, and how often ``keep`` of a round kept its final
-    ``best``."""
+    ``best`` (``settings``: the fields of ``ReportSettings``; ``source``: the rows' name in messages)."""
+    asked = ReportSettings(**settings)
+    keep, best = asked.keep, asked.best
     if best > keep:
         raise MascInputError(
             f"--best {best} is more than --keep {keep}: keeping {keep} can keep at most {keep} of the final best"
@@ -130,20 +140,16 @@ def prune_report(
             "prune_study on, log its scores to a .jsonl file, then report"
         )
     at_steps = _previews_by_step(rounds)
-    options = dict(
-        keep=keep, best=best, by=by, cp_weight=cp_weight, pf_weight=pf_weight, bootstrap=bootstrap, seed=seed
-    )
-    result_steps = [_step_entry(at_steps[at], *at, **options) for at in sorted(at_steps)]
     return {
         "source": source,
         "rounds": len(rounds),
         "candidates": sum(len(m) for m in rounds.values()),
-        "by": by,
+        "by": asked.by,
         "keep": keep,
         "best": best,
-        "bootstrap": bootstrap,
-        "seed": seed,
-        "steps": result_steps,
+        "bootstrap": asked.bootstrap,
+        "seed": asked.seed,
+        "steps": [_step_entry(at_steps[at], *at, asked) for at in sorted(at_steps)],
         "left_out": dict(left_out),
     }
 
@@ -163,21 +169,10 @@ def _previews_by_step(rounds: dict[tuple, list[dict[str, Any]]]) -> dict[tuple[i
     return index
 
 
-def _step_entry(
-    rounds: dict[tuple, list],
-    step: int,
-    total: int,
-    *,
-    keep: int,
-    best: int,
-    by: str,
-    cp_weight: float,
-    pf_weight: float,
-    bootstrap: int,
-    seed: int,
-) -> dict[str, Any]:
+def _step_entry(rounds: dict[tuple, list], step: int, total: int, asked: ReportSettings) -> dict[str, Any]:
     """One judged step's rows of the report: rho of preview against final CP and PF (with bootstrap intervals) and
     how often keeping ``keep`` of a round by its preview kept the round's final ``best``."""
+    keep, best, bootstrap = asked.keep, asked.best, asked.bootstrap
     pairs = {"cp": ([], []), "pf": ([], [])}
     kept_best, considered, sizes = [], 0, []
     for at in rounds.values():
@@ -189,8 +184,8 @@ def _step_entry(
         finals = [
             (
                 row,
-                _key(row.get("cp"), row.get("pf"), by, cp_weight, pf_weight),
-                _key(p.get("cp"), p.get("pf"), by, cp_weight, pf_weight),
+                asked.key(row.get("cp"), row.get("pf")),
+                asked.key(p.get("cp"), p.get("pf")),
             )
             for row, p in at
         ]
@@ -209,7 +204,7 @@ def _step_entry(
         "rounds": considered,
         "round_size": int(np.median(sizes)) if sizes else None,
     }
-    rng = np.random.default_rng(stable_seed(seed, f"step {step}/{total}"))
+    rng = np.random.default_rng(stable_seed(asked.seed, f"step {step}/{total}"))
     for name, (preview, final) in pairs.items():
         rho = spearman_rho(preview, final) if len(preview) >= 3 else None
         ci = None

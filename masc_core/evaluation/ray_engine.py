@@ -217,17 +217,8 @@ class RayEngine:
 
     def scorer_settings(self) -> dict:
         """``BatchScorer``'s constructor arguments: the run's options, the manifest's folder, one row per chunk."""
-        options = self.options
         return dict(
-            model=options.model,
-            device=options.device,
-            precision=options.precision,
-            max_patches=options.max_patches,
-            batch_size=options.batch_size,
-            chunk_size=options.chunk_size,
-            baselines=list(options.baselines),
-            folders=dict(options.folders),
-            min_foreground=options.summary.min_foreground,
+            options=self.options,
             base_dir=os.path.dirname(os.path.abspath(self.manifest.path)),
             source=self.manifest.path,
             threads=self.layout["cpus_per_worker"],

@@ -16,7 +16,6 @@ from ..errors import MascInputError
 from ..io.images import to_rgb_uint8
 from ..metric.scores import ScoreBatch
 from ..models.encoder import MascEncoder
-from ..progress import ProgressCallback
 from ..selection.clip import DEFAULT_MAX_FRAMES, ClipScore, frames_to_score, summarize_clip
 from ..selection.ranking import PassRules
 from .batch import score_images
@@ -57,19 +56,13 @@ def score_clip(
     encoder: MascEncoder,
     frames: Any,
     *,
-    reference: Any,
-    reference_mask: Any,
     masks: Any = None,
-    prompt: str | None = None,
-    subject: str | None = None,
     every_nth_frame: int = 1,
     max_frames: int = DEFAULT_MAX_FRAMES,
     rules: PassRules | None = None,
-    progress: ProgressCallback | None = None,
-    heatmaps: bool = False,
     mask_frames: Callable[[list[np.ndarray]], Any] | None = None,
     min_foreground: float | None = None,
-    cache_outputs: bool = True,
+    **scoring,
 ) -> ScoredClip:
     """CP and PF of a clip's chosen frames against one subject, and the clip's summary.
 
@@ -79,7 +72,9 @@ def score_clip(
     every_nth_frame, max_frames: which frames are scored (``frames_to_score``).
     rules: what a frame must reach (``PassRules``); the clip passes when every scored frame does.
     mask_frames: instead of ``masks``, a segmenter's call: the chosen frames (RGB uint8) -> their masks.
-    min_foreground, cache_outputs: as ``score_images``'.
+    scoring: ``score_images``' keywords for each frame, as it names them: ``reference`` and ``reference_mask``
+        (required), ``prompt`` (PF is scored when given), ``subject``, ``progress``, ``heatmaps``, ``cache_outputs``;
+        ``min_foreground`` None keeps score_images' default.
     """
     if masks is not None and mask_frames is not None:
         raise ValueError("give masks or mask_frames, not both")
@@ -97,22 +92,10 @@ def score_clip(
     pictures = [to_rgb_uint8(frame, f"frame {index}") for frame, index in zip(read(chosen), chosen)]
     if mask_frames is not None:
         chosen_masks = mask_frames(pictures)
-    extra = {} if min_foreground is None else {"min_foreground": min_foreground}
+    if min_foreground is not None:
+        scoring["min_foreground"] = min_foreground
     batch = score_images(
-        encoder,
-        pictures,
-        reference=reference,
-        reference_mask=reference_mask,
-        mask=chosen_masks,
-        prompt=prompt,
-        subject=subject,
-        cp=True,
-        pf=prompt is not None,
-        heatmaps=heatmaps,
-        progress=progress,
-        bands=True,
-        cache_outputs=cache_outputs,
-        **extra,
+        encoder, pictures, mask=chosen_masks, cp=True, pf=scoring.get("prompt") is not None, bands=True, **scoring
     )
     summary = summarize_clip(batch.scores, chosen, total, rules)
     return ScoredClip(clip=summary, batch=batch, frames=pictures)

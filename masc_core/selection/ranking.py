@@ -241,36 +241,19 @@ class PassRules:
 def rank(
     scores: Sequence[ImageScore],
     *,
-    by: str = "both",
-    cp_weight: float = 1.0,
-    pf_weight: float = 1.0,
     top_k: int | None = None,
-    min_cp: float | None = None,
-    min_pf: float | None = None,
-    reject_small_masks: bool = False,
-    min_foreground: float | None = None,
     reject: Mapping[int, str] | None = None,
-    on_uncertain: str = KEEP_BUT_MARK,
+    **rules,
 ) -> Ranking:
     """Rank scored outputs and select the best ``top_k`` that pass (all passing ones if ``top_k`` is None).
 
-    The keyword form of ``PassRules(...).rank(scores, top_k=..., reject=...)``.
-    ``min_foreground`` re-decides the mask-size flag from each output's
-    ``foreground_fraction`` (default: the flag computed at scoring time).
-    ``reject``: output index -> why it does not pass whatever its scores (e.g. a multi-subject blend).
-    ``on_uncertain``: what an output whose band straddles a threshold becomes (``UNCERTAIN_CHOICES``).
+    The keyword form of ``PassRules(**rules).rank(scores, top_k=..., reject=...)``: ``rules`` are PassRules' fields
+    (``by``, ``cp_weight``, ``pf_weight``, ``min_cp``, ``min_pf``, ``reject_small_masks``, ``min_foreground``: the
+    mask-size flag re-decided from each output's ``foreground_fraction``, ``on_uncertain``: what an output whose band
+    straddles a threshold becomes). ``reject``: output index -> why it does not pass whatever its scores (e.g. a
+    multi-subject blend).
     """
-    rules = PassRules(
-        by=by,
-        cp_weight=cp_weight,
-        pf_weight=pf_weight,
-        min_cp=min_cp,
-        min_pf=min_pf,
-        reject_small_masks=reject_small_masks,
-        min_foreground=min_foreground,
-        on_uncertain=on_uncertain,
-    )
-    return rules.rank(scores, top_k=top_k, reject=reject)
+    return PassRules(**rules).rank(scores, top_k=top_k, reject=reject)
 
 
 def _ranked(
