@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from ..masc_core.errors import MascInputError
-from ..masc_core.io.images import tensor_to_numpy, to_rgb_uint8_list
+from ..masc_core.io.images import to_rgb_uint8_list
 
 _LOADIMAGE_EMPTY_MASK = (64, 64)
 
@@ -17,7 +17,7 @@ def comfy_masks(masks: torch.Tensor | None) -> torch.Tensor | None:
     """ComfyUI MASK ([B,H,W] or [H,W], any device, float16 too) as [B,H,W] float32 on the CPU."""
     if masks is None:
         return None
-    masks = torch.from_numpy(np.asarray(tensor_to_numpy(masks), dtype=np.float32))
+    masks = torch.as_tensor(masks).detach().to(device="cpu", dtype=torch.float32)
     return masks[None] if masks.ndim == 2 else masks
 
 
@@ -27,16 +27,22 @@ LOAD_IMAGE_EMPTY_MASK_HINT = (
 )
 
 
-def is_load_image_empty_mask(mask: torch.Tensor, images: list[np.ndarray]) -> bool:
-    """All zero, 64x64, for images of another size: Load Image's MASK for a file without alpha."""
+def image_size(images) -> tuple[int, int]:
+    """(height, width) of an IMAGE batch [B,H,W,C] or of the first of a list of [H,W,C] arrays."""
+    return tuple(images.shape[1:3]) if isinstance(images, torch.Tensor) else tuple(images[0].shape[:2])
+
+
+def is_load_image_empty_mask(mask: torch.Tensor, images) -> bool:
+    """All zero, 64x64, for images (an IMAGE batch, or arrays) of another size: Load Image's MASK for a file without
+    alpha."""
     return (
         tuple(mask.shape[-2:]) == _LOADIMAGE_EMPTY_MASK
-        and images[0].shape[:2] != _LOADIMAGE_EMPTY_MASK
+        and image_size(images) != _LOADIMAGE_EMPTY_MASK
         and float(mask.max()) <= 0.0
     )
 
 
-def check_mask_not_empty(mask: torch.Tensor, images: list[np.ndarray], name: str, why: str) -> None:
+def check_mask_not_empty(mask: torch.Tensor, images, name: str, why: str) -> None:
     """Refuse an all-empty mask with advice: it is nearly always a wiring mistake.
 
     LoadImage's MASK output is an all-zero 64x64 when the file has no alpha
@@ -80,10 +86,9 @@ def check_single_latent(latent: dict, name: str = "latent_image") -> None:
 def reference_views(reference_image: torch.Tensor, reference_mask: torch.Tensor) -> tuple[list, torch.Tensor]:
     """The reference views as RGB arrays and their masks, an all-empty mask refused with advice (CP averages over
     the subject's patches): what every node that computes CP reads from reference_image and reference_mask."""
-    references = to_rgb_uint8_list(reference_image, "reference_image")
     masks = comfy_masks(reference_mask)
-    check_mask_not_empty(masks, references, "reference_mask", "CP averages over the subject's patches")
-    return references, masks
+    check_mask_not_empty(masks, reference_image, "reference_mask", "CP averages over the subject's patches")
+    return to_rgb_uint8_list(reference_image, "reference_image"), masks
 
 
 def to_comfy_image_batch(images: Sequence[np.ndarray]) -> torch.Tensor:

@@ -17,7 +17,6 @@ import torch
 
 from ..masc_core.defaults import DEFAULT_MASK_THRESHOLD
 from ..masc_core.errors import MascInputError
-from ..masc_core.metric.masks import masks_for_batch
 from ..masc_core.scoring.candidates import CandidateScoring, FinishedRun, run_sample_until
 from ..masc_core.selection.acceptance import Outcome, RunRules
 from ..masc_core.selection.clip import ClipChoice
@@ -43,12 +42,13 @@ def sample_until(node: str, sampling_inputs, rules: RunRules, pruning: PruneRule
     )
     if pruning.active:
         sampler.check_splittable()
+    context = scoring_context(node, inputs["encoder"], scoring.label)
     finished = run_sample_until(
         rules,
         pruning,
         sampler,
         scoring,
-        context=scoring_context(node, inputs["encoder"], scoring.label),
+        context=context,
         noise_mask=latent.get("noise_mask") is not None,
         saves_metadata=isinstance(extra_pnginfo, dict),
     )
@@ -83,8 +83,7 @@ def reference_inputs(reference_image, reference_mask):
             f"{missing} is not connected: connect the subject's reference image and its mask, or chain MaSC Subject "
             "nodes into 'subjects' (several subjects)"
         )
-    references, masks = reference_views(reference_image, reference_mask)
-    return references, masks_for_batch(masks, len(references), "reference_mask")
+    return reference_views(reference_image, reference_mask)
 
 
 def candidate_scoring(inputs: Mapping, clip: ClipChoice = ClipChoice()) -> CandidateScoring:

@@ -16,6 +16,7 @@ from typing import Any, Callable
 import torch
 
 from ..errors import MascInputError
+from ..metric.masks import masks_for_batch
 from ..metric.scores import ScoreBatch, ScoreContext
 from ..selection.clip import ClipChoice
 from ..metric.subjects import all_names
@@ -55,7 +56,10 @@ class CandidateScoring:
 
     def check(self, rules: RunRules, *, clips: bool = False) -> None:
         """A one-line error for rules these inputs cannot follow (PF without masks, blends without subjects), or for
-        candidates they cannot score (``clips``: each candidate a video clip)."""
+        candidates they cannot score (``clips``: each candidate a video clip), or reference masks that do not fit
+        the views."""
+        if self.references is not None:
+            masks_for_batch(self.reference_masks, len(self.references), "reference_mask")
         if clips and self.subjects is not None:
             raise MascInputError(
                 "several subjects in a video are not scored yet: connect one subject's reference and mask instead of "
