@@ -18,6 +18,7 @@ from . import (
     report_startup,
     sample_until_memory,
     split_drift,
+    sweep_racing,
     stages,
     subjects,
     video,
@@ -43,6 +44,7 @@ def main(argv=None) -> int:
         report_startup,
         sample_until_memory,
         video,
+        sweep_racing,
     ):
         module.add_parser(commands)
     args = parser.parse_args(argv)
