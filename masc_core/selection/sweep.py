@@ -5,9 +5,9 @@ paired design, so two cells are compared on the differences of their scores pair
 prompt or a seed does to every cell alike. From those scores:
 
 - **per cell**: mean CP and PF over its pairs;
-- **eligible**: the cells whose mean PF stays within ``pf_margin`` of the baseline's (the paper frames
-  personalization as a CP / PF trade-off, Sec. 4.5: a stronger LoRA buys CP with PF; the margin says how much PF a
-  user gives up), the baseline always;
+- **eligible**: the cells whose mean PF stays within ``pf_margin`` of the baseline's, the baseline always (the paper
+  scores personalization on two axes, CP and PF, Sec. 1 and 3; that a stronger or longer-trained LoRA buys CP with
+  PF is personalization work's overfitting, docs/sweep.md; the margin says how much PF a user gives up);
 - **best**: the eligible cell with the highest mean CP;
 - **tied**: an eligible cell whose paired bootstrap interval of (its CP - the best's CP) holds 0: the data cannot
   tell it from the best. The recommendation is the weakest of the tied (``SweepCell.weakness``: a lower strength,
@@ -90,6 +90,9 @@ class CellSummary:
     cp_vs_best: list[float] | None = None
     """The 95% (``confidence``) paired bootstrap interval of this cell's CP minus the best cell's."""
     pf_vs_baseline: list[float] | None = None
+    cp_interval: list[float] | None = None
+    """The bootstrap interval of this cell's mean CP (its own pairs, at ``confidence``): the chart's error bar."""
+    pf_interval: list[float] | None = None
     eligible: bool = True
     tied: bool = False
     stopped: str = ""
@@ -104,6 +107,8 @@ class CellSummary:
             "pf": self.pf,
             "cp_vs_best": self.cp_vs_best,
             "pf_vs_baseline": self.pf_vs_baseline,
+            "cp_interval": self.cp_interval,
+            "pf_interval": self.pf_interval,
             "eligible": self.eligible,
             "tied": self.tied,
             "stopped": self.stopped,
@@ -154,9 +159,12 @@ def _column(scores: Mapping[Pair, tuple], pairs: Sequence[Pair], which: int) -> 
     return values
 
 
-def _paired_interval(a: np.ndarray, b: np.ndarray, rule: SweepRule, label: str, tests: int = 1) -> list[float] | None:
-    """The bootstrap percentile interval of mean(a - b) over the pairs where both are defined, at the rule's
-    confidence shared by ``tests`` comparisons (Bonferroni)."""
+def _paired_interval(
+    a: np.ndarray, b: np.ndarray | None, rule: SweepRule, label: str, tests: int = 1
+) -> list[float] | None:
+    """The bootstrap percentile interval of mean(a - b) over the pairs where both are defined (``b`` None: of
+    mean(a)), at the rule's confidence shared by ``tests`` comparisons (Bonferroni)."""
+    b = np.zeros_like(a) if b is None else b
     difference = (a - b)[~(np.isnan(a) | np.isnan(b))]
     if difference.size < 2:
         return None
@@ -202,11 +210,14 @@ def sweep_verdict(
     for cell in cells:
         given = scores.get(cell.name) or {}
         pairs = sorted(given)
+        cp, pf = (_column(given, pairs, 0), _column(given, pairs, 1)) if pairs else (None, None)
         summaries[cell.name] = CellSummary(
             cell,
             len(pairs),
-            _mean(_column(given, pairs, 0)) if pairs else None,
-            _mean(_column(given, pairs, 1)) if pairs else None,
+            _mean(cp) if pairs else None,
+            _mean(pf) if pairs else None,
+            cp_interval=_paired_interval(cp, None, rule, f"cp of {cell.name}") if pairs else None,
+            pf_interval=_paired_interval(pf, None, rule, f"pf of {cell.name}") if pairs else None,
             stopped=stopped.get(cell.name, ""),
         )
     base_scores = scores.get(baseline.name) or {}
