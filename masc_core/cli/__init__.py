@@ -6,7 +6,8 @@ reference), ``mask`` (CLIPSeg subject masks), ``rank`` (best-of-N),
 ``manifest`` (a manifest built from a benchmark's folders), ``read`` (the
 scores MaSC nodes saved in PNGs), ``calibrate`` (thresholds from the artist's
 picks in a score log), ``prune-report`` (a pruning study's log: how early a
-candidate's fate shows).
+candidate's fate shows), ``sweep`` (which LoRA file, step or strength keeps the
+subject: cells scored at paired prompts and seeds).
 Every command exits 0 on success, 2 with one line on stderr for bad input
 (a missing or unreadable file, a file that is not an image, a bad model
 folder, counts that do not match), 130 when interrupted; no traceback is
@@ -40,6 +41,7 @@ COMMANDS = {
     "read": "read",
     "calibrate": "calibrate",
     "prune-report": "prune_report",
+    "sweep": "sweep",
 }
 """Each command and the module that declares it (its ``register(commands)`` adds its parser and sets ``run``)."""
 
