@@ -43,6 +43,23 @@ def whole_number_in(low: int, high: int, what: str):
     return parse
 
 
+def number_in(low: float, high: float, hint: str = "", *, below_high: bool = False):
+    """argparse type: a finite number from ``low`` to ``high`` (below it with ``below_high``); ``hint`` ends the
+    message."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not (math.isfinite(value) and low <= value and (value < high if below_high else value <= high)):
+            upper = f"below {high:g}" if below_high else f"{high:g}"
+            raise argparse.ArgumentTypeError(f"{text} must be from {low:g} to {upper}{' ' + hint if hint else ''}")
+        return value
+
+    return parse
+
+
 def probability(text: str) -> float:
     """argparse type: a probability, a finite number from 0 to 1."""
     try:

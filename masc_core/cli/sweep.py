@@ -20,7 +20,7 @@ import sys
 from ..errors import MascInputError
 from ..safe_text import shown
 from ..selection.sweep_figures import MAX_GRID_COLUMNS, check_grid
-from .options import add_model_options, bootstrap_seed, positive_int, whole_number_in
+from .options import add_model_options, bootstrap_seed, number_in, positive_int, whole_number_in
 
 MAX_CELLS = 64
 MAX_PROMPTS = 1000
@@ -39,26 +39,6 @@ def _cell(text: str) -> tuple[str, str]:
     if not _CELL_NAME.fullmatch(name):
         raise argparse.ArgumentTypeError(f"cell name '{shown(name)}' must be 1 to 80 printable characters")
     return name, folder
-
-
-def _margin(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 <= value <= 2.0:  # also refuses nan and inf
-        raise argparse.ArgumentTypeError(f"{text} must be from 0 to 2 (PF is a cosine)")
-    return value
-
-
-def _confidence(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.5 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"{text} must be from 0.5 to below 1, e.g. 0.95")
-    return value
 
 
 def register(commands) -> None:
@@ -92,13 +72,13 @@ def register(commands) -> None:
     )
     parser.add_argument(
         "--pf-margin",
-        type=_margin,
+        type=number_in(0.0, 2.0, "(PF is a cosine)"),
         default=DEFAULT_PF_MARGIN,
         help=f"mean PF a recommended cell may lose against the baseline (default {DEFAULT_PF_MARGIN})",
     )
     parser.add_argument(
         "--confidence",
-        type=_confidence,
+        type=number_in(0.5, 1.0, "(e.g. 0.95)", below_high=True),
         default=DEFAULT_CONFIDENCE,
         help=f"confidence of the paired intervals that call a tie (default {DEFAULT_CONFIDENCE})",
     )
@@ -278,6 +258,8 @@ def _write_png(path: str, pixels) -> None:
 
 
 def _table(verdict) -> str:
+    from ..selection.sweep import cell_status
+
     def interval(values) -> str:
         return f"[{values[0]:+.4f}, {values[1]:+.4f}]" if values else "-"
 
@@ -286,15 +268,7 @@ def _table(verdict) -> str:
 
     rows = [("cell", "images", "CP", "PF", "CP - best", "PF - baseline", "")]
     for s in verdict.cells:
-        status = (
-            "recommended"
-            if s.cell.name == verdict.recommended
-            else "best"
-            if s.cell.name == verdict.best
-            else "tied"
-            if s.tied
-            else s.stopped or ("" if s.eligible else "PF outside the margin")
-        )
+        status = cell_status(s, verdict, why=True)
         name = s.cell.name + (" (baseline)" if s.cell.baseline else "")
         rows.append(
             (name, str(s.pairs), number(s.cp), number(s.pf), interval(s.cp_vs_best), interval(s.pf_vs_baseline), status)

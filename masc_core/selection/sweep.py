@@ -138,6 +138,21 @@ class SweepVerdict:
         }
 
 
+def cell_status(summary: CellSummary, verdict: "SweepVerdict", *, why: bool = False) -> str:
+    """What the verdict says of one cell, in a word or two (the table's and the grid's last column): recommended,
+    best, tied, stopped (``why``: the race's reason), outside the PF margin, or empty."""
+    name = summary.cell.name
+    if name == verdict.recommended:
+        return "recommended"
+    if name == verdict.best:
+        return "best, tied"
+    if summary.tied:
+        return "tied"
+    if summary.stopped:
+        return summary.stopped if why else "stopped"
+    return "" if summary.eligible else "PF outside the margin"
+
+
 def _stable_rng(seed: int, *labels: str) -> np.random.Generator:
     digest = hashlib.sha256("\x1f".join((str(seed),) + labels).encode()).digest()
     return np.random.default_rng(int.from_bytes(digest[:8], "little"))

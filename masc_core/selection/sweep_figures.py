@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import MascInputError
 from .contact_sheet import BACKGROUND, FRAME, KEPT_COLOUR, MAX_SHEET_SIDE, _cut, _font, fit
-from .sweep import Pair, SweepVerdict
+from .sweep import Pair, SweepVerdict, cell_status
 
 TIED_COLOUR = (240, 160, 40)
 CELL_COLOUR = (90, 150, 235)
@@ -311,19 +311,7 @@ def sweep_grid(
         means.append(f"PF {summary.pf:+.3f}" if summary.pf is not None else "PF -")
         for k, text in enumerate(means):
             draw.text((FRAME + 2, top + FRAME + 2 + (k + 1) * line), text, fill=TEXT_COLOUR, font=font)
-        status = (
-            "recommended"
-            if summary.cell.name == verdict.recommended
-            else "best, tied"
-            if summary.cell.name == verdict.best
-            else "tied"
-            if summary.tied
-            else "stopped"
-            if summary.stopped
-            else ""
-            if summary.eligible
-            else "outside PF margin"
-        )
+        status = cell_status(summary, verdict)
         draw.text((FRAME + 2, top + FRAME + 2 + 3 * line), status, fill=colour, font=font)
         for c, pair in enumerate(shown):
             left = header + c * tile
