@@ -10,6 +10,7 @@ from .sampling_nodes import MaSCSampleUntil
 from .scoring_nodes import MaSCConceptPreservation, MaSCPromptFollowing, MaSCScore, MaSCStripSubject
 from .selection_nodes import MaSCGate, MaSCSelectBest
 from .subject_nodes import MaSCScoreSubjects, MaSCSubject
+from .sweep_nodes import MaSCSweep, MaSCSweepLoRA
 from .video_nodes import MaSCScoreVideo, MaSCVideoOptions
 
 NODE_CLASS_MAPPINGS = {
@@ -34,6 +35,8 @@ NODE_CLASS_MAPPINGS = {
     "MaSCPick": MaSCPick,
     "MaSCScoreVideo": MaSCScoreVideo,
     "MaSCVideoOptions": MaSCVideoOptions,
+    "MaSCSweepLoRA": MaSCSweepLoRA,
+    "MaSCSweep": MaSCSweep,
 }
 
 NODE_DISPLAY_NAME_MAPPINGS = {
@@ -58,4 +61,6 @@ NODE_DISPLAY_NAME_MAPPINGS = {
     "MaSCPick": "MaSC Pick",
     "MaSCScoreVideo": "MaSC Score Video",
     "MaSCVideoOptions": "MaSC Video Options",
+    "MaSCSweepLoRA": "MaSC Sweep LoRA",
+    "MaSCSweep": "MaSC Sweep",
 }

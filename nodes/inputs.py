@@ -45,6 +45,7 @@ from ..masc_core.safe_text import shown
 from ..masc_core.selection.acceptance import RunRules
 from ..masc_core.selection.clip import ClipChoice
 from ..masc_core.selection.pruning import PruneRules
+from ..masc_core.selection.sweep_cells import LoraChoice
 from .host import ManagedModel, is_video
 from .host.models import without_server_paths
 from .host.refusals import as_refusal
@@ -55,6 +56,7 @@ from .types import (
     MASC_SCORES,
     MASC_SEGMENTER,
     MASC_SUBJECTS,
+    MASC_SWEEP_CELLS,
     MASC_VIDEO,
     DeclaredSubject,
 )
@@ -98,6 +100,9 @@ SOCKETS: dict[str, Socket] = {
         "a CONDITIONING", lambda v: isinstance(v, list), "CLIP Text Encode or another node's CONDITIONING"
     ),
     "MODEL": Socket("a MODEL", _core_object, "Load Checkpoint's MODEL or another node's MODEL output"),
+    "CLIP": Socket(
+        "a CLIP", lambda v: callable(getattr(v, "tokenize", None)), "Load Checkpoint's CLIP or another node's CLIP"
+    ),
     "VAE": Socket(
         "a VAE", lambda v: callable(getattr(v, "decode", None)), "Load Checkpoint's VAE, Load VAE or another node's VAE"
     ),
@@ -131,6 +136,11 @@ SOCKETS: dict[str, Socket] = {
     ),
     MASC_VIDEO: Socket(
         "MaSC Video Options' output", lambda v: isinstance(v, ClipChoice), "a MaSC Video Options node, or disconnect it"
+    ),
+    MASC_SWEEP_CELLS: Socket(
+        "MaSC Sweep LoRA's cells",
+        lambda v: isinstance(v, tuple) and all(isinstance(c, LoraChoice) for c in v),
+        "a MaSC Sweep LoRA node's 'cells' output",
     ),
 }
 """Every socket type a pack node takes that is not a widget, and how a value of it is recognised."""

@@ -21,6 +21,9 @@ MASC_RULES = "MASC_RULES"
 """What passes, how many to keep and the budget (``masc_core.selection.acceptance.RunRules``), from MaSC Rules."""
 MASC_PRUNE = "MASC_PRUNE"
 """When to judge and how many go on (``masc_core.selection.pruning.PruneRules``), from MaSC Prune."""
+MASC_SWEEP_CELLS = "MASC_SWEEP_CELLS"
+"""A sweep's LoRA cells (a tuple of ``masc_core.selection.sweep_cells.LoraChoice``), from chained MaSC Sweep LoRA
+nodes."""
 MASC_VIDEO = "MASC_VIDEO"
 """How video candidates are scored (``masc_core.selection.clip.ClipChoice``), from MaSC Video Options."""
 

@@ -154,6 +154,57 @@ class StandInModel:
         return (1.0 - denoise) * latent + denoise * (0.8 * noise + guidance)
 
 
+class StandInClip:
+    """CLIP: what CLIP Text Encode takes (``text_conditioning`` ignores it); ``tokenize`` is all a socket asks of it."""
+
+    def tokenize(self, text):
+        return text
+
+
+class StandInLoraModel(StandInModel):
+    """MODEL with a stand-in LoRA: the stand-in model's result moved by ``shift`` (how a LoRA file at a strength
+    changes what the model draws; the stand-in VAE turns a positive latent into the dog photo)."""
+
+    def __init__(self, shift: float):
+        self.shift = shift
+
+    def denoise(self, noise, latent, positive, negative, cfg, denoise):
+        return super().denoise(noise, latent, positive, negative, cfg, denoise) + self.shift
+
+
+class StandInLoras:
+    """The pack's LoRA backend (``host.use_loras``) on the stand-in model: each file a direction in latent space
+    (``files``: name -> shift at strength 1), ``check`` refusing the files listed as for another model."""
+
+    def __init__(self, files: dict, foreign: tuple = (), error: type = ValueError):
+        self.files, self.foreign, self.error = dict(files), set(foreign), error
+        self.checked: list[str] = []
+
+    def names(self):
+        return sorted(self.files)
+
+    def check(self, model, clip, choice):
+        self.checked.append(choice.lora)
+        if choice.lora in self.foreign:
+            raise self.error(f"lora_name '{choice.lora}' patches none of this model's weights")
+
+    def apply(self, model, clip, choice):
+        return StandInLoraModel(self.files[choice.lora] * choice.strength_model), clip
+
+    @staticmethod
+    def encode(clip, text):
+        return text_conditioning(text)
+
+
+@contextlib.contextmanager
+def stand_in_loras(pack, files: dict, foreign: tuple = ()):
+    """Install ``StandInLoras`` as the pack's LoRA backend for the block (refusing with the pack's error class)."""
+    host = importlib.import_module(pack.__name__ + ".nodes.host")
+    error = importlib.import_module(pack.__name__ + ".masc_core.errors").MascInputError
+    with host.use_loras(StandInLoras(files, foreign, error)) as backend:
+        yield backend
+
+
 class StandInVAE:
     """VAE: each latent becomes a blend of a dog and a teapot photo, set by its mean, plus its own texture."""
 
@@ -445,7 +496,7 @@ CORE_NODES = {
     "PreviewAny": record("shown"),
     "PreviewImage": record("previews"),
     "SaveImage": save_image,
-    "CheckpointLoaderSimple": lambda ctx, ckpt_name: (StandInModel(), object(), StandInVAE()),
+    "CheckpointLoaderSimple": lambda ctx, ckpt_name: (StandInModel(), StandInClip(), StandInVAE()),
     "CLIPTextEncode": lambda ctx, text, clip: (text_conditioning(text),),
     "EmptyLatentImage": lambda ctx, width, height, batch_size: (
         {"samples": torch.zeros(batch_size, LATENT_CHANNELS, height // 8, width // 8)},

@@ -7,7 +7,7 @@ from importlib import import_module
 
 import torch
 
-from comfy_harness import Noise_RandomNoise, StandInGuider, StandInModel, StandInSampler, StandInVAE
+from comfy_harness import Noise_RandomNoise, StandInClip, StandInGuider, StandInModel, StandInSampler, StandInVAE
 
 
 class CoreVideo:
@@ -81,6 +81,7 @@ def socket_value(pack, kind: str):
         "SIGMAS": lambda: torch.tensor([1.0, 0.0]),
         "CONDITIONING": lambda: [],
         "MODEL": StandInModel,
+        "CLIP": StandInClip,
         "VAE": StandInVAE,
         "NOISE": lambda: Noise_RandomNoise(0),
         "GUIDER": lambda: StandInGuider(StandInModel(), [], [], 1.0),
@@ -92,6 +93,7 @@ def socket_value(pack, kind: str):
         "MASC_RULES": lambda: _bare(module("masc_core.selection.acceptance").RunRules),
         "MASC_PRUNE": lambda: module("masc_core.selection.pruning").PruneRules(),
         "MASC_VIDEO": lambda: module("masc_core.selection.clip").ClipChoice(),
+        "MASC_SWEEP_CELLS": lambda: (module("masc_core.selection.sweep_cells").LoraChoice("x.safetensors", 1.0, 1.0),),
         "VIDEO": lambda: CoreVideo(torch.zeros(2, 8, 8, 3)),
         "IMAGE,VIDEO": lambda: torch.zeros(1, 8, 8, 3),
     }

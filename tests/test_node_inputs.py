@@ -35,8 +35,8 @@ def valid_inputs(node_class) -> dict:
     values = {}
     for name, declaration in node_class.INPUT_TYPES()["required"].items():
         kind, options = declaration[0], declaration[1]
-        if isinstance(kind, list):
-            values[name] = options.get("default", kind[0])
+        if isinstance(kind, list):  # an empty list: no files of that kind (LoRAs outside ComfyUI)
+            values[name] = options.get("default", kind[0] if kind else "")
         elif kind in ("INT", "FLOAT", "BOOLEAN", "STRING"):
             values[name] = options.get("default", {"INT": 0, "FLOAT": 0.0, "BOOLEAN": False, "STRING": ""}[kind])
         else:

@@ -257,30 +257,10 @@ def _write_png(path: str, pixels) -> None:
     replace_atomically(path, lambda temporary: Image.fromarray(pixels).save(temporary, format="PNG"))
 
 
-def _table(verdict) -> str:
-    from ..selection.sweep import cell_status
-
-    def interval(values) -> str:
-        return f"[{values[0]:+.4f}, {values[1]:+.4f}]" if values else "-"
-
-    def number(value) -> str:
-        return f"{value:+.4f}" if value is not None else "-"
-
-    rows = [("cell", "images", "CP", "PF", "CP - best", "PF - baseline", "")]
-    for s in verdict.cells:
-        status = cell_status(s, verdict, why=True)
-        name = s.cell.name + (" (baseline)" if s.cell.baseline else "")
-        rows.append(
-            (name, str(s.pairs), number(s.cp), number(s.pf), interval(s.cp_vs_best), interval(s.pf_vs_baseline), status)
-        )
-    widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
-    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
-    return "\n".join(lines) + "\nverdict: " + verdict.text
-
-
 def run(args: argparse.Namespace) -> int:
     """Read, score, decide and report; exit 0."""
     from ..selection.sweep import SweepRule, sweep_verdict
+    from ..selection.sweep_figures import verdict_table
     from .options import read_references
 
     rule = SweepRule(pf_margin=args.pf_margin, confidence=args.confidence, bootstrap=args.bootstrap, seed=args.seed)
@@ -328,5 +308,5 @@ def run(args: argparse.Namespace) -> int:
         json.dump(document, sys.stdout, indent=2, allow_nan=False)
         sys.stdout.write("\n")
     else:
-        print(_table(verdict))
+        print(verdict_table(verdict))
     return 0

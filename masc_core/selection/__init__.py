@@ -8,7 +8,8 @@
 - ``picks``: the artist's picks (MaSC Pick); ``contact_sheet``: every candidate side by side;
 - ``clip``: which frames of a clip are scored, and the clip's CP and PF from its frames';
 - ``sweep``: MaSC Sweep's verdict over generator variants (paired intervals, ties, the PF margin) and its race;
-  ``sweep_figures``: its CP-PF chart and its grid.
+  ``sweep_cells``: its cells from LoRA choices (names, weakness, what cannot be a cell); ``sweep_figures``: its
+  CP-PF chart, its grid and its table.
 
 Nothing is imported here: each module is imported by name, so importing one loads no model code.
 """

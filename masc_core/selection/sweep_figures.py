@@ -1,4 +1,5 @@
-"""MaSC Sweep's two pictures: the CP-PF chart and the annotated grid (pure numpy and PIL, the captions' font).
+"""What a person sees of a sweep: the CP-PF chart, the annotated grid (pure numpy and PIL, the captions' font) and
+the table (``verdict_table``).
 
 **Chart** (``sweep_chart``): one point per cell at its mean PF (x) and mean CP (y), with the bootstrap interval of
 each mean as a cross; the baseline a square; the Pareto frontier (cells no other cell beats on both) a line; the
@@ -250,6 +251,12 @@ def _wrap(draw, text: str, font, width: float) -> list[str]:
     return lines + ([current] if current else [])
 
 
+def _row_name(summary) -> str:
+    """A cell's name, the baseline said so when its name does not say it."""
+    name = summary.cell.name
+    return name + " (baseline)" if summary.cell.baseline and "baseline" not in name.lower() else name
+
+
 def check_grid(cells: int, pairs: int, tile: int) -> tuple[int, int]:
     """(columns, header width) of a grid of ``cells`` rows and ``pairs`` pairs at ``tile`` pixels, or one line."""
     if not MIN_GRID_TILE <= int(tile) <= MAX_GRID_TILE:
@@ -305,7 +312,7 @@ def sweep_grid(
     for r, summary in enumerate(verdict.cells):
         top = head + r * row
         colour = _colour(summary, verdict.recommended)
-        name = summary.cell.name + (" (baseline)" if summary.cell.baseline else "")
+        name = _row_name(summary)
         draw.text((FRAME + 2, top + FRAME + 2), _cut(draw, name, font, header - 2 * FRAME - 4), fill=colour, font=font)
         means = [f"CP {summary.cp:+.3f}" if summary.cp is not None else "CP -"]
         means.append(f"PF {summary.pf:+.3f}" if summary.pf is not None else "PF -")
@@ -330,3 +337,25 @@ def sweep_grid(
         if summary.cell.name == verdict.recommended or summary.tied:
             draw.rectangle([0, top, sheet.width - 1, top + row - 1], outline=colour, width=FRAME)
     return np.asarray(sheet)
+
+
+def verdict_table(verdict: SweepVerdict) -> str:
+    """The verdict as text: a row per cell (images, means, the paired intervals, what was decided), then the verdict's
+    sentence (the command line's table and the node's report)."""
+
+    def interval(values) -> str:
+        return f"[{values[0]:+.4f}, {values[1]:+.4f}]" if values else "-"
+
+    def number(value) -> str:
+        return f"{value:+.4f}" if value is not None else "-"
+
+    rows = [("cell", "images", "CP", "PF", "CP - best", "PF - baseline", "")]
+    for s in verdict.cells:
+        status = cell_status(s, verdict, why=True)
+        name = _row_name(s)
+        rows.append(
+            (name, str(s.pairs), number(s.cp), number(s.pf), interval(s.cp_vs_best), interval(s.pf_vs_baseline), status)
+        )
+    widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
+    return "\n".join(lines) + "\nverdict: " + verdict.text

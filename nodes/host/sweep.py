@@ -1,0 +1,182 @@
+"""MaSC Sweep in ComfyUI: each cell's model as core's LoraLoader makes it, each image as KSampler + VAE Decode.
+
+- ``LoraPatching``: the LoRA list of ``models/loras``, a file loaded and checked (it must patch some of this model's
+  keys: core only logs "lora key not loaded"), ``comfy.sd.load_lora_for_models`` as LoraLoader calls it (ModelPatcher
+  clones, the base weights never reloaded), and the prompt encoded as CLIPTextEncode does with the patched CLIP.
+  ``use_loras`` installs the tests' stand-in outside ComfyUI.
+- ``ComfySweepSampler``: masc_core's ``SweepSampler`` for one run: a cell patched once and kept while it samples,
+  each image one plain round of the Sample Until backend (``sampling.CoreSampling``: the noise KSampler makes for the
+  seed from the one input latent), decoded by the VAE; the decoded IMAGE kept for the node's output, an RGB uint8
+  copy handed to the library for scoring; one progress bar over the grid, the newest image on the node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import torch
+
+from ...masc_core.errors import MascInputError
+from ...masc_core.io.images import to_rgb_uint8
+from ...masc_core.selection.sweep_cells import LoraChoice
+from .comfy import IN_COMFYUI, comfy_utils, folder_paths
+from .execution import check_interrupt
+from .sampling import CandidateProgress, KSamplerInputs, sampling
+
+MAX_OUTPUT_BYTES = 4 * 1024**3
+"""The most the ``images`` output holds (float32, as ComfyUI's IMAGE): 4 GiB, checked before the first image."""
+
+
+class LoraPatching:
+    """core's LoraLoader and CLIPTextEncode, as a sweep needs them (one file in memory at a time, as LoraLoader)."""
+
+    def __init__(self):
+        self._loaded: tuple[str, dict] | None = None
+
+    @staticmethod
+    def names() -> list[str]:
+        """The LoRA combo, as core's LoraLoader's."""
+        return list(folder_paths.get_filename_list("loras")) if IN_COMFYUI else []
+
+    def _file(self, name: str) -> dict:
+        path = folder_paths.get_full_path("loras", name) if IN_COMFYUI else None
+        if not path or not os.path.isfile(path):
+            raise MascInputError(f"lora_name '{name}' is not in models/loras: choose one of the list")
+        if self._loaded is None or self._loaded[0] != path:
+            self._loaded = None  # the last file freed before the next is read
+            self._loaded = (path, comfy_utils.load_torch_file(path, safe_load=True))
+        return self._loaded[1]
+
+    def check(self, model, clip, choice: LoraChoice) -> None:
+        """One line when ``choice``'s file is missing or patches none of this model's weights (core only logs each
+        key it cannot map)."""
+        import comfy.lora  # type: ignore
+        import comfy.lora_convert  # type: ignore
+
+        lora = self._file(choice.lora)
+        key_map = comfy.lora.model_lora_keys_unet(model.model, {})
+        if clip is not None:
+            key_map = comfy.lora.model_lora_keys_clip(clip.cond_stage_model, key_map)
+        if not comfy.lora.load_lora(comfy.lora_convert.convert_lora(dict(lora)), key_map, log_missing=False):
+            raise MascInputError(
+                f"lora_name '{choice.lora}' patches none of this model's weights (a LoRA for another base model?): "
+                "choose a LoRA trained for the connected model"
+            )
+
+    def apply(self, model, clip, choice: LoraChoice):
+        """(model, clip) patched with ``choice`` as LoraLoader patches them (strength 0 and 0: unchanged)."""
+        import comfy.sd  # type: ignore
+
+        if choice.strength_model == 0 and choice.strength_clip == 0:
+            return model, clip
+        lora = self._file(choice.lora)
+        return comfy.sd.load_lora_for_models(model, clip, lora, choice.strength_model, choice.strength_clip)
+
+    @staticmethod
+    def encode(clip, text: str):
+        """CONDITIONING as core's CLIPTextEncode makes it."""
+        return clip.encode_from_tokens_scheduled(clip.tokenize(text))
+
+
+_LORAS: list = [LoraPatching()]
+
+
+def loras():
+    """The LoRA backend in use: core's, or the one ``use_loras`` installed."""
+    return _LORAS[-1]
+
+
+@contextlib.contextmanager
+def use_loras(backend):
+    """Install ``backend`` (``names``, ``check``, ``apply``, ``encode``) for the block: the tests' stand-in."""
+    _LORAS.append(backend)
+    try:
+        yield backend
+    finally:
+        _LORAS.remove(backend)
+
+
+def check_sweep_latent(latent, vae, images: int) -> None:
+    """One line, before anything is sampled, when the latent is not one image or the grid's images would not fit
+    the output's bound."""
+    samples = latent.get("samples") if isinstance(latent, dict) else None
+    if not isinstance(samples, torch.Tensor) or samples.ndim != 4 or samples.shape[0] != 1:
+        raise MascInputError(
+            "latent_image must be ONE image latent (Empty Latent Image with batch_size 1): a sweep samples each "
+            "cell from it at every seed; video latents are not swept yet"
+        )
+    ratio = getattr(vae, "downscale_ratio", 8)
+    ratio = ratio if isinstance(ratio, int) else 8
+    height, width = samples.shape[-2] * ratio, samples.shape[-1] * ratio
+    needed = images * height * width * 3 * 4
+    if needed > MAX_OUTPUT_BYTES:
+        raise MascInputError(
+            f"{images} images of {width}x{height} are {needed / 1024**3:.1f} GiB as the images output, over the "
+            f"{MAX_OUTPUT_BYTES // 1024**3} GiB a sweep holds: use fewer seeds, prompts or cells, or a smaller latent"
+        )
+
+
+class ComfySweepSampler:
+    """masc_core's ``SweepSampler`` in ComfyUI for one run (see the module)."""
+
+    def __init__(self, inputs: dict, choices: dict, planned: int, unique_id=None):
+        self.inputs, self.choices = inputs, choices  # cell name -> LoraChoice (None: the baseline)
+        self.latent, self.vae = inputs["latent_image"], inputs["vae"]
+        self.patched: tuple | None = None  # (cell name, model, clip, {text: conditioning})
+        self.images: dict = {}
+        """(cell name, (prompt, seed)) -> the decoded IMAGE [1,H,W,C], as VAE Decode gives it."""
+        self.bar = CandidateProgress(planned, int(inputs["steps"]))
+        self.unique_id = unique_id
+
+    def _cell(self, name: str):
+        if self.patched is None or self.patched[0] != name:
+            self.patched = None  # the last cell's clones released before the next is patched
+            model, clip, choice = self.inputs["model"], self.inputs["clip"], self.choices[name]
+            if choice is not None:
+                model, clip = loras().apply(model, clip, choice)
+            self.patched = (name, model, clip, {})
+        return self.patched
+
+    def _conditioning(self, text: str):
+        _, _, clip, known = self.patched
+        if text not in known:
+            known[text] = loras().encode(clip, text)
+        return known[text]
+
+    def check_cells(self) -> None:
+        """Every cell's LoRA file read and matched to the model, one at a time, before the first image."""
+        for choice in self.choices.values():
+            if choice is not None:
+                loras().check(self.inputs["model"], self.inputs["clip"], choice)
+
+    def sample(self, cell, prompt: str, seed: int):
+        _, model, _, _ = self._cell(cell.name)
+        inputs = self.inputs
+        ksampler = KSamplerInputs(
+            model,
+            self._conditioning(prompt),
+            self._conditioning(inputs["negative"]),
+            int(inputs["steps"]),
+            float(inputs["cfg"]),
+            inputs["sampler_name"],
+            inputs["scheduler"],
+            float(inputs["denoise"]),
+        )
+        backend = sampling()
+        done = len(self.images)
+        result = backend.sample_round(ksampler, [int(seed)], self.latent, progress=self.bar, done=done, prunes=False)
+        image = backend.decode(self.vae, result.samples[0])[:1].to("cpu", torch.float32)
+        self.images[(cell.name, (prompt, int(seed)))] = image
+        return to_rgb_uint8(image[0], "the sweep's image")
+
+    def progress(self, done: int, total: int, picture) -> None:
+        self.bar.update(done * self.bar.steps)
+        self.bar.show(picture)
+
+    def check_interrupt(self) -> None:
+        check_interrupt()
+
+    def output(self, sampled: list) -> torch.Tensor:
+        """The ``images`` output: every image sampled, in the grid's order."""
+        return torch.cat([self.images.pop(key) for key in sampled]) if sampled else torch.zeros(1, 64, 64, 3)

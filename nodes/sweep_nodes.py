@@ -1,0 +1,189 @@
+"""MaSC Sweep: which LoRA file, training step or strength keeps the subject, sampled and scored in one queue run.
+
+- MaSC Sweep LoRA -> MASC_SWEEP_CELLS: one LoRA file at one or more strengths; chain one per file, the earliest
+  training step first (the order breaks ties: ``masc_core.selection.sweep_cells``).
+- MaSC Sweep: the baseline (no LoRA) and every cell, each sampled as LoraLoader + CLIPTextEncode + KSampler + VAE
+  Decode would at the same prompts and seeds (``host.ComfySweepSampler``), scored, raced if asked and decided by
+  ``masc_core.scoring.sweep_run.run_sweep``; the node converts inputs and formats the outputs.
+"""
+
+from __future__ import annotations
+
+from ..masc_core.scoring.sweep_run import MAX_SWEEP_SEEDS, SweepPlan, run_sweep
+from ..masc_core.selection.sweep import DEFAULT_CONFIDENCE, DEFAULT_PF_MARGIN, SweepRule
+from ..masc_core.selection.sweep_cells import lora_cells, lora_choices, parse_strengths
+from ..masc_core.selection.sweep_figures import sweep_chart, sweep_grid, verdict_table
+from . import host
+from .convert import to_comfy_image_batch
+from .declarations import (
+    ENCODER_INPUT,
+    MASK_SUBJECT_INPUT,
+    MASK_THRESHOLD_INPUT,
+    MaSCNode,
+    REFERENCE_INPUT,
+    REFERENCE_MASK_INPUT,
+    SUBJECT_INPUT,
+)
+from .metadata import HIDDEN_INPUTS
+from .sample_until_run import candidate_scoring
+from .sampling_nodes import sampler_inputs
+from .types import MASC_SEGMENTER, MASC_SWEEP_CELLS, Output
+
+CELLS_INPUT = (MASC_SWEEP_CELLS, {"tooltip": "LoRA cells from MaSC Sweep LoRA (chained: earliest step first)."})
+
+
+class MaSCSweepLoRA(MaSCNode):
+    """Node: MaSC Sweep LoRA."""
+
+    SEARCH_ALIASES = ["lora sweep", "lora epochs", "xy plot lora", "lora strength"]
+
+    DESCRIPTION = (
+        "One LoRA file at one or more strengths, as cells of MaSC Sweep. Chain one per file (one per training epoch), "
+        "the earliest first: of cells the data cannot tell apart, the lower strength and the earlier file wins."
+    )
+    FUNCTION = "cells"
+    OUTPUTS = (Output(MASC_SWEEP_CELLS, "cells", "These cells after any chained in, for MaSC Sweep."),)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        strengths = "Model strengths, comma-separated (e.g. '0.5, 1.0'), -100 to 100 as LoraLoader's; 8 at most."
+        return {
+            "required": {
+                "lora_name": (host.loras().names(), {"tooltip": "A LoRA file of models/loras, as LoraLoader's."}),
+                "strength_model": ("STRING", {"default": "0.5, 1.0", "tooltip": strengths}),
+                "strength_clip": (
+                    "STRING",
+                    {"default": "", "tooltip": "CLIP strengths: empty = the model's, one for all, or one each."},
+                ),
+            },
+            "optional": {"cells": (MASC_SWEEP_CELLS, {"tooltip": "Optional: earlier files' cells (chain)."})},
+        }
+
+    def cells(self, lora_name, strength_model, strength_clip, cells=None):
+        clip_text = str(strength_clip).strip()
+        clip = parse_strengths(clip_text, "strength_clip") if clip_text else None
+        choices = lora_choices(lora_name, parse_strengths(strength_model, "strength_model"), clip)
+        chained = tuple(cells or ()) + tuple(choices)
+        lora_cells(chained)  # a repeated file and strength is refused here, where it was added
+        return (chained,)
+
+
+class MaSCSweep(MaSCNode):
+    """Node: MaSC Sweep."""
+
+    SEARCH_ALIASES = ["lora sweep", "which lora", "best epoch", "xy plot", "lora strength", "checkpoint comparison"]
+
+    DESCRIPTION = (
+        "Samples the baseline and every MaSC Sweep LoRA cell at the same prompts and seeds, as LoraLoader + KSampler "
+        "would, and recommends the cell with the highest CP whose PF stays within pf_margin of the baseline's, or says "
+        "which cells tie. Outputs its MODEL and CLIP."
+    )
+    OUTPUT_NODE = True
+    FUNCTION = "sweep"
+    OUTPUTS = (
+        Output("MODEL", "model", "The model with the recommended cell's LoRA (the input model for the baseline)."),
+        Output("CLIP", "clip", "The CLIP with the recommended cell's LoRA."),
+        Output("STRING", "lora_name", "The recommended cell's LoRA file (empty for the baseline)."),
+        Output("FLOAT", "strength_model", "Its model strength (0 for the baseline)."),
+        Output("FLOAT", "strength_clip", "Its CLIP strength (0 for the baseline)."),
+        Output("IMAGE", "grid", "A row per cell, a column per (prompt, seed), CP and PF on each; recommended framed."),
+        Output("IMAGE", "chart", "Each cell on the CP-PF plane with its intervals, the frontier and the PF margin."),
+        Output("IMAGE", "images", "Every image sampled, cell by cell, prompt by prompt, seed by seed."),
+        Output("STRING", "report", "Every cell's images, means, paired intervals and status, then the verdict."),
+    )
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        generator = sampler_inputs()
+        seed = (
+            generator["seed"][0],
+            dict(generator["seed"][1], tooltip="The first seed; the sweep uses seed, seed+1, ..."),
+        )
+        required = {
+            "model": generator["model"],
+            "clip": ("CLIP", {"tooltip": "The text encoder: each cell's LoRA patches it, as LoraLoader does."}),
+            "vae": generator["vae"],
+            "latent_image": (
+                "LATENT",
+                {"tooltip": "ONE image latent every image starts from (Empty Latent Image with batch_size 1)."},
+            ),
+            "cells": CELLS_INPUT,
+            "prompts": ("STRING", {"multiline": True, "default": "", "tooltip": "One prompt per line (64 at most)."}),
+            "negative": (
+                "STRING",
+                {"multiline": True, "default": "", "tooltip": "The negative prompt, for every image."},
+            ),
+            "seed": seed,
+            "seeds": ("INT", {"default": 4, "min": 1, "max": MAX_SWEEP_SEEDS, "tooltip": "Seeds per prompt."}),
+            **{k: generator[k] for k in ("steps", "cfg", "sampler_name", "scheduler", "denoise")},
+            "encoder": ENCODER_INPUT,
+            "reference_image": REFERENCE_INPUT,
+            "reference_mask": REFERENCE_MASK_INPUT,
+            "subject": SUBJECT_INPUT,
+            "segmenter": (MASC_SEGMENTER, {"tooltip": "Masks each image (PF pools the background): CLIPSeg or SAM3."}),
+            "mask_threshold": MASK_THRESHOLD_INPUT,
+            "pf_margin": (
+                "FLOAT",
+                {
+                    "default": DEFAULT_PF_MARGIN,
+                    "min": 0.0,
+                    "max": 2.0,
+                    "step": 0.005,
+                    "tooltip": "Mean PF a recommended cell may lose against the baseline's (this pack's default).",
+                },
+            ),
+            "confidence": (
+                "FLOAT",
+                {
+                    "default": DEFAULT_CONFIDENCE,
+                    "min": 0.5,
+                    "max": 0.999,
+                    "step": 0.005,
+                    "tooltip": "Of the paired intervals that call a tie, and of the race's stops.",
+                },
+            ),
+            "race": (
+                "BOOLEAN",
+                {"default": False, "tooltip": "Stop sampling a cell once it cannot win (fewer images, same verdict)."},
+            ),
+        }
+        return {"required": required, "optional": {"mask_subject": MASK_SUBJECT_INPUT}, "hidden": dict(HIDDEN_INPUTS)}
+
+    def sweep(self, **inputs):
+        """One sweep on the inputs ``INPUT_TYPES`` declares, by name (each checked against its declaration first)."""
+        choices = tuple(inputs["cells"])
+        cells = lora_cells(choices)
+        prompts = [line.strip() for line in str(inputs["prompts"]).splitlines() if line.strip()]
+        first = int(inputs["seed"])
+        seeds = [(first + k) % 2**64 for k in range(int(inputs["seeds"]))]
+        plan = SweepPlan(cells, prompts, seeds, race=bool(inputs["race"])).check()
+        rule = SweepRule(pf_margin=float(inputs["pf_margin"]), confidence=float(inputs["confidence"])).check()
+        host.check_sweep_latent(inputs["latent_image"], inputs["vae"], plan.images)
+        scoring = candidate_scoring(dict(inputs, prompt=prompts[0]))
+        by_name = {cell.name: choice for cell, choice in zip(cells, (None,) + choices)}
+        sampler = host.ComfySweepSampler(inputs, by_name, plan.images, inputs.get("unique_id"))
+        sampler.check_cells()  # every LoRA file read and matched to the model before the first image
+        outcome = run_sweep(sampler, plan, scoring, rule)
+        verdict = outcome.verdict
+        report = verdict_table(verdict) + f"\nimages sampled: {len(outcome.sampled)} of {outcome.planned}"
+        host.show_text(inputs.get("unique_id"), report)
+        chosen = by_name[verdict.recommended]
+        model, clip = (
+            (inputs["model"], inputs["clip"])
+            if chosen is None
+            else host.loras().apply(inputs["model"], inputs["clip"], chosen)
+        )
+        grid = sweep_grid(verdict, plan.pairs, outcome.pictures, outcome.scores)
+        chart = sweep_chart(verdict, rule.pf_margin)
+        result = (
+            model,
+            clip,
+            "" if chosen is None else chosen.lora,
+            0.0 if chosen is None else chosen.strength_model,
+            0.0 if chosen is None else chosen.strength_clip,
+            to_comfy_image_batch([grid]),
+            to_comfy_image_batch([chart]),
+            sampler.output(outcome.sampled),
+            report,
+        )
+        return {"ui": {"text": [report]}, "result": result}

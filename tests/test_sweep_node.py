@@ -1,0 +1,184 @@
+"""MaSC Sweep and MaSC Sweep LoRA without ComfyUI: the stand-in model and sampler (comfy_harness) with stand-in LoRA
+files, each a direction in latent space; every image checked against the stand-in KSampler at its seed, and every
+refusal made before the first image."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from comfy_harness import StandInClip, StandInModel, StandInVAE, ksampler, stand_in_loras, stand_in_sampling
+from comfy_harness import StandInLoraModel, text_conditioning
+from conftest import box_mask, load_photo
+
+FILES = {"run/dog-000004.safetensors": 0.3, "run/dog-000008.safetensors": 0.6, "teapot.safetensors": -0.6}
+PROMPTS = "a dog on the beach\na dog in the snow"
+
+
+def float_image(name):
+    return torch.from_numpy(load_photo(name).astype(np.float32) / 255.0)[None]
+
+
+@pytest.fixture(scope="module")
+def models(pack, comfy_dirs):
+    nodes = pack.nodes.NODE_CLASS_MAPPINGS
+    encoder = nodes["MaSCLoadEncoder"]().load("google/siglip2-so400m-patch16-naflex", "cpu", "fp32", 1024)[0]
+    segmenter = nodes["MaSCLoadAutoMaskModel"]().load("CIDAS/clipseg-rd64-refined", "cpu", "fp32")[0]
+    return {"encoder": encoder, "segmenter": segmenter}
+
+
+def cells(pack, *chain):
+    """Chained MaSC Sweep LoRA nodes: (lora_name, strength_model[, strength_clip]) each."""
+    node, value = pack.nodes.NODE_CLASS_MAPPINGS["MaSCSweepLoRA"](), None
+    for lora, strengths, *clip in chain:
+        value = node.cells(lora, strengths, clip[0] if clip else "", cells=value)[0]
+    return value
+
+
+def sweep_inputs(models, value, **changes):
+    inputs = dict(
+        model=StandInModel(),
+        clip=StandInClip(),
+        vae=StandInVAE(),
+        latent_image={"samples": torch.zeros(1, 4, 16, 16)},
+        cells=value,
+        prompts=PROMPTS,
+        negative="blurry",
+        seed=100,
+        seeds=2,
+        steps=2,
+        cfg=7.0,
+        sampler_name="euler",
+        scheduler="normal",
+        denoise=1.0,
+        encoder=models["encoder"],
+        reference_image=float_image("dog_00"),
+        reference_mask=torch.from_numpy(box_mask(512, 512, dtype=np.float32))[None],
+        subject="dog",
+        segmenter=models["segmenter"],
+        mask_threshold=0.4,
+        pf_margin=2.0,
+        confidence=0.95,
+        race=False,
+        mask_subject="dog",
+        unique_id="5",
+        extra_pnginfo={},
+    )
+    inputs.update(changes)
+    return inputs
+
+
+def run(pack, inputs):
+    return pack.nodes.NODE_CLASS_MAPPINGS["MaSCSweep"]().sweep(**inputs)["result"]
+
+
+def expected_image(shift, prompt, seed):
+    """The stand-in's LoraLoader + CLIPTextEncode + KSampler + VAE Decode at ``seed``."""
+    model = StandInModel() if shift is None else StandInLoraModel(shift)
+    latent = {"samples": torch.zeros(1, 4, 16, 16)}
+    out = ksampler(
+        None, model, seed, 2, 7.0, "euler", "normal", text_conditioning(prompt), text_conditioning("blurry"), latent
+    )
+    return StandInVAE().decode(out[0]["samples"])
+
+
+def test_every_image_is_the_plain_nodes_and_the_dog_lora_is_recommended(pack, models):
+    with stand_in_sampling(pack) as backend, stand_in_loras(pack, FILES):
+        value = cells(pack, ("run/dog-000004.safetensors", "1.0"), ("run/dog-000008.safetensors", "0.5, 1.0"),
+                      ("teapot.safetensors", "1.0"))  # fmt: skip
+        model, clip, lora, strength_model, strength_clip, grid, chart, images, report = run(
+            pack, sweep_inputs(models, value)
+        )
+    shifts = [None, 0.3, 0.6 * 0.5, 0.6, -0.6]  # baseline, then the cells in the order chained
+    prompts = PROMPTS.splitlines()
+    assert images.shape[0] == len(shifts) * 2 * 2 and len(backend.calls) == 20  # one KSampler call per image
+    k = 0
+    for shift in shifts:
+        for prompt in prompts:
+            for seed in (100, 101):
+                assert torch.allclose(images[k : k + 1], expected_image(shift, prompt, seed), atol=0), (shift, prompt)
+                k += 1
+    assert lora.startswith("run/dog-") and lora != "teapot.safetensors"
+    assert isinstance(model, StandInLoraModel) and model.shift == pytest.approx(FILES[lora] * strength_model)
+    assert strength_clip == strength_model
+    assert grid.shape[0] == 1 and chart.shape[1:] == (768, 1024, 3)
+    assert "verdict: " in report and "images sampled: 20 of 20" in report
+    assert "teapot @ 1" in report and "baseline (no LoRA)" in report
+
+
+def test_the_baseline_recommended_gives_back_the_input_model(pack, models):
+    with stand_in_sampling(pack), stand_in_loras(pack, FILES):
+        value = cells(pack, ("teapot.safetensors", "1.0"))
+        inputs = sweep_inputs(models, value)
+        model, clip, lora, strength_model, strength_clip, *_ = run(pack, inputs)
+    assert lora == "" and strength_model == strength_clip == 0.0
+    assert model is inputs["model"] and clip is inputs["clip"]
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (dict(prompts="  \n "), "prompts has 0 lines"),
+        (dict(prompts="a dog\na dog"), "prompts repeats 'a dog'"),
+        (dict(seeds=64, prompts="\n".join(f"p{i}" for i in range(9))), "images, over the 512 one run samples"),
+        (dict(latent_image={"samples": torch.zeros(2, 4, 16, 16)}), "latent_image must be ONE image latent"),
+        (dict(latent_image={"samples": torch.zeros(1, 4, 3, 16, 16)}), "video latents are not swept yet"),
+        (dict(reference_mask=torch.zeros(1, 512, 512)), "reference_mask is empty"),
+        (dict(confidence=0.9999), "confidence"),
+    ],
+)
+def test_a_sweep_that_cannot_run_is_refused_before_the_first_image(pack, models, change, expected):
+    with stand_in_sampling(pack) as backend, stand_in_loras(pack, FILES):
+        value = cells(pack, ("teapot.safetensors", "1.0"))
+        with pytest.raises(Exception, match=expected.replace("(", r"\(").replace(")", r"\)")) as caught:
+            run(pack, sweep_inputs(models, value, **change))
+    assert backend.calls == [] and len(str(caught.value).splitlines()) == 1
+
+
+def test_a_lora_for_another_model_is_refused_before_the_first_image(pack, models):
+    with stand_in_sampling(pack) as backend, stand_in_loras(pack, FILES, foreign=("teapot.safetensors",)) as loras:
+        value = cells(pack, ("run/dog-000004.safetensors", "1.0"), ("teapot.safetensors", "1.0"))
+        with pytest.raises(Exception, match="'teapot.safetensors' patches none of this model's weights"):
+            run(pack, sweep_inputs(models, value))
+    assert backend.calls == [] and loras.checked == ["run/dog-000004.safetensors", "teapot.safetensors"]
+
+
+@pytest.mark.parametrize(
+    "chain, expected",
+    [
+        ([("teapot.safetensors", "1.0, nan")], "is not a strength from -100 to 100"),
+        ([("teapot.safetensors", "1e9")], "is not a strength from -100 to 100"),
+        ([("teapot.safetensors", "0.5, 0.5")], "lists 0.5 twice"),
+        ([("teapot.safetensors", "0")], "strength 0 and 0 is the baseline's image"),
+        ([("teapot.safetensors", "1"), ("teapot.safetensors", "1.0")], "teapot @ 1 is in the sweep twice"),
+        ([("teapot.safetensors", "0.5, 1", "1, 2, 3")], "strength_clip lists 3 strengths for 2"),
+        ([("teapot.safetensors", "one")], "'one' is not a number"),
+        ([("not-there.safetensors", "1")], "lora_name"),
+    ],
+)
+def test_strengths_and_files_a_workflow_carries_are_checked_by_the_node(pack, chain, expected):
+    with stand_in_loras(pack, FILES):
+        with pytest.raises(Exception, match=expected) as caught:
+            cells(pack, *chain)
+    assert len(str(caught.value).splitlines()) == 1
+
+
+def test_clip_strengths_one_for_all_or_one_each(pack):
+    with stand_in_loras(pack, FILES):
+        one = cells(pack, ("teapot.safetensors", "0.5, 1", "0.25"))
+        each = cells(pack, ("teapot.safetensors", "0.5, 1", "0.1, 0.2"))
+    assert [(c.strength_model, c.strength_clip) for c in one] == [(0.5, 0.25), (1.0, 0.25)]
+    assert [(c.strength_model, c.strength_clip) for c in each] == [(0.5, 0.1), (1.0, 0.2)]
+
+
+def test_racing_stops_the_cell_that_cannot_win_and_keeps_the_verdict(pack, models):
+    """8 seeds x 2 prompts: after 4 rounds the teapot cell (CP far below the dog cells') stops being sampled."""
+    chain = [("run/dog-000008.safetensors", "1.0"), ("teapot.safetensors", "1.0")]
+    with stand_in_sampling(pack), stand_in_loras(pack, FILES):
+        full = run(pack, sweep_inputs(models, cells(pack, *chain), seeds=8))
+    with stand_in_sampling(pack) as backend, stand_in_loras(pack, FILES):
+        raced = run(pack, sweep_inputs(models, cells(pack, *chain), seeds=8, race=True))
+    assert raced[2] == full[2] == "run/dog-000008.safetensors"
+    assert len(backend.calls) < 3 * 16 and raced[7].shape[0] == len(backend.calls)
+    assert "round " in raced[8] and f"images sampled: {len(backend.calls)} of 48" in raced[8]
