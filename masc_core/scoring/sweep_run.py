@@ -1,8 +1,9 @@
 """A MaSC Sweep run: every cell sampled at the same (prompt, seed) pairs, scored as it goes, raced if asked.
 
-``run_sweep`` is what the MaSC Sweep node calls with its converted inputs. A round is one seed over every prompt, for
-the cells still live: the host's ``SweepSampler`` samples each image (only the host can run core's sampler and apply
-a LoRA), the images of a prompt are scored together (``CandidateScoring``, the path Sample Until's candidates take:
+``run_sweep`` is what the MaSC Sweep node calls with its converted inputs. Racing, a round is one seed over every
+prompt for the cells still live; without it the whole grid is one round. The host's ``SweepSampler`` samples each
+image (only the host can run core's sampler and apply a LoRA), cell after cell; a cell's images of one prompt are
+scored together (``CandidateScoring``, the path Sample Until's candidates take:
 masks from the segmenter, then CP and PF), and with racing on, ``selection.sweep.SweepRace`` says which cells the
 next round samples. Every check runs before the first image is sampled. The verdict is ``selection.sweep``'s.
 """
@@ -108,26 +109,30 @@ def run_sweep(sampler: SweepSampler, plan: SweepPlan, scoring: CandidateScoring,
             "Model to 'segmenter'"
         )
     scoring.check(RunRules())
-    race = SweepRace(plan.cells, rule, rounds=len(plan.seeds))
+    # Racing decides after each seed; a full grid is one round. Within a round each cell samples all its images
+    # before the next cell is patched (a LoRA is applied once per cell and round, not once per image).
+    rounds = [[seed] for seed in plan.seeds] if plan.race else [list(plan.seeds)]
+    race = SweepRace(plan.cells, rule, rounds=len(rounds))
     scores: dict[str, dict] = {c.name: {} for c in plan.cells}
     shown = set(plan.pairs[:MAX_GRID_COLUMNS])
     pictures: dict[str, dict] = {c.name: {} for c in plan.cells}
     done = 0
-    for round_index, seed in enumerate(plan.seeds, start=1):
-        live = [c for c in plan.cells if c.name in race.live]
-        round_scores: dict[str, dict] = {c.name: {} for c in live}
-        for prompt in plan.prompts:
-            images = []
-            for cell in live:
-                sampler.check_interrupt()
-                images.append(np.ascontiguousarray(sampler.sample(cell, prompt, seed), dtype=np.uint8))
-                done += 1
-                sampler.progress(done, plan.images, images[-1])
-            batch, _ = dataclasses.replace(scoring, prompt=prompt).score_round(RunRules(), images)
-            for cell, image, item in zip(live, images, batch.scores):
-                round_scores[cell.name][(prompt, seed)] = (item.cp, item.pf)
-                if (prompt, seed) in shown:
-                    pictures[cell.name][(prompt, seed)] = thumbnail(image, GRID_TILE)
+    for round_index, seeds in enumerate(rounds, start=1):
+        round_scores: dict[str, dict] = {}
+        for cell in [c for c in plan.cells if c.name in race.live]:
+            round_scores[cell.name] = {}
+            for prompt in plan.prompts:
+                images = []
+                for seed in seeds:
+                    sampler.check_interrupt()
+                    images.append(np.ascontiguousarray(sampler.sample(cell, prompt, seed), dtype=np.uint8))
+                    done += 1
+                    sampler.progress(done, plan.images, images[-1])
+                batch, _ = dataclasses.replace(scoring, prompt=prompt).score_round(RunRules(), images)
+                for seed, image, item in zip(seeds, images, batch.scores):
+                    round_scores[cell.name][(prompt, seed)] = (item.cp, item.pf)
+                    if (prompt, seed) in shown:
+                        pictures[cell.name][(prompt, seed)] = thumbnail(image, GRID_TILE)
         if plan.race:
             race.observe(round_index, round_scores)
         else:

@@ -28,6 +28,7 @@ _SOCKETS = {
     "MASK": "Mask",
     "LATENT": "Latent",
     "MODEL": "Model",
+    "CLIP": "Clip",
     "VAE": "Vae",
     "CONDITIONING": "Conditioning",
     "NOISE": "Noise",

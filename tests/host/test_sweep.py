@@ -1,0 +1,181 @@
+"""MaSC Sweep in a real ComfyUI, on the random SD1.5 with three random LoRA files built at test time by the host's
+own key map (``build_loras.py``):
+
+- 3 LoRA files x 2 strengths + the baseline x 2 prompts x 2 seeds: 28 images, every cell's image pixel-identical to
+  core's LoraLoader + CLIPTextEncode + KSampler + VAE Decode at its seed (the baseline without LoraLoader), a
+  strength above 0 changing the pixels;
+- the report, the grid, the chart and the recommended cell's outputs are there;
+- a LoRA for another model is refused in one line naming the file, before any image is sampled.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from . import hostapi
+from .conftest import ENCODER_NAME, SEGMENTER_NAME
+from .graphs import node
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SIDE = 128
+SEED = 300
+PROMPTS = ["a photo of a dog on the beach", "a photo of a dog in the snow"]
+FILES = [f"masc-test-epoch{k}.safetensors" for k in (1, 2, 3)]
+STRENGTHS = (0.5, 1.0)
+FOREIGN = "masc-test-foreign.safetensors"
+
+
+@pytest.fixture(scope="module")
+def loras(host, sd15):
+    """The LoRA files in the host's models/loras for this module, removed after it."""
+    folder = host.models("loras")
+    built = host.run_python(
+        os.path.join(HERE, "build_loras.py"), host.dir, os.path.join(host.models("checkpoints"), sd15), folder
+    )
+    assert built.returncode == 0, f"building the LoRAs failed:\n{built.stdout}\n{built.stderr[-4000:]}"
+    print(built.stdout.strip())
+    yield FILES
+    for name in FILES + [FOREIGN]:
+        path = os.path.join(folder, name)
+        if os.path.exists(path):
+            os.remove(path)
+
+
+def _common(sd15: str) -> dict:
+    return {
+        "ckpt": node("CheckpointLoaderSimple", ckpt_name=sd15),
+        "latent": node("EmptyLatentImage", width=SIDE, height=SIDE, batch_size=1),
+        "ref": node("LoadImage", image="masc_example_dog_00.jpg"),
+        "segmenter": node("MaSCLoadAutoMaskModel", model=SEGMENTER_NAME, device="cpu", precision="fp32"),
+        "refmask": node(
+            "MaSCAutoMask", subject="dog", threshold=0.4, dilation=0, segmenter=["segmenter", 0], images=["ref", 0]
+        ),
+        "encoder": node("MaSCLoadEncoder", model=ENCODER_NAME, device="cpu", precision="fp32", max_patches=1024),
+    }
+
+
+def sweep_graph(sd15: str, files: list[str]) -> dict:
+    graph = _common(sd15)
+    previous = None
+    for k, name in enumerate(files):
+        chained = {} if previous is None else {"cells": [previous, 0]}
+        graph[f"lora{k}"] = node(
+            "MaSCSweepLoRA", lora_name=name, strength_model=", ".join(map(str, STRENGTHS)), strength_clip="", **chained
+        )
+        previous = f"lora{k}"
+    graph["sweep"] = node(
+        "MaSCSweep",
+        model=["ckpt", 0],
+        clip=["ckpt", 1],
+        vae=["ckpt", 2],
+        latent_image=["latent", 0],
+        cells=[previous, 0],
+        prompts="\n".join(PROMPTS),
+        negative="blurry",
+        seed=SEED,
+        seeds=2,
+        steps=1,
+        cfg=7.0,
+        sampler_name="euler",
+        scheduler="normal",
+        denoise=1.0,
+        encoder=["encoder", 0],
+        reference_image=["ref", 0],
+        reference_mask=["refmask", 0],
+        subject="dog",
+        segmenter=["segmenter", 0],
+        mask_threshold=0.4,
+        pf_margin=0.02,
+        confidence=0.95,
+        race=False,
+    )
+    graph["images"] = node("SaveImage", images=["sweep", 7], filename_prefix="masc_sweep_images")
+    graph["grid"] = node("SaveImage", images=["sweep", 5], filename_prefix="masc_sweep_grid")
+    graph["chart"] = node("SaveImage", images=["sweep", 6], filename_prefix="masc_sweep_chart")
+    graph["name"] = node("PreviewAny", source=["sweep", 2])
+    return graph
+
+
+def plain_graph(sd15: str, cells: list, prompt: str, seed: int) -> dict:
+    """Core's own chain for each cell ((file, strength), or None for the baseline) at ``prompt`` and ``seed``."""
+    graph = {k: v for k, v in _common(sd15).items() if k in ("ckpt", "latent")}
+    for k, cell in enumerate(cells):
+        model, clip = ["ckpt", 0], ["ckpt", 1]
+        if cell is not None:
+            graph[f"lora{k}"] = node(
+                "LoraLoader", model=model, clip=clip, lora_name=cell[0], strength_model=cell[1], strength_clip=cell[1]
+            )
+            model, clip = [f"lora{k}", 0], [f"lora{k}", 1]
+        graph[f"pos{k}"] = node("CLIPTextEncode", text=prompt, clip=clip)
+        graph[f"neg{k}"] = node("CLIPTextEncode", text="blurry", clip=clip)
+        graph[f"ks{k}"] = node(
+            "KSampler", model=model, seed=seed, steps=1, cfg=7.0, sampler_name="euler", scheduler="normal",
+            positive=[f"pos{k}", 0], negative=[f"neg{k}", 0], latent_image=["latent", 0], denoise=1.0,
+        )  # fmt: skip
+        graph[f"dec{k}"] = node("VAEDecode", samples=[f"ks{k}", 0], vae=["ckpt", 2])
+        graph[f"save{k}"] = node("SaveImage", images=[f"dec{k}", 0], filename_prefix=f"masc_plain_cell{k}")
+    return graph
+
+
+CELLS = [None] + [(name, strength) for name in FILES for strength in STRENGTHS]
+"""The sweep's cells in its order: the baseline, then each file's strengths in the order chained."""
+
+
+@pytest.fixture(scope="module")
+def swept(server, sd15, loras, installed):
+    entry = server.run(sweep_graph(sd15, loras), timeout=1800)
+    assert hostapi.status(entry) == "success", hostapi.explain(entry)
+    return entry
+
+
+def _pixels(path: str) -> np.ndarray:
+    with Image.open(path) as image:
+        return np.asarray(image.convert("RGB"))
+
+
+def test_every_cell_is_loraloader_and_ksampler_at_its_seed(swept, server, sd15, installed):
+    images = hostapi.saved_images(swept, "images", installed["output"])
+    assert len(images) == len(CELLS) * len(PROMPTS) * 2
+    per_cell = len(PROMPTS) * 2
+    for prompt_index, seed_index in ((0, 1), (1, 0)):
+        entry = server.run(plain_graph(sd15, CELLS, PROMPTS[prompt_index], SEED + seed_index), timeout=1800)
+        assert hostapi.status(entry) == "success", hostapi.explain(entry)
+        plain = [_pixels(hostapi.saved_images(entry, f"save{k}", installed["output"])[0]) for k in range(len(CELLS))]
+        for k, expected in enumerate(plain):
+            mine = _pixels(images[k * per_cell + prompt_index * 2 + seed_index])
+            assert mine.shape == expected.shape and np.array_equal(mine, expected), (
+                f"cell {CELLS[k]}: {int((mine != expected).any(-1).sum())} pixels differ from LoraLoader + KSampler"
+            )
+        assert all(not np.array_equal(plain[0], lora) for lora in plain[1:])  # a strength above 0 changes the pixels
+
+
+def test_the_report_grid_chart_and_recommendation_are_there(swept, installed):
+    report = hostapi.ui_text(swept, "sweep")
+    lines = report.splitlines()
+    assert lines[0].split()[:4] == ["cell", "images", "CP", "PF"]
+    assert lines[1].startswith("baseline (no LoRA)") and len(lines) == 1 + len(CELLS) + 2, report
+    assert lines[-2].startswith("verdict: ") and lines[-1] == f"images sampled: {len(CELLS) * 4} of {len(CELLS) * 4}"
+    (grid,) = hostapi.saved_images(swept, "grid", installed["output"])
+    (chart,) = hostapi.saved_images(swept, "chart", installed["output"])
+    assert Image.open(chart).size == (1024, 768)
+    width, height = Image.open(grid).size
+    assert width == 192 + 4 * 192 and height > len(CELLS) * 192
+    name = hostapi.ui_text(swept, "name")
+    recommended = next(line for line in lines[1:-2] if line.rstrip().endswith("recommended"))
+    assert (name == "") == recommended.startswith("baseline"), (name, recommended)
+    assert name == "" or name in FILES
+
+
+def test_a_lora_for_another_model_is_refused_before_any_image(server, sd15, loras, installed):
+    before = set(os.listdir(installed["output"]))
+    entry = server.run(sweep_graph(sd15, [loras[0], FOREIGN]), timeout=900)
+    error = hostapi.error_of(entry)
+    assert error is not None, hostapi.explain(entry)
+    message = error["exception_message"].strip()
+    assert message.startswith(f"lora_name '{FOREIGN}' patches none of this model's weights"), message
+    assert "\n" not in message and installed["output"] not in message and "/models/" not in message
+    assert not [f for f in set(os.listdir(installed["output"])) - before if f.startswith("masc_sweep")]
