@@ -182,3 +182,41 @@ def test_racing_stops_the_cell_that_cannot_win_and_keeps_the_verdict(pack, model
     assert raced[2] == full[2] == "run/dog-000008.safetensors"
     assert len(backend.calls) < 3 * 16 and raced[7].shape[0] == len(backend.calls)
     assert "round " in raced[8] and f"images sampled: {len(backend.calls)} of 48" in raced[8]
+
+
+def test_the_command_line_agrees_with_the_node_on_the_same_images(pack, models, comfy_dirs, naflex_dir, tmp_path):
+    """The node's images and its segmenter's masks saved as ``p<N>_s<SEED>.png`` folders, one per cell: ``python -m
+    masc_core sweep`` on them prints the node's report, row for row (the same scores, intervals and verdict)."""
+    from PIL import Image
+
+    from conftest import call, photo_path
+    from masc_core.io.images import to_rgb_uint8
+
+    chain = [("run/dog-000008.safetensors", "1.0"), ("teapot.safetensors", "1.0")]
+    with stand_in_sampling(pack), stand_in_loras(pack, FILES):
+        result = run(pack, sweep_inputs(models, cells(pack, *chain), pf_margin=0.02))
+    images, report = result[7], result[8]
+    names = ["baseline (no LoRA)", "run/dog-000008 @ 1", "teapot @ 1"]
+    segmenter = models["segmenter"].ready()
+    prompts = PROMPTS.splitlines()
+    args = []
+    k = 0
+    for c, name in enumerate(names):
+        folder = tmp_path / f"cell{c}"
+        folder.mkdir()
+        for number in (1, 2):
+            for seed in (100, 101):
+                picture = to_rgb_uint8(images[k])
+                (mask,) = segmenter.masks([picture], "dog", threshold=0.4)
+                Image.fromarray(picture).save(folder / f"p{number}_s{seed}.png")
+                Image.fromarray((mask.numpy() * 255).astype(np.uint8)).save(folder / f"p{number}_s{seed}_mask.png")
+                k += 1
+        args += ["--cell", f"{name}={folder}"]
+    reference_mask = tmp_path / "reference_mask.png"
+    Image.fromarray(box_mask(512, 512)).save(reference_mask)
+    code, out, err = call(
+        "sweep", "--model", naflex_dir, "--device", "cpu", "--ref", photo_path("dog_00"), "--ref-mask", reference_mask,
+        "--subject", "dog", "--prompt", prompts[0], "--prompt", prompts[1], "--baseline", names[0], *args,
+    )  # fmt: skip
+    assert code == 0, err
+    assert out.splitlines() == report.splitlines()[:-1]  # all but "images sampled: 12 of 12"
