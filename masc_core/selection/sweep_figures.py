@@ -146,9 +146,10 @@ def sweep_chart(verdict: SweepVerdict, pf_margin: float, *, width: int = 1024, t
         x, _ = at(margin_x, plot.y0)
         for y in range(top, top + plot_h, round(12 * scale)):
             draw.line([(x, y), (x, min(y + 6 * scale, top + plot_h))], fill=OUTSIDE_COLOUR, width=line)
-        draw.text(
-            (x - 6 * scale, top + 6 * scale), f"PF margin {pf_margin:g}", fill=OUTSIDE_COLOUR, font=small, anchor="rt"
-        )
+        label = f"PF margin {pf_margin:g}"
+        left_of_line = x - 6 * scale - draw.textlength(label, font=small) >= left  # else right of it, inside the plot
+        corner = (x - 6 * scale if left_of_line else x + 6 * scale, top + 6 * scale)
+        draw.text(corner, label, fill=OUTSIDE_COLOUR, font=small, anchor="rt" if left_of_line else "lt")
     frontier = _frontier([(s.pf, s.cp, s.cell.name) for s in shown])
     if len(frontier) > 1:
         draw.line([at(pf, cp) for pf, cp in frontier], fill=(110, 110, 160), width=line)
