@@ -10,22 +10,11 @@ import torch
 
 from comfy_harness import StandInClip, StandInModel, StandInVAE, ksampler, stand_in_loras, stand_in_sampling
 from comfy_harness import StandInLoraModel, text_conditioning
-from conftest import box_mask, load_photo
+from conftest import box_mask
+from test_sample_until import float_image, models  # noqa: F401 - the encoder and segmenter fixture, shared
 
 FILES = {"run/dog-000004.safetensors": 0.3, "run/dog-000008.safetensors": 0.6, "teapot.safetensors": -0.6}
 PROMPTS = "a dog on the beach\na dog in the snow"
-
-
-def float_image(name):
-    return torch.from_numpy(load_photo(name).astype(np.float32) / 255.0)[None]
-
-
-@pytest.fixture(scope="module")
-def models(pack, comfy_dirs):
-    nodes = pack.nodes.NODE_CLASS_MAPPINGS
-    encoder = nodes["MaSCLoadEncoder"]().load("google/siglip2-so400m-patch16-naflex", "cpu", "fp32", 1024)[0]
-    segmenter = nodes["MaSCLoadAutoMaskModel"]().load("CIDAS/clipseg-rd64-refined", "cpu", "fp32")[0]
-    return {"encoder": encoder, "segmenter": segmenter}
 
 
 def cells(pack, *chain):
