@@ -19,7 +19,7 @@ from importlib import import_module
 
 import pytest
 
-from comfy_harness import import_pack
+from comfy_harness import import_pack, stand_in_loras
 from conftest import call
 from masc_core.errors import MascModelError
 from masc_core.models import checkpoints, siglip_checkpoint
@@ -395,9 +395,10 @@ def test_a_plain_value_over_a_link_into_any_socket_is_one_line_naming_it(
     node_id, name, kind, required, value, comfy_dirs
 ):
     node = NODES[node_id]
-    values = {**valid_inputs(node), name: value}
-    with pytest.raises(errors().MascInputError) as refused:
-        getattr(node(), node.FUNCTION)(**values)
+    with stand_in_loras(PACK, {"x.safetensors": 0.1}):  # a LoRA name to pick (outside ComfyUI the list is empty)
+        values = {**valid_inputs(node), name: value}
+        with pytest.raises(errors().MascInputError) as refused:
+            getattr(node(), node.FUNCTION)(**values)
     message = str(refused.value)
     assert (
         message.startswith(f"{name} is not ") and f"({value!r} arrived): connect " in message and "\n" not in message
