@@ -215,3 +215,39 @@ def test_band_rows_carry_both_bands_and_a_log_without_band_columns_refuses_them(
     ):
         append_rows(str(older), log_rows(banded, time="t", run="r"))
     assert older.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "field, value, header, words",
+    [
+        ("cells", ["baseline (no LoRA)", "dog @ 1", "dog @ 0.5"], -2, "sweep-cell columns .cell."),
+        ("clip", {"frames": 2}, -3, "video-clip columns .clip."),
+    ],
+)
+def test_a_csv_log_from_before_a_newer_column_names_that_column_and_takes_nothing(
+    tmp_path, field, value, header, words
+):
+    """A sweep's cells (and a video candidate's clip) need columns an older CSV log lacks: refused, named right."""
+    import dataclasses
+
+    from masc_core.evaluation.records import csv_lines
+    from masc_core.evaluation.score_log import HEADER_HISTORY
+
+    given = batch()
+    if field == "cells":
+        given.context = dataclasses.replace(given.context, cells=value)
+    else:
+        for score in given.scores:
+            score.clip = value
+    older = tmp_path / "older.csv"
+    older.write_text(csv_lines([list(HEADER_HISTORY[header])]))
+    append_rows(str(older), log_rows(batch(), time="t", run="r"))  # rows without the newer column fit it
+    before = older.read_bytes()
+    with pytest.raises(MascInputError, match=f"without the {words}: give these scores a new filename"):
+        append_rows(str(older), log_rows(given, time="t", run="r"))
+    assert older.read_bytes() == before
+    fresh = log_path(str(tmp_path), "fresh.csv")
+    append_rows(fresh, log_rows(given, time="t", run="r"))
+    with open(fresh, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 3 and all(row[field.rstrip("s")] != "" for row in rows)

@@ -12,7 +12,8 @@ made: ``time`` (UTC), ``run`` (one node execution), ``node``, ``node_id``,
 number in MaSC Sample Until), ``verdict``, ``output`` (position among the
 images the node passed on, or empty), ``encoder``, ``encoder_digest``,
 ``metric_version``; ``label`` is the artist's choice in MaSC Pick ("picked",
-"passed over"), which ``calibrate`` reads back (``read_log``).
+"passed over"), which ``calibrate`` reads back (``read_log``); ``cell`` is the
+MaSC Sweep cell an image was sampled in.
 
 Formats by the file's suffix: ``.jsonl`` (one JSON object per line) or ``.csv``
 (the header written once; a file with other columns is refused, never
@@ -86,13 +87,24 @@ model evaluations it took."""
 CLIP_COLUMNS = ("clip",)
 """A video candidate (MaSC Sample Until on a video latent): the clip's summary and each scored frame's CP and PF; its
 ``cp`` and ``pf`` are its worst frame's."""
-LOG_COLUMNS = SINGLE_SUBJECT_COLUMNS + SUBJECT_COLUMNS + BAND_COLUMNS + LABEL_COLUMNS + PRUNE_COLUMNS + CLIP_COLUMNS
+SWEEP_COLUMNS = ("cell",)
+"""MaSC Sweep: the cell (a LoRA file at its strengths, or the baseline) the image was sampled in."""
+LOG_COLUMNS = (
+    SINGLE_SUBJECT_COLUMNS
+    + SUBJECT_COLUMNS
+    + BAND_COLUMNS
+    + LABEL_COLUMNS
+    + PRUNE_COLUMNS
+    + CLIP_COLUMNS
+    + SWEEP_COLUMNS
+)
 HEADER_HISTORY = (
     SINGLE_SUBJECT_COLUMNS,
     SINGLE_SUBJECT_COLUMNS + SUBJECT_COLUMNS,
     SINGLE_SUBJECT_COLUMNS + SUBJECT_COLUMNS + BAND_COLUMNS,
     SINGLE_SUBJECT_COLUMNS + SUBJECT_COLUMNS + BAND_COLUMNS + LABEL_COLUMNS,
     SINGLE_SUBJECT_COLUMNS + SUBJECT_COLUMNS + BAND_COLUMNS + LABEL_COLUMNS + PRUNE_COLUMNS,
+    SINGLE_SUBJECT_COLUMNS + SUBJECT_COLUMNS + BAND_COLUMNS + LABEL_COLUMNS + PRUNE_COLUMNS + CLIP_COLUMNS,
     LOG_COLUMNS,
 )
 """Every CSV header MaSC has written, oldest first: a log keeps the columns it was started with."""
@@ -105,6 +117,7 @@ def log_rows(batch: ScoreBatch, *, time: str, run: str, node_id: Any = None, met
     count = len(batch.scores)
     verdicts, seeds, outputs = context.per_image(count)
     labels = context.labels or [None] * count
+    cells = context.cells or [None] * count
     evaluations = (context.ledger or {}).get("per_candidate") or [None] * count
     encoder = context.encoder or {}
     ref_foreground = [r.foreground_fraction for r in batch.references]
@@ -149,6 +162,7 @@ def log_rows(batch: ScoreBatch, *, time: str, run: str, node_id: Any = None, met
                 "previews": score.previews,
                 "evaluations": evaluations[position],
                 "clip": score.clip,
+                "cell": cells[position],
             }
         )
     return rows
@@ -247,6 +261,17 @@ def log_text(path: str, rows: list[dict[str, Any]], columns: tuple[str, ...] = L
     return csv_lines([csv_cell(row[column]) for column in columns] for row in rows)
 
 
+_COLUMN_WORDS = (
+    (SUBJECT_COLUMNS, "per-subject"),
+    (BAND_COLUMNS, "mask-band"),
+    (LABEL_COLUMNS, "pick-label"),
+    (PRUNE_COLUMNS, "pruning"),
+    (CLIP_COLUMNS, "video-clip"),
+    (SWEEP_COLUMNS, "sweep-cell"),
+)
+"""What each group of newer columns is called when an older CSV log cannot hold them."""
+
+
 def _csv_columns(path: str, rows: list[dict[str, Any]], label: str) -> tuple[str, ...]:
     """The columns the CSV log at ``path`` has (a header, once written, never changes); refuses rows it cannot hold."""
     try:
@@ -257,15 +282,7 @@ def _csv_columns(path: str, rows: list[dict[str, Any]], label: str) -> tuple[str
     columns = _HEADERS.get(first, LOG_COLUMNS)
     lost = [c for c in LOG_COLUMNS if c not in columns and any(row[c] is not None for row in rows)]
     if lost:
-        what = (
-            "per-subject"
-            if lost[0] in SUBJECT_COLUMNS
-            else "mask-band"
-            if lost[0] in BAND_COLUMNS
-            else "pick-label"
-            if lost[0] in LABEL_COLUMNS
-            else "pruning"
-        )
+        what = next(word for columns, word in _COLUMN_WORDS if lost[0] in columns)
         raise MascInputError(
             f"{label} is a score log from an earlier MaSC, without the {what} columns ({', '.join(lost)}): give these "
             "scores a new filename; the file was left as it was"

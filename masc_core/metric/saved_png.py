@@ -103,6 +103,8 @@ def _image_line(image: dict) -> str:
         f"{format_score(image.get('pf'))}{pf_band}  "
         f"mask {format_share(image.get('mask')).strip()}  {printable(image.get('verdict') or '')}"
     )
+    if image.get("cell") is not None:  # a sweep's image: its cell and its own prompt
+        line += f"\n      cell {printable(image['cell'])}, prompt {printable(repr(image.get('prompt')))}"
     if image.get("subjects") is not None:
         figures = [dict(s, subject=printable(s["subject"])) for s in image["subjects"]]
         text = subject_line(figures, [printable(b) for b in image.get("blends", [])])

@@ -12,6 +12,9 @@ the key ``masc``::
                              "images": [{"index", "seed", "cp", "pf", "mask", "verdict",
                                          "output", "pixels", "cp_undefined", "pf_undefined"}, ...]}}}
 
+MaSC Sweep's images add ``"cell"`` (the cell it was sampled in) and ``"prompt"`` (its own prompt: a sweep has
+several, the node's ``prompt`` is the first).
+
 With several subjects in an image (MaSC Score Subjects, MaSC Sample Until with ``subjects``), ``cp`` is
 their cp_min and the image record adds ``"subjects": [{"subject", "cp", "mask"}, ...]`` (each subject's
 CP and output mask share, in the declared order) and ``"blends"`` (the blend warnings). Single-subject
@@ -69,9 +72,15 @@ def _digest(pixels: np.ndarray) -> str:
 
 
 def image_record(
-    score: ImageScore, *, verdict: str, seed: int | None = None, output: int | None = None, pixels: str | None = None
+    score: ImageScore,
+    *,
+    verdict: str,
+    seed: int | None = None,
+    output: int | None = None,
+    pixels: str | None = None,
+    cell: str | None = None,
 ) -> dict[str, Any]:
-    """One image's line of a node entry (JSON-ready; undefined scores are null)."""
+    """One image's line of a node entry (JSON-ready; undefined scores are null; ``cell``: a sweep's image)."""
     record = {
         "index": score.index,
         "seed": seed,
@@ -93,6 +102,8 @@ def image_record(
         record["previews"] = [dict(p) for p in score.previews]
     if score.clip is not None:  # a video candidate: its cp and pf are its worst frame's; the clip's figures here
         record["clip"] = dict(score.clip)
+    if cell is not None:  # a sweep's image: its cell, and its own prompt (a sweep has several)
+        record["cell"], record["prompt"] = cell, score.prompt
     return record
 
 
@@ -114,6 +125,7 @@ def node_entry(
     verdicts = list(verdicts or own_verdicts)
     outputs = list(outputs or own_outputs)
     pixels = list(pixels or [None] * count)
+    cells = list(context.cells or [None] * count)
     first = batch.scores[0] if batch.scores else ImageScore(index=0)
     return {
         "node": node,
@@ -123,8 +135,8 @@ def node_entry(
         "prompt": first.prompt,
         "stripped_prompt": first.encoded_prompt,
         "images": [
-            image_record(s, verdict=v, seed=seed, output=o, pixels=p)
-            for s, v, seed, o, p in zip(batch.scores, verdicts, seeds, outputs, pixels)
+            image_record(s, verdict=v, seed=seed, output=o, pixels=p, cell=c)
+            for s, v, seed, o, p, c in zip(batch.scores, verdicts, seeds, outputs, pixels, cells)
         ],
         **(
             {}
@@ -219,9 +231,10 @@ def _shape_problem(entry: Any) -> str | None:
                     "1; a share 0 to 1)"
                 )
             if not all(
-                isinstance(image.get(k), _OPTIONAL_TEXT) for k in ("verdict", "pixels", "cp_undefined", "pf_undefined")
+                isinstance(image.get(k), _OPTIONAL_TEXT)
+                for k in ("verdict", "pixels", "cp_undefined", "pf_undefined", "cell", "prompt")
             ):
-                return f"node {printable(node_id)!r}: an image's verdict, pixels or reasons are not text"
+                return f"node {printable(node_id)!r}: an image's verdict, pixels, reasons, cell or prompt are not text"
             problem = _subjects_problem(image) or _bands_problem(image) or _previews_problem(image)
             if problem:
                 return f"node {printable(node_id)!r}: an image's {problem}"

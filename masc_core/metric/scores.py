@@ -163,6 +163,8 @@ class ScoreContext:
     (``masc_core.selection.ledger.Ledger.to_dict``)."""
     labels: list[str | None] | None = None
     """Per image, the artist's label from MaSC Pick ("picked", "passed over"); None where the artist chose nothing."""
+    cells: list[str | None] | None = None
+    """Per image, the MaSC Sweep cell it was sampled in (a LoRA file at its strengths, or the baseline)."""
 
     def per_image(self, count: int) -> tuple[list[str], list[int | None], list[int | None]]:
         """For each of ``count`` images: its verdict ("scored" when no node decided), its seed, and its position in
@@ -211,6 +213,7 @@ class ScoreBatch:
                 seeds=pick(context.seeds),
                 verdicts=pick(context.verdicts),
                 labels=pick(context.labels),
+                cells=pick(context.cells),
                 kept=None,
             ),
         )
