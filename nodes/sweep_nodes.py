@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..masc_core.scoring.sweep_run import MAX_SWEEP_SEEDS, SweepPlan, run_sweep
 from ..masc_core.selection.sweep import DEFAULT_CONFIDENCE, DEFAULT_PF_MARGIN, SweepRule
 from ..masc_core.selection.sweep_cells import lora_cells, lora_choices, parse_strengths
@@ -24,10 +26,10 @@ from .declarations import (
     REFERENCE_MASK_INPUT,
     SUBJECT_INPUT,
 )
-from .metadata import HIDDEN_INPUTS
+from .metadata import HIDDEN_INPUTS, image_digests, record, scoring_context
 from .sample_until_run import candidate_scoring
 from .sampling_nodes import sampler_inputs
-from .types import MASC_SEGMENTER, MASC_SWEEP_CELLS, Output
+from .types import MASC_SCORES, MASC_SEGMENTER, MASC_SWEEP_CELLS, Output
 
 CELLS_INPUT = (MASC_SWEEP_CELLS, {"tooltip": "LoRA cells from MaSC Sweep LoRA (chained: earliest step first)."})
 
@@ -90,6 +92,7 @@ class MaSCSweep(MaSCNode):
         Output("IMAGE", "chart", "Each cell on the CP-PF plane with its intervals, the frontier and the PF margin."),
         Output("IMAGE", "images", "Every image sampled, cell by cell, prompt by prompt, seed by seed."),
         Output("STRING", "report", "Every cell's images, means, paired intervals and status, then the verdict."),
+        Output(MASC_SCORES, "scores", "Every image's CP, PF, cell, prompt and seed, for MaSC Log Scores."),
     )
 
     @classmethod
@@ -161,7 +164,7 @@ class MaSCSweep(MaSCNode):
         host.check_sweep_latent(inputs["latent_image"], inputs["vae"], plan.images)
         scoring = candidate_scoring(dict(inputs, prompt=prompts[0]))
         by_name = {cell.name: choice for cell, choice in zip(cells, (None,) + choices)}
-        sampler = host.ComfySweepSampler(inputs, by_name, plan.images, inputs.get("unique_id"))
+        sampler = host.ComfySweepSampler(inputs, by_name, plan.images)
         sampler.check_cells()  # every LoRA file read and matched to the model before the first image
         outcome = run_sweep(sampler, plan, scoring, rule)
         verdict = outcome.verdict
@@ -175,6 +178,14 @@ class MaSCSweep(MaSCNode):
         )
         grid = sweep_grid(verdict, plan.pairs, outcome.pictures, outcome.scores)
         chart = sweep_chart(verdict, rule.pf_margin)
+        images = sampler.output(outcome.sampled)
+        context = scoring_context("MaSCSweep", inputs["encoder"], scoring.label)
+        batch = outcome.batch
+        batch.context = dataclasses.replace(
+            batch.context, node=context.node, subject=context.subject, encoder=context.encoder
+        )
+        # Every image in the PNG metadata, each found again by its pixels (core Save Image on the images output).
+        record(inputs.get("extra_pnginfo"), inputs.get("unique_id"), batch, "MaSCSweep", pixels=image_digests(images))
         result = (
             model,
             clip,
@@ -183,7 +194,8 @@ class MaSCSweep(MaSCNode):
             0.0 if chosen is None else chosen.strength_clip,
             to_comfy_image_batch([grid]),
             to_comfy_image_batch([chart]),
-            sampler.output(outcome.sampled),
+            images,
             report,
+            batch,
         )
         return {"ui": {"text": [report]}, "result": result}

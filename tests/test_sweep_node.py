@@ -4,6 +4,9 @@ refusal made before the first image."""
 
 from __future__ import annotations
 
+import json
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -76,7 +79,7 @@ def test_every_image_is_the_plain_nodes_and_the_dog_lora_is_recommended(pack, mo
     with stand_in_sampling(pack) as backend, stand_in_loras(pack, FILES):
         value = cells(pack, ("run/dog-000004.safetensors", "1.0"), ("run/dog-000008.safetensors", "0.5, 1.0"),
                       ("teapot.safetensors", "1.0"))  # fmt: skip
-        model, clip, lora, strength_model, strength_clip, grid, chart, images, report = run(
+        model, clip, lora, strength_model, strength_clip, grid, chart, images, report, scores = run(
             pack, sweep_inputs(models, value)
         )
     shifts = [None, 0.3, 0.6 * 0.5, 0.6, -0.6]  # baseline, then the cells in the order chained
@@ -94,6 +97,34 @@ def test_every_image_is_the_plain_nodes_and_the_dog_lora_is_recommended(pack, mo
     assert grid.shape[0] == 1 and chart.shape[1:] == (768, 1024, 3)
     assert "verdict: " in report and "images sampled: 20 of 20" in report
     assert "teapot @ 1" in report and "baseline (no LoRA)" in report
+
+
+def test_every_image_is_in_the_png_metadata_and_the_score_log_with_its_cell(pack, models, tmp_path, capsys):
+    from comfy_harness import save_image
+    from masc_core.cli import main
+
+    with stand_in_sampling(pack), stand_in_loras(pack, FILES):
+        value = cells(pack, ("run/dog-000004.safetensors", "1.0"), ("teapot.safetensors", "0.5"))
+        inputs = sweep_inputs(models, value, unique_id="12")
+        *_, images, report, scores = run(pack, inputs)
+    names = ["baseline (no LoRA)", "run/dog-000004 @ 1", "teapot @ 0.5"]
+    pairs = [(p, s) for p in PROMPTS.splitlines() for s in (100, 101)]
+    entry = inputs["extra_pnginfo"]["masc"]["nodes"]["12"]
+    assert entry["node"] == "MaSCSweep" and len(entry["images"]) == images.shape[0] == 12
+    for k, image in enumerate(entry["images"]):
+        assert (image["cell"], (image["prompt"], image["seed"])) == (names[k // 4], pairs[k % 4])
+    recommended = [i["verdict"] for i in entry["images"] if i["verdict"] == "recommended"]
+    assert len(recommended) == 4  # the recommended cell's four images say so
+    ctx = {"saved": {}, "saved_files": {}, "node_id": "13", "output_dir": str(tmp_path), "prompt": {}}
+    save_image(dict(ctx, extra_pnginfo=inputs["extra_pnginfo"]), images[5:6], "sweep")
+    assert main(["read", ctx["saved_files"]["13"][0]]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[1].startswith("  this image: #5  seed 101  CP ")
+    assert printed[2] == "      cell run/dog-000004 @ 1, prompt 'a dog on the beach'"
+    log = pack.nodes.NODE_CLASS_MAPPINGS["MaSCLogScores"]().log(scores, "sweep.jsonl", "")["result"]
+    rows = [json.loads(line) for line in open(os.path.join(os.environ["MASC_OUTPUT_DIR"], log[0]))][-12:]
+    assert [(r["cell"], r["prompt"], r["seed"]) for r in rows] == [(names[k // 4], *pairs[k % 4]) for k in range(12)]
+    assert [r["cp"] for r in rows] == pytest.approx([i["cp"] for i in entry["images"]])
 
 
 def test_the_baseline_recommended_gives_back_the_input_model(pack, models):

@@ -17,9 +17,10 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from ..errors import MascInputError
+from ..metric.scores import ScoreBatch, ScoreContext
 from ..selection.acceptance import RunRules
 from ..selection.contact_sheet import thumbnail
-from ..selection.sweep import Pair, SweepCell, SweepRace, SweepRule, SweepVerdict, sweep_verdict
+from ..selection.sweep import Pair, SweepCell, SweepRace, SweepRule, SweepVerdict, cell_status, sweep_verdict
 from ..selection.sweep_figures import MAX_GRID_COLUMNS
 from .candidates import CandidateScoring
 
@@ -89,14 +90,16 @@ class SweepPlan:
 @dataclass
 class SweepOutcome:
     """What a sweep gives back: the verdict, every cell's (cp, pf) per pair, which images were sampled (cell name,
-    pair) in grid order (cell by cell, pair by pair; the host keeps the images), the grid's thumbnails, and how many
-    images the full grid would have held."""
+    pair) in grid order (cell by cell, pair by pair; the host keeps the images), the grid's thumbnails, how many
+    images the full grid would have held, and ``batch``: every sampled image's scores in grid order, each with its
+    cell, seed and its cell's status (what the PNG metadata and the score log record)."""
 
     verdict: SweepVerdict
     scores: dict
     sampled: list = field(default_factory=list)
     pictures: dict = field(default_factory=dict)
     planned: int = 0
+    batch: ScoreBatch | None = None
 
 
 def run_sweep(sampler: SweepSampler, plan: SweepPlan, scoring: CandidateScoring, rule: SweepRule) -> SweepOutcome:
@@ -112,14 +115,17 @@ def run_sweep(sampler: SweepSampler, plan: SweepPlan, scoring: CandidateScoring,
     # Racing decides after each seed; a full grid is one round. Within a round each cell samples all its images
     # before the next cell is patched (a LoRA is applied once per cell and round, not once per image).
     rounds = [[seed] for seed in plan.seeds] if plan.race else [list(plan.seeds)]
-    race = SweepRace(plan.cells, rule, rounds=len(rounds))
+    race = SweepRace(plan.cells, rule, rounds=len(rounds)) if plan.race else None
+    live = {c.name for c in plan.cells}
     scores: dict[str, dict] = {c.name: {} for c in plan.cells}
+    items: dict = {}  # (cell name, pair) -> its ImageScore
+    references: list = []
     shown = set(plan.pairs[:MAX_GRID_COLUMNS])
     pictures: dict[str, dict] = {c.name: {} for c in plan.cells}
     done = 0
     for round_index, seeds in enumerate(rounds, start=1):
         round_scores: dict[str, dict] = {}
-        for cell in [c for c in plan.cells if c.name in race.live]:
+        for cell in [c for c in plan.cells if c.name in (race.live if race else live)]:
             round_scores[cell.name] = {}
             for prompt in plan.prompts:
                 images = []
@@ -129,18 +135,30 @@ def run_sweep(sampler: SweepSampler, plan: SweepPlan, scoring: CandidateScoring,
                     done += 1
                     sampler.progress(done, plan.images, images[-1])
                 batch, _ = dataclasses.replace(scoring, prompt=prompt).score_round(RunRules(), images)
+                references = batch.references
                 for seed, image, item in zip(seeds, images, batch.scores):
                     round_scores[cell.name][(prompt, seed)] = (item.cp, item.pf)
+                    items[(cell.name, (prompt, seed))] = item
                     if (prompt, seed) in shown:
                         pictures[cell.name][(prompt, seed)] = thumbnail(image, GRID_TILE)
-        if plan.race:
+        if race:
             race.observe(round_index, round_scores)
         else:
             for name, given in round_scores.items():
                 scores[name].update(given)
-    if plan.race:
+    if race:
         scores, verdict = race.scores, race.verdict()
     else:
         verdict = sweep_verdict(plan.cells, scores, rule)
     sampled = [(cell.name, pair) for cell in plan.cells for pair in plan.pairs if pair in scores[cell.name]]
-    return SweepOutcome(verdict, scores, sampled, pictures, planned=plan.images)
+    status = {summary.cell.name: cell_status(summary, verdict, why=True) or "sampled" for summary in verdict.cells}
+    batch = ScoreBatch(
+        scores=[dataclasses.replace(items[key], index=k) for k, key in enumerate(sampled)],
+        references=references,
+        context=ScoreContext(
+            seeds=[seed for _, (_, seed) in sampled],
+            verdicts=[status[name] for name, _ in sampled],
+            cells=[name for name, _ in sampled],
+        ),
+    )
+    return SweepOutcome(verdict, scores, sampled, pictures, planned=plan.images, batch=batch)

@@ -120,14 +120,13 @@ def check_sweep_latent(latent, vae, images: int) -> None:
 class ComfySweepSampler:
     """masc_core's ``SweepSampler`` in ComfyUI for one run (see the module)."""
 
-    def __init__(self, inputs: dict, choices: dict, planned: int, unique_id=None):
+    def __init__(self, inputs: dict, choices: dict, planned: int):
         self.inputs, self.choices = inputs, choices  # cell name -> LoraChoice (None: the baseline)
         self.latent, self.vae = inputs["latent_image"], inputs["vae"]
         self.patched: tuple | None = None  # (cell name, model, clip, {text: conditioning})
         self.images: dict = {}
         """(cell name, (prompt, seed)) -> the decoded IMAGE [1,H,W,C], as VAE Decode gives it."""
         self.bar = CandidateProgress(planned, int(inputs["steps"]))
-        self.unique_id = unique_id
 
     def _cell(self, name: str):
         if self.patched is None or self.patched[0] != name:

@@ -4,12 +4,14 @@ own key map (``build_loras.py``):
 - 3 LoRA files x 2 strengths + the baseline x 2 prompts x 2 seeds: 28 images, every cell's image pixel-identical to
   core's LoraLoader + CLIPTextEncode + KSampler + VAE Decode at its seed (the baseline without LoraLoader), a
   strength above 0 changing the pixels;
-- the report, the grid, the chart and the recommended cell's outputs are there;
+- the report, the grid, the chart and the recommended cell's outputs are there; every saved image's PNG names its
+  cell, prompt and seed (``read``), and MaSC Log Scores logs one row per image with its cell;
 - a LoRA for another model is refused in one line naming the file, before any image is sampled.
 """
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -17,7 +19,7 @@ import pytest
 from PIL import Image
 
 from . import hostapi
-from .conftest import ENCODER_NAME, SEGMENTER_NAME
+from .conftest import ENCODER_NAME, SEGMENTER_NAME, read_scores
 from .graphs import node
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -97,6 +99,7 @@ def sweep_graph(sd15: str, files: list[str]) -> dict:
     graph["grid"] = node("SaveImage", images=["sweep", 5], filename_prefix="masc_sweep_grid")
     graph["chart"] = node("SaveImage", images=["sweep", 6], filename_prefix="masc_sweep_chart")
     graph["name"] = node("PreviewAny", source=["sweep", 2])
+    graph["log"] = node("MaSCLogScores", scores=["sweep", 9], filename="masc_sweep_test.jsonl", method="")
     return graph
 
 
@@ -127,7 +130,10 @@ CELLS = [None] + [(name, strength) for name in FILES for strength in STRENGTHS]
 
 @pytest.fixture(scope="module")
 def swept(server, sd15, loras, installed):
-    entry = server.run(sweep_graph(sd15, loras), timeout=1800)
+    log = os.path.join(installed["output"], "masc_sweep_test.jsonl")
+    if os.path.exists(log):
+        os.remove(log)
+    entry = server.run(sweep_graph(sd15, loras), timeout=1800, extra_data=hostapi.FROM_FRONT_END)
     assert hostapi.status(entry) == "success", hostapi.explain(entry)
     return entry
 
@@ -168,6 +174,32 @@ def test_the_report_grid_chart_and_recommendation_are_there(swept, installed):
     recommended = next(line for line in lines[1:-2] if line.rstrip().endswith("recommended"))
     assert (name == "") == recommended.startswith("baseline"), (name, recommended)
     assert name == "" or name in FILES
+
+
+def test_every_saved_image_names_its_cell_prompt_and_seed_and_the_log_has_a_row_each(swept, installed):
+    images = hostapi.saved_images(swept, "images", installed["output"])
+    names = [None] + [f"{os.path.splitext(n)[0]} @ {s:g}" for n, s in CELLS[1:]]
+    expected = [
+        (names[k] or "baseline (no LoRA)", prompt, SEED + s)
+        for k in range(len(CELLS))
+        for prompt in PROMPTS
+        for s in (0, 1)
+    ]
+    picked = [0, 5, len(images) - 1]  # the baseline's first, a LoRA cell's, the last
+    done = read_scores(*[images[k] for k in picked])
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    cell_lines = [line.strip() for line in lines if line.startswith("      cell ")]
+    assert len(cell_lines) == len(picked), done.stdout
+    for k, line in zip(picked, cell_lines):
+        cell, prompt, seed = expected[k]
+        assert line == f"cell {cell}, prompt {prompt!r}", (k, line)
+    seeds = [line.split()[4] for line in lines if line.startswith("  this image: ")]
+    assert seeds == [str(expected[k][2]) for k in picked]
+    with open(os.path.join(installed["output"], "masc_sweep_test.jsonl"), encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle]
+    assert [(r["cell"], r["prompt"], r["seed"]) for r in rows] == expected
+    assert all(r["node"] == "MaSCSweep" and r["cp"] is not None and r["pf"] is not None for r in rows)
 
 
 def test_a_lora_for_another_model_is_refused_before_any_image(server, sd15, loras, installed):
