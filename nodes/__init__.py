@@ -10,7 +10,7 @@ from .sampling_nodes import MaSCSampleUntil
 from .scoring_nodes import MaSCConceptPreservation, MaSCPromptFollowing, MaSCScore, MaSCStripSubject
 from .selection_nodes import MaSCGate, MaSCSelectBest
 from .subject_nodes import MaSCScoreSubjects, MaSCSubject
-from .sweep_nodes import MaSCSweep, MaSCSweepLoRA
+from .sweep_nodes import MaSCSweep, MaSCSweepLoRA, MaSCSweepLoRAModel
 from .video_nodes import MaSCScoreVideo, MaSCVideoOptions
 
 NODE_CLASS_MAPPINGS = {
@@ -36,6 +36,7 @@ NODE_CLASS_MAPPINGS = {
     "MaSCScoreVideo": MaSCScoreVideo,
     "MaSCVideoOptions": MaSCVideoOptions,
     "MaSCSweepLoRA": MaSCSweepLoRA,
+    "MaSCSweepLoRAModel": MaSCSweepLoRAModel,
     "MaSCSweep": MaSCSweep,
 }
 
@@ -62,5 +63,6 @@ NODE_DISPLAY_NAME_MAPPINGS = {
     "MaSCScoreVideo": "MaSC Score Video",
     "MaSCVideoOptions": "MaSC Video Options",
     "MaSCSweepLoRA": "MaSC Sweep LoRA",
+    "MaSCSweepLoRAModel": "MaSC Sweep LoRA Model",
     "MaSCSweep": "MaSC Sweep",
 }

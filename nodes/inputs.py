@@ -140,7 +140,10 @@ SOCKETS: dict[str, Socket] = {
     MASC_SWEEP_CELLS: Socket(
         "MaSC Sweep LoRA's cells",
         lambda v: isinstance(v, tuple) and all(isinstance(c, LoraChoice) for c in v),
-        "a MaSC Sweep LoRA node's 'cells' output",
+        "a MaSC Sweep LoRA or MaSC Sweep LoRA Model node's 'cells' output",
+    ),
+    "LORA_MODEL": Socket(
+        "a LORA_MODEL", lambda v: isinstance(v, dict), "Train LoRA's 'lora' output (core's LORA_MODEL)"
     ),
 }
 """Every socket type a pack node takes that is not a widget, and how a value of it is recognised."""

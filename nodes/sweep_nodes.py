@@ -2,6 +2,8 @@
 
 - MaSC Sweep LoRA -> MASC_SWEEP_CELLS: one LoRA file at one or more strengths; chain one per file, the earliest
   training step first (the order breaks ties: ``masc_core.selection.sweep_cells``).
+- MaSC Sweep LoRA Model -> MASC_SWEEP_CELLS: an in-memory LoRA (core's LORA_MODEL, from Train LoRA) at one or more
+  model strengths, chained into the same cells.
 - MaSC Sweep: the baseline (no LoRA) and every cell, each sampled as LoraLoader + CLIPTextEncode + KSampler + VAE
   Decode would at the same prompts and seeds (``host.ComfySweepSampler``), scored, raced if asked and decided by
   ``masc_core.scoring.sweep_run.run_sweep``; the node converts inputs and formats the outputs.
@@ -13,7 +15,7 @@ import dataclasses
 
 from ..masc_core.scoring.sweep_run import MAX_SWEEP_SEEDS, SweepPlan, run_sweep
 from ..masc_core.selection.sweep import DEFAULT_CONFIDENCE, DEFAULT_PF_MARGIN, SweepRule
-from ..masc_core.selection.sweep_cells import lora_cells, lora_choices, parse_strengths
+from ..masc_core.selection.sweep_cells import lora_cells, lora_choices, parse_strengths, trained_choices
 from ..masc_core.selection.sweep_figures import sweep_chart, sweep_grid, verdict_table
 from . import host
 from .convert import to_comfy_image_batch
@@ -32,6 +34,15 @@ from .sampling_nodes import sampler_inputs
 from .types import MASC_SCORES, MASC_SEGMENTER, MASC_SWEEP_CELLS, Output
 
 CELLS_INPUT = (MASC_SWEEP_CELLS, {"tooltip": "LoRA cells from MaSC Sweep LoRA (chained: earliest step first)."})
+CHAINED_INPUT = (MASC_SWEEP_CELLS, {"tooltip": "Optional: earlier LoRAs' cells (chain)."})
+STRENGTHS_TOOLTIP = "Model strengths, comma-separated (e.g. '0.5, 1.0'), -100 to 100 as LoraLoader's; 8 at most."
+
+
+def chain(cells, choices) -> tuple:
+    """The cells chained in, then ``choices``; a repeated LoRA and strength refused here, where it was added."""
+    chained = tuple(cells or ()) + tuple(choices)
+    lora_cells(chained)
+    return (chained,)
 
 
 class MaSCSweepLoRA(MaSCNode):
@@ -48,26 +59,53 @@ class MaSCSweepLoRA(MaSCNode):
 
     @classmethod
     def INPUT_TYPES(cls):
-        strengths = "Model strengths, comma-separated (e.g. '0.5, 1.0'), -100 to 100 as LoraLoader's; 8 at most."
         return {
             "required": {
                 "lora_name": (host.loras().names(), {"tooltip": "A LoRA file of models/loras, as LoraLoader's."}),
-                "strength_model": ("STRING", {"default": "0.5, 1.0", "tooltip": strengths}),
+                "strength_model": ("STRING", {"default": "0.5, 1.0", "tooltip": STRENGTHS_TOOLTIP}),
                 "strength_clip": (
                     "STRING",
                     {"default": "", "tooltip": "CLIP strengths: empty = the model's, one for all, or one each."},
                 ),
             },
-            "optional": {"cells": (MASC_SWEEP_CELLS, {"tooltip": "Optional: earlier files' cells (chain)."})},
+            "optional": {"cells": CHAINED_INPUT},
         }
 
     def cells(self, lora_name, strength_model, strength_clip, cells=None):
         clip_text = str(strength_clip).strip()
         clip = parse_strengths(clip_text, "strength_clip") if clip_text else None
-        choices = lora_choices(lora_name, parse_strengths(strength_model, "strength_model"), clip)
-        chained = tuple(cells or ()) + tuple(choices)
-        lora_cells(chained)  # a repeated file and strength is refused here, where it was added
-        return (chained,)
+        return chain(cells, lora_choices(lora_name, parse_strengths(strength_model, "strength_model"), clip))
+
+
+class MaSCSweepLoRAModel(MaSCNode):
+    """Node: MaSC Sweep LoRA Model."""
+
+    SEARCH_ALIASES = ["train lora sweep", "lora model", "trained lora", "lora training evaluation"]
+
+    DESCRIPTION = (
+        "An in-memory LoRA (core's LORA_MODEL, from Train LoRA) at one or more model strengths, as cells of MaSC "
+        "Sweep: each cell patches the model as Load LoRA Model does. Chain it with MaSC Sweep LoRA nodes."
+    )
+    FUNCTION = "cells"
+    OUTPUTS = (Output(MASC_SWEEP_CELLS, "cells", "These cells after any chained in, for MaSC Sweep."),)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "lora": ("LORA_MODEL", {"tooltip": "Train LoRA's 'lora' output."}),
+                "name": (
+                    "STRING",
+                    {"default": "trained LoRA", "tooltip": "How the report, grid and chart name this LoRA."},
+                ),
+                "strength_model": ("STRING", {"default": "0.5, 1.0", "tooltip": STRENGTHS_TOOLTIP}),
+            },
+            "optional": {"cells": CHAINED_INPUT},
+        }
+
+    def cells(self, lora, name, strength_model, cells=None):
+        weights = host.check_lora_model(lora)
+        return chain(cells, trained_choices(name, weights, parse_strengths(strength_model, "strength_model")))
 
 
 class MaSCSweep(MaSCNode):
@@ -85,7 +123,7 @@ class MaSCSweep(MaSCNode):
     OUTPUTS = (
         Output("MODEL", "model", "The model with the recommended cell's LoRA (the input model for the baseline)."),
         Output("CLIP", "clip", "The CLIP with the recommended cell's LoRA."),
-        Output("STRING", "lora_name", "The recommended cell's LoRA file (empty for the baseline)."),
+        Output("STRING", "lora_name", "The recommended cell's LoRA file, or a LoRA model's name (empty: baseline)."),
         Output("FLOAT", "strength_model", "Its model strength (0 for the baseline)."),
         Output("FLOAT", "strength_clip", "Its CLIP strength (0 for the baseline)."),
         Output("IMAGE", "grid", "A row per cell, a column per (prompt, seed), CP and PF on each; recommended framed."),

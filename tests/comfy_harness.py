@@ -189,7 +189,9 @@ class StandInLoras:
             raise self.error(f"lora_name '{choice.lora}' patches none of this model's weights")
 
     def apply(self, model, clip, choice):
-        return StandInLoraModel(self.files[choice.lora] * choice.strength_model), clip
+        """A file's shift, or an in-memory LoRA's ({"shift": tensor}), at the model strength."""
+        shift = self.files[choice.lora] if choice.weights is None else float(choice.weights["shift"])
+        return StandInLoraModel(shift * choice.strength_model), clip
 
     @staticmethod
     def encode(clip, text):

@@ -94,6 +94,7 @@ def socket_value(pack, kind: str):
         "MASC_PRUNE": lambda: module("masc_core.selection.pruning").PruneRules(),
         "MASC_VIDEO": lambda: module("masc_core.selection.clip").ClipChoice(),
         "MASC_SWEEP_CELLS": lambda: (module("masc_core.selection.sweep_cells").LoraChoice("x.safetensors", 1.0, 1.0),),
+        "LORA_MODEL": lambda: {"shift": torch.tensor(0.1)},  # core's LORA_MODEL: weight names and tensors
         "VIDEO": lambda: CoreVideo(torch.zeros(2, 8, 8, 3)),
         "IMAGE,VIDEO": lambda: torch.zeros(1, 8, 8, 3),
     }

@@ -240,3 +240,55 @@ def test_the_command_line_agrees_with_the_node_on_the_same_images(pack, models, 
     )  # fmt: skip
     assert code == 0, err
     assert out.splitlines() == report.splitlines()[:-1]  # all but "images sampled: 12 of 12"
+
+
+def trained(pack, shift, name, strengths, value=None):
+    """MaSC Sweep LoRA Model on a stand-in LORA_MODEL ({"shift": tensor}, as Train LoRA's dict of tensors)."""
+    node = pack.nodes.NODE_CLASS_MAPPINGS["MaSCSweepLoRAModel"]()
+    return node.cells({"shift": torch.tensor(shift)}, name, strengths, cells=value)[0]
+
+
+def test_an_in_memory_lora_is_a_cell_beside_the_files_and_patches_as_load_lora_model(pack, models):
+    with stand_in_sampling(pack), stand_in_loras(pack, FILES):
+        value = trained(pack, 0.6, "trained, step 40", "0.5, 1", cells(pack, ("teapot.safetensors", "1.0")))
+        result = run(pack, sweep_inputs(models, value))
+    model, clip, lora, strength_model, strength_clip, grid, chart, images, report, scores = result
+    shifts = [None, -0.6, 0.3, 0.6]  # baseline, teapot @ 1, trained @ 0.5, trained @ 1
+    k = 0
+    for shift in shifts:
+        for prompt in PROMPTS.splitlines():
+            for seed in (100, 101):
+                assert torch.allclose(images[k : k + 1], expected_image(shift, prompt, seed), atol=0), (shift, prompt)
+                k += 1
+    assert "trained, step 40 @ 0.5" in report and "trained, step 40 @ 1 " in report
+    assert lora.startswith("trained, step 40") and strength_clip == 0.0
+    assert model.shift == pytest.approx(0.6 * strength_model) and clip is not None
+    assert {c for c in scores.context.cells} == {
+        "baseline (no LoRA)", "teapot @ 1", "trained, step 40 @ 0.5", "trained, step 40 @ 1"
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "lora, name, expected",
+    [
+        ({}, "step 40", "lora is not a LoRA's weights: connect Train LoRA's 'lora' output"),
+        ("a string", "step 40", "lora is not a LORA_MODEL .'a string' arrived.: connect Train LoRA's 'lora'"),
+        ({"w": [1.0]}, "step 40", "lora holds list under a key, not weight names and tensors"),
+        ({"w": torch.tensor([float("nan")])}, "step 40", "lora's weight 'w' holds NaN or infinity"),
+        ({"shift": torch.tensor(0.6)}, "  ", "name is empty"),
+        ({"shift": torch.tensor(0.6)}, "x" * 81, "name must be one line of at most 80"),
+        ({"shift": torch.tensor(0.6)}, "two\nlines", "name must be one line"),
+    ],
+)
+def test_a_lora_model_of_the_wrong_shape_is_one_line(pack, lora, name, expected):
+    node = pack.nodes.NODE_CLASS_MAPPINGS["MaSCSweepLoRAModel"]()
+    with pytest.raises(Exception, match=expected.replace("(", r"\(")) as caught:
+        node.cells(lora, name, "1.0")
+    assert len(str(caught.value).splitlines()) == 1
+
+
+def test_the_same_lora_model_name_and_strength_twice_is_refused_where_it_is_added(pack):
+    with stand_in_loras(pack, FILES):
+        first = trained(pack, 0.6, "step 40", "1")
+        with pytest.raises(Exception, match="step 40 @ 1 is in the sweep twice"):
+            trained(pack, 0.6, "step 40", "0.5, 1", first)

@@ -1,18 +1,19 @@
 """MaSC Sweep's cells from LoRA choices: what each is called, how weak it is, and what cannot be a cell.
 
-A ``LoraChoice`` is one LoRA file at one model and one CLIP strength (core's LoraLoader's three values). The cells of
-a sweep are the no-LoRA baseline and one cell per choice, in the order given: MaSC Sweep LoRA nodes chained with the
-earliest training step first. A cell's weakness, the tie-breaker (``selection.sweep``), is its model strength, then
-its CLIP strength, then its place in that order: of cells the data cannot tell apart, the lower strength and the
-earlier file is recommended.
+A ``LoraChoice`` is one LoRA file at one model and one CLIP strength (core's LoraLoader's three values), or an
+in-memory LoRA (core's LORA_MODEL, from Train LoRA) under a name the user gives, at a model strength (core's Load
+LoRA Model patches the model only). The cells of a sweep are the no-LoRA baseline and one cell per choice, in the
+order given: MaSC Sweep LoRA nodes chained with the earliest training step first. A cell's weakness, the
+tie-breaker (``selection.sweep``), is its model strength, then its CLIP strength, then its place in that order: of
+cells the data cannot tell apart, the lower strength and the earlier file is recommended.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Sequence
 
 from ..errors import MascInputError
 from .sweep import SweepCell
@@ -26,17 +27,20 @@ BASELINE = "baseline (no LoRA)"
 
 @dataclass(frozen=True)
 class LoraChoice:
-    """One LoRA file (its name in ``models/loras``) at a model and a CLIP strength."""
+    """One LoRA file (its name in ``models/loras``) at a model and a CLIP strength; or, with ``weights``, an
+    in-memory LoRA named ``lora`` by the user (the CLIP strength then 0)."""
 
     lora: str
     strength_model: float
     strength_clip: float
+    weights: Any = field(default=None, compare=False, repr=False)
+    """Core's LORA_MODEL (a dict of weight name -> tensor, held by the graph), or None for a file."""
 
     @property
     def label(self) -> str:
-        """How reports name it: the file's stem at its strength (both strengths when they differ)."""
-        stem = os.path.splitext(self.lora)[0].replace(os.sep, "/")
-        if self.strength_model == self.strength_clip:
+        """How reports name it: the file's stem (an in-memory LoRA's name) at its strength (both when they differ)."""
+        stem = self.lora if self.weights is not None else os.path.splitext(self.lora)[0].replace(os.sep, "/")
+        if self.strength_model == self.strength_clip or self.weights is not None:
             return f"{stem} @ {self.strength_model:g}"
         return f"{stem} @ {self.strength_model:g}/{self.strength_clip:g}"
 
@@ -75,6 +79,21 @@ def lora_choices(lora: str, strengths: Sequence[float], clip_strengths: Sequence
             "one per model strength, or leave it empty (the same as the model's)"
         )
     return [LoraChoice(lora, float(m), float(c)) for m, c in zip(strengths, clip_strengths)]
+
+
+MAX_NAME_CHARS = 80
+"""Longest name an in-memory LoRA may be given (it labels the chart, the grid and the report)."""
+
+
+def trained_choices(name: str, weights: Any, strengths: Sequence[float]) -> list[LoraChoice]:
+    """An in-memory LoRA's choices, one per model strength (CLIP strength 0, as core's Load LoRA Model), or one line
+    when its ``name`` is empty, too long or not printable."""
+    if not isinstance(name, str) or not name.strip():
+        raise MascInputError("name is empty: name this LoRA as the report should show it, e.g. 'trained, step 40'")
+    name = name.strip()
+    if len(name) > MAX_NAME_CHARS or not name.isprintable():
+        raise MascInputError(f"name must be one line of at most {MAX_NAME_CHARS} printable characters")
+    return [LoraChoice(name, float(m), 0.0, weights) for m in strengths]
 
 
 def lora_cells(choices: Sequence[LoraChoice]) -> list[SweepCell]:

@@ -75,5 +75,5 @@ from .sampling import (
     scheduler_names,
     use_sampling,
 )
-from .sweep import ComfySweepSampler, check_sweep_latent, loras, use_loras
+from .sweep import ComfySweepSampler, check_lora_model, check_sweep_latent, loras, use_loras
 from .video import is_video, video_frames

@@ -26,6 +26,26 @@ from .sampling import CandidateProgress, KSamplerInputs, sampling
 
 MAX_OUTPUT_BYTES = 4 * 1024**3
 """The most the ``images`` output holds (float32, as ComfyUI's IMAGE): 4 GiB, checked before the first image."""
+MAX_LORA_TENSORS = 100_000
+"""Most weights a LORA_MODEL may hold (an SDXL LoRA of every layer has a few thousand)."""
+
+
+def check_lora_model(value, name: str = "lora") -> dict:
+    """``value`` as core's LORA_MODEL (Train LoRA's ``lora``: weight name -> tensor), or one line naming ``name``."""
+    if not isinstance(value, dict) or not value:
+        raise MascInputError(f"{name} is not a LoRA's weights: connect Train LoRA's 'lora' output (a LORA_MODEL)")
+    if len(value) > MAX_LORA_TENSORS:
+        raise MascInputError(f"{name} holds {len(value)} weights, over the {MAX_LORA_TENSORS} a LoRA has")
+    wrong = next((k for k, t in value.items() if not isinstance(k, str) or not isinstance(t, torch.Tensor)), None)
+    if wrong is not None:
+        raise MascInputError(
+            f"{name} holds {type(value[wrong]).__name__} under a key, not weight names and tensors: connect Train "
+            "LoRA's 'lora' output (a LORA_MODEL)"
+        )
+    bad = next((k for k, t in value.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())), None)
+    if bad is not None:
+        raise MascInputError(f"{name}'s weight {bad[:60]!r} holds NaN or infinity: train again with a lower rate")
+    return value
 
 
 class LoraPatching:
@@ -38,6 +58,10 @@ class LoraPatching:
     def names() -> list[str]:
         """The LoRA combo, as core's LoraLoader's."""
         return list(folder_paths.get_filename_list("loras")) if IN_COMFYUI else []
+
+    def _weights(self, choice: LoraChoice) -> dict:
+        """An in-memory LoRA's weights as given, or its file's, loaded."""
+        return choice.weights if choice.weights is not None else self._file(choice.lora)
 
     def _file(self, name: str) -> dict:
         path = folder_paths.get_full_path("loras", name) if IN_COMFYUI else None
@@ -54,22 +78,27 @@ class LoraPatching:
         import comfy.lora  # type: ignore
         import comfy.lora_convert  # type: ignore
 
-        lora = self._file(choice.lora)
+        lora = self._weights(choice)
         key_map = comfy.lora.model_lora_keys_unet(model.model, {})
-        if clip is not None:
+        if clip is not None and choice.weights is None:
             key_map = comfy.lora.model_lora_keys_clip(clip.cond_stage_model, key_map)
         if not comfy.lora.load_lora(comfy.lora_convert.convert_lora(dict(lora)), key_map, log_missing=False):
+            what = f"lora_name '{choice.lora}'" if choice.weights is None else f"the LoRA named '{choice.lora}'"
             raise MascInputError(
-                f"lora_name '{choice.lora}' patches none of this model's weights (a LoRA for another base model?): "
+                f"{what} patches none of this model's weights (a LoRA for another base model?): "
                 "choose a LoRA trained for the connected model"
             )
 
     def apply(self, model, clip, choice: LoraChoice):
-        """(model, clip) patched with ``choice`` as LoraLoader patches them (strength 0 and 0: unchanged)."""
+        """(model, clip) patched with ``choice`` as LoraLoader patches them (strength 0 and 0: unchanged); an
+        in-memory LoRA as Load LoRA Model patches the model (the clip unchanged)."""
         import comfy.sd  # type: ignore
 
         if choice.strength_model == 0 and choice.strength_clip == 0:
             return model, clip
+        if choice.weights is not None:
+            patched, _ = comfy.sd.load_lora_for_models(model, None, choice.weights, choice.strength_model, 0)
+            return patched, clip
         lora = self._file(choice.lora)
         return comfy.sd.load_lora_for_models(model, clip, lora, choice.strength_model, choice.strength_clip)
 

@@ -211,3 +211,63 @@ def test_a_lora_for_another_model_is_refused_before_any_image(server, sd15, lora
     assert message.startswith(f"lora_name '{FOREIGN}' patches none of this model's weights"), message
     assert "\n" not in message and installed["output"] not in message and "/models/" not in message
     assert not [f for f in set(os.listdir(installed["output"])) - before if f.startswith("masc_sweep")]
+
+
+def _defaults(server, node_id: str) -> dict:
+    """Every required widget of ``node_id`` at its default, as this core declares it (inputs differ between cores)."""
+    info = server.request(f"/object_info/{node_id}")[node_id]["input"]["required"]
+    values = {}
+    for name, declaration in info.items():
+        kind, options = declaration[0], (declaration[1] if len(declaration) > 1 else {})
+        if isinstance(kind, list):
+            values[name] = options.get("default", kind[0])
+        elif kind == "COMBO":
+            values[name] = options.get("default", options.get("options", [None])[0])
+        elif "default" in options:
+            values[name] = options["default"]
+    return values
+
+
+def test_a_lora_trained_in_the_graph_is_a_cell_and_its_images_are_load_lora_models(server, sd15, installed):
+    """Core's Train LoRA (2 steps on the reference photo, fp32 on CPU) -> MaSC Sweep LoRA Model -> MaSC Sweep, and in
+    the same graph core's Load LoRA Model + KSampler + VAE Decode with the same LORA_MODEL: pixel-identical."""
+    info = server.request("/object_info")
+    if "TrainLoraNode" not in info or "LoraModelLoader" not in info:
+        pytest.skip("this ComfyUI has no Train LoRA / Load LoRA Model (core 0.33 has)")
+    graph = _common(sd15)
+    graph["scaled"] = node(
+        "ImageScale", image=["ref", 0], upscale_method="bilinear", width=SIDE, height=SIDE, crop="center"
+    )
+    graph["encoded"] = node("VAEEncode", pixels=["scaled", 0], vae=["ckpt", 2])
+    graph["caption"] = node("CLIPTextEncode", text="a photo of sks dog", clip=["ckpt", 1])
+    train = _defaults(server, "TrainLoraNode")
+    train.update(model=["ckpt", 0], latents=["encoded", 0], positive=["caption", 0], steps=2, rank=4, seed=0)
+    train.update(training_dtype="fp32", lora_dtype="fp32", gradient_checkpointing=False)
+    graph["train"] = node("TrainLoraNode", **train)
+    graph["cells"] = node("MaSCSweepLoRAModel", lora=["train", 0], name="trained, 2 steps", strength_model="1.0")
+    graph["sweep"] = node(
+        "MaSCSweep",
+        model=["ckpt", 0], clip=["ckpt", 1], vae=["ckpt", 2], latent_image=["latent", 0], cells=["cells", 0],
+        prompts=PROMPTS[0], negative="blurry", seed=SEED, seeds=1, steps=1, cfg=7.0, sampler_name="euler",
+        scheduler="normal", denoise=1.0, encoder=["encoder", 0], reference_image=["ref", 0],
+        reference_mask=["refmask", 0], subject="dog", segmenter=["segmenter", 0], mask_threshold=0.4,
+        pf_margin=0.02, confidence=0.95, race=False,
+    )  # fmt: skip
+    graph["images"] = node("SaveImage", images=["sweep", 7], filename_prefix="masc_sweep_trained")
+    graph["loaded"] = node("LoraModelLoader", model=["ckpt", 0], lora=["train", 0], strength_model=1.0)
+    graph["pos"] = node("CLIPTextEncode", text=PROMPTS[0], clip=["ckpt", 1])
+    graph["neg"] = node("CLIPTextEncode", text="blurry", clip=["ckpt", 1])
+    graph["ks"] = node(
+        "KSampler", model=["loaded", 0], seed=SEED, steps=1, cfg=7.0, sampler_name="euler", scheduler="normal",
+        positive=["pos", 0], negative=["neg", 0], latent_image=["latent", 0], denoise=1.0,
+    )  # fmt: skip
+    graph["dec"] = node("VAEDecode", samples=["ks", 0], vae=["ckpt", 2])
+    graph["plain"] = node("SaveImage", images=["dec", 0], filename_prefix="masc_plain_trained")
+    entry = server.run(graph, timeout=3600)
+    assert hostapi.status(entry) == "success", hostapi.explain(entry)
+    baseline, trained = (_pixels(p) for p in hostapi.saved_images(entry, "images", installed["output"]))
+    (plain,) = (_pixels(p) for p in hostapi.saved_images(entry, "plain", installed["output"]))
+    assert np.array_equal(trained, plain), f"{int((trained != plain).any(-1).sum())} pixels differ from Load LoRA Model"
+    assert not np.array_equal(baseline, trained)  # two steps of training changed the model
+    report = hostapi.ui_text(entry, "sweep")
+    assert "trained, 2 steps @ 1" in report and report.splitlines()[1].startswith("baseline (no LoRA)")
