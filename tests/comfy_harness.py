@@ -112,7 +112,9 @@ def save_image(ctx, images, filename_prefix="ComfyUI"):
             metadata.add_text("prompt", json.dumps(ctx["prompt"]))
             for key, value in (ctx.get("extra_pnginfo") or {}).items():
                 metadata.add_text(key, json.dumps(value))
-            path = os.path.join(folder, f"{filename_prefix}_{len(os.listdir(folder)) + 1:05}_.png")
+            target = os.path.dirname(os.path.join(folder, filename_prefix))  # a prefix may name a subfolder, as core's
+            os.makedirs(target, exist_ok=True)
+            path = os.path.join(folder, f"{filename_prefix}_{len(os.listdir(target)) + 1:05}_.png")
             pixels.save(path, pnginfo=metadata, compress_level=4)
             paths.append(path)
     return ()
@@ -532,6 +534,18 @@ CORE_NODES = {
         text_conditioning(prompt),
     ),
     "VAEDecode": lambda ctx, samples, vae: (vae.decode(samples["samples"]),),
+    # Core's LoRA training (0.33): the stand-in Train LoRA gives a LORA_MODEL the stand-in LoRA backend reads (a
+    # shift in latent space that grows with the steps), a loss map, and the steps.
+    "ImageScale": lambda ctx, image, upscale_method, width, height, crop: (
+        torch.nn.functional.interpolate(image.movedim(-1, 1), size=(height, width), mode="bilinear").movedim(1, -1),
+    ),
+    "TrainLoraNode": lambda ctx, model, latents, positive, steps, **settings: (
+        {"shift": torch.tensor(min(0.6, 0.05 * steps))},
+        {"loss": [1.0 / (k + 1) for k in range(steps)]},
+        steps,
+    ),
+    "LossGraphNode": lambda ctx, loss, filename_prefix: (),
+    "SaveLoRA": lambda ctx, lora, prefix, steps=None: (),
 }
 
 

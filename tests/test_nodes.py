@@ -12,7 +12,7 @@ import pytest
 import torch
 from PIL import Image
 
-from comfy_harness import CORE_NODES, ROOT, import_pack, run_graph, stand_in_sampling
+from comfy_harness import CORE_NODES, ROOT, import_pack, run_graph, stand_in_loras, stand_in_sampling
 from conftest import box_mask, load_photo
 
 WORKFLOWS = sorted(glob.glob(os.path.join(ROOT, "workflows", "api", "*.json")))
@@ -102,7 +102,9 @@ def test_api_workflows_run(pack, comfy_dirs, path, tmp_path):
     from importlib import import_module
 
     blocker = import_module(pack.__name__ + ".nodes.host").ExecutionBlocker
-    with stand_in_sampling(pack):
+    named = sorted({n["inputs"]["lora_name"] for n in graph.values() if isinstance(n["inputs"].get("lora_name"), str)})
+    files = {name: 0.3 * (k + 1) for k, name in enumerate(named)}  # the LoRA files a template names, as stand-ins
+    with stand_in_sampling(pack), stand_in_loras(pack, files):
         result = run_graph(
             graph, pack.nodes.NODE_CLASS_MAPPINGS, comfy_dirs["input"], blocker, output_dir=str(tmp_path)
         )
@@ -319,6 +321,7 @@ def test_api_workflows_score_the_same_with_float16_intermediates(pack, comfy_dir
         "KSampler",
         "MaSCSampleUntil",
         "MaSCSampleUntilCustom",
+        "MaSCSweep",
         "SamplerCustomAdvanced",
     }:
         pytest.skip(

@@ -37,8 +37,8 @@ def check_value(node_type: str, name: str, value, entry) -> None:
     kind = entry[0]
     options = entry[1] if len(entry) > 1 else {}
     where = f"{node_type}.{name} = {value!r}"
-    if isinstance(kind, list):
-        assert value in kind, where
+    if isinstance(kind, list):  # an empty list: a folder with no files outside ComfyUI (models/loras), any name
+        assert value in kind or (not kind and isinstance(value, str) and value), where
     elif kind in ("INT", "FLOAT"):
         assert isinstance(value, (int, float)) and not isinstance(value, bool), where
         assert options.get("min", value) <= value <= options.get("max", value), where

@@ -234,6 +234,43 @@ def sd15(host) -> str:
     return SD15_NAME
 
 
+TEST_LORAS = [f"masc-test-epoch{k}.safetensors" for k in (1, 2, 3)]
+FOREIGN_LORA = "masc-test-foreign.safetensors"
+
+
+def template_lora_names() -> list[str]:
+    """The LoRA files the shipped templates name (a user's own epochs: the suite stands its test LoRAs in)."""
+    names = set()
+    folder = os.path.join(ROOT, "workflows", "api")
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name), encoding="utf-8") as handle:
+            graph = json.load(handle)
+        names |= {n["inputs"]["lora_name"] for n in graph.values() if isinstance(n["inputs"].get("lora_name"), str)}
+    return sorted(names)
+
+
+@pytest.fixture(scope="session")
+def loras(host, sd15):
+    """Random LoRA files for the test SD1.5 in the host's models/loras, keyed as the host's own loader maps them
+    (``build_loras.py``): the test's files, and the shipped templates' names as links to them; removed after."""
+    folder = host.models("loras")
+    built = host.run_python(
+        os.path.join(HERE, "build_loras.py"), host.dir, os.path.join(host.models("checkpoints"), sd15), folder
+    )
+    assert built.returncode == 0, f"building the LoRAs failed:\n{built.stdout}\n{built.stderr[-4000:]}"
+    print(built.stdout.strip())
+    linked = []
+    for k, name in enumerate(template_lora_names()):
+        target = os.path.join(folder, name)
+        if not os.path.lexists(target):  # a user's own file of that name is left alone
+            os.symlink(os.path.join(folder, TEST_LORAS[k % len(TEST_LORAS)]), target)
+            linked.append(target)
+    yield TEST_LORAS
+    for path in [os.path.join(folder, n) for n in TEST_LORAS + [FOREIGN_LORA]] + linked:
+        if os.path.lexists(path):
+            os.remove(path)
+
+
 @pytest.fixture(scope="session")
 def installed(host, tiny_models, out_dir) -> dict:
     """The pack copied into custom_nodes, the test checkpoints into models/, and the session's own input folder."""

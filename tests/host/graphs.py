@@ -15,7 +15,7 @@ BLUEPRINTS = sorted(glob.glob(os.path.join(ROOT, "subgraphs", "*.json")))
 """The subgraph blueprints (core after 0.3.64 serves them at /global_subgraphs; the front end lists them by file
 name)."""
 LATENT_SIDE = 256
-AT_MOST = {"batch_size": 2, "max_candidates": 2, "accept": 2, "show": 2}
+AT_MOST = {"batch_size": 2, "max_candidates": 2, "accept": 2, "show": 2, "seeds": 1}
 """Integer inputs capped wherever they appear (Empty Latent's batch, MaSC Sample Until's budget, MaSC Pick's shown): few
 images per run."""
 

@@ -27,12 +27,12 @@ from .graphs import load, needs_text_encoders
 
 README_FOLDERS = {"masc": "siglip2-so400m-patch16-naflex", "clipseg": "clipseg-rd64-refined"}
 SD15_FILE = "v1-5-pruned-emaonly-fp16.safetensors"
-CPU_ONLY = re.compile(r"CPU only: width (\d+), height (\d+), steps (\d+)(?:, (batch_size|max_candidates) (\d+))?")
+CPU_ONLY = re.compile(r"CPU only: width (\d+), height (\d+), steps (\d+)(?:, (batch_size|max_candidates|seeds) (\d+))?")
 """The line a generation template's note gives for a CPU-only machine."""
 
 
 @pytest.fixture(scope="module")
-def readme_models(host, installed, tiny_models, sd15):
+def readme_models(host, installed, tiny_models, sd15, loras):
     """README's folders, and nothing under the Hub ids' other names (the tiny checkpoints stand in for the real
     ones)."""
     sources = {
@@ -83,6 +83,8 @@ def as_a_person_sets_it(graph: dict, settings: dict) -> dict:
             inputs["steps"] = settings["steps"]
         if kind == "MaSCRules" and "max_candidates" in settings:
             inputs["max_candidates"] = settings["max_candidates"]
+        if kind == "MaSCSweep" and "seeds" in settings:
+            inputs["seeds"] = settings["seeds"]
     return graph
 
 

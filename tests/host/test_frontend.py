@@ -137,12 +137,12 @@ def _browse(host, server, installed, out_dir, sd15, vue: bool) -> dict:
 
 
 @pytest.fixture(scope="session")
-def classic(host, server, installed, out_dir, sd15):
+def classic(host, server, installed, out_dir, sd15, loras):
     return _browse(host, server, installed, out_dir, sd15, vue=False)
 
 
 @pytest.fixture(scope="session")
-def vue(host, server, installed, out_dir, sd15):
+def vue(host, server, installed, out_dir, sd15, loras):
     result = _browse(host, server, installed, out_dir, sd15, vue=True)
     previews = [text for item in result["workflows"].values() for text in (item.get("preview_any") or {}).values()]
     if not any(previews):  # 1.27's renderer is a hidden experiment: no node's text shows, core's included

@@ -19,32 +19,16 @@ import pytest
 from PIL import Image
 
 from . import hostapi
-from .conftest import ENCODER_NAME, SEGMENTER_NAME, read_scores
+from .conftest import ENCODER_NAME, FOREIGN_LORA, SEGMENTER_NAME, TEST_LORAS, read_scores
 from .graphs import node
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIDE = 128
 SEED = 300
 PROMPTS = ["a photo of a dog on the beach", "a photo of a dog in the snow"]
-FILES = [f"masc-test-epoch{k}.safetensors" for k in (1, 2, 3)]
+FILES = TEST_LORAS
 STRENGTHS = (0.5, 1.0)
-FOREIGN = "masc-test-foreign.safetensors"
-
-
-@pytest.fixture(scope="module")
-def loras(host, sd15):
-    """The LoRA files in the host's models/loras for this module, removed after it."""
-    folder = host.models("loras")
-    built = host.run_python(
-        os.path.join(HERE, "build_loras.py"), host.dir, os.path.join(host.models("checkpoints"), sd15), folder
-    )
-    assert built.returncode == 0, f"building the LoRAs failed:\n{built.stdout}\n{built.stderr[-4000:]}"
-    print(built.stdout.strip())
-    yield FILES
-    for name in FILES + [FOREIGN]:
-        path = os.path.join(folder, name)
-        if os.path.exists(path):
-            os.remove(path)
+FOREIGN = FOREIGN_LORA
 
 
 def _common(sd15: str) -> dict:

@@ -20,7 +20,7 @@ PROMPT = "a photo of a dog on the beach"
 
 
 @pytest.mark.parametrize("path", API_WORKFLOWS, ids=os.path.basename)
-def test_shipped_api_workflow_runs(server, sd15, installed, out_dir, path):
+def test_shipped_api_workflow_runs(server, sd15, loras, installed, out_dir, path):
     """Each workflow runs as sent with the front end's extra_data; its reports show; every PNG it saves carries the
     scores of each MaSC node upstream, which ``python -m masc_core read`` prints (for this very image)."""
     graph = load(path)
