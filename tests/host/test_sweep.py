@@ -238,7 +238,7 @@ def test_a_lora_trained_in_the_graph_is_a_cell_and_its_images_are_load_lora_mode
         pf_margin=0.02, confidence=0.95, race=False,
     )  # fmt: skip
     graph["images"] = node("SaveImage", images=["sweep", 7], filename_prefix="masc_sweep_trained")
-    graph["loaded"] = node("LoraModelLoader", model=["ckpt", 0], lora=["train", 0], strength_model=1.0)
+    graph["loaded"] = node("LoraModelLoader", model=["ckpt", 0], lora=["train", 0], strength_model=1.0, bypass=False)
     graph["pos"] = node("CLIPTextEncode", text=PROMPTS[0], clip=["ckpt", 1])
     graph["neg"] = node("CLIPTextEncode", text="blurry", clip=["ckpt", 1])
     graph["ks"] = node(
