@@ -34,18 +34,28 @@ from .sampling_nodes import sampler_inputs
 from .types import MASC_SCORES, MASC_SEGMENTER, MASC_SWEEP_CELLS, Output
 
 CELLS_INPUT = (MASC_SWEEP_CELLS, {"tooltip": "LoRA cells from MaSC Sweep LoRA (chained: earliest step first)."})
-CHAINED_INPUT = (MASC_SWEEP_CELLS, {"tooltip": "Optional: earlier LoRAs' cells (chain)."})
-STRENGTHS_TOOLTIP = "Model strengths, comma-separated (e.g. '0.5, 1.0'), -100 to 100 as LoraLoader's; 8 at most."
+STRENGTH_MODEL_INPUT = (
+    "STRING",
+    {"default": "0.5, 1.0", "tooltip": "Model strengths, comma-separated (e.g. '0.5, 1.0'), -100 to 100; 8 at most."},
+)
 
 
-def chain(cells, choices) -> tuple:
-    """The cells chained in, then ``choices``; a repeated LoRA and strength refused here, where it was added."""
-    chained = tuple(cells or ()) + tuple(choices)
-    lora_cells(chained)
-    return (chained,)
+class SweepCellsNode(MaSCNode):
+    """What MaSC Sweep LoRA and MaSC Sweep LoRA Model share: a ``cells`` output, chained onto an optional input."""
+
+    FUNCTION = "cells"
+    OUTPUTS = (Output(MASC_SWEEP_CELLS, "cells", "These cells after any chained in, for MaSC Sweep."),)
+    CHAINED = {"cells": (MASC_SWEEP_CELLS, {"tooltip": "Optional: earlier LoRAs' cells (chain)."})}
+
+    @staticmethod
+    def chain(cells, choices) -> tuple:
+        """The cells chained in, then ``choices``; a repeated LoRA and strength refused here, where it was added."""
+        chained = tuple(cells or ()) + tuple(choices)
+        lora_cells(chained)
+        return (chained,)
 
 
-class MaSCSweepLoRA(MaSCNode):
+class MaSCSweepLoRA(SweepCellsNode):
     """Node: MaSC Sweep LoRA."""
 
     SEARCH_ALIASES = ["lora sweep", "lora epochs", "xy plot lora", "lora strength"]
@@ -54,30 +64,28 @@ class MaSCSweepLoRA(MaSCNode):
         "One LoRA file at one or more strengths, as cells of MaSC Sweep. Chain one per file (one per training epoch), "
         "the earliest first: of cells the data cannot tell apart, the lower strength and the earlier file wins."
     )
-    FUNCTION = "cells"
-    OUTPUTS = (Output(MASC_SWEEP_CELLS, "cells", "These cells after any chained in, for MaSC Sweep."),)
 
     @classmethod
     def INPUT_TYPES(cls):
         return {
             "required": {
                 "lora_name": (host.loras().names(), {"tooltip": "A LoRA file of models/loras, as LoraLoader's."}),
-                "strength_model": ("STRING", {"default": "0.5, 1.0", "tooltip": STRENGTHS_TOOLTIP}),
+                "strength_model": STRENGTH_MODEL_INPUT,
                 "strength_clip": (
                     "STRING",
                     {"default": "", "tooltip": "CLIP strengths: empty = the model's, one for all, or one each."},
                 ),
             },
-            "optional": {"cells": CHAINED_INPUT},
+            "optional": dict(cls.CHAINED),
         }
 
     def cells(self, lora_name, strength_model, strength_clip, cells=None):
         clip_text = str(strength_clip).strip()
         clip = parse_strengths(clip_text, "strength_clip") if clip_text else None
-        return chain(cells, lora_choices(lora_name, parse_strengths(strength_model, "strength_model"), clip))
+        return self.chain(cells, lora_choices(lora_name, parse_strengths(strength_model, "strength_model"), clip))
 
 
-class MaSCSweepLoRAModel(MaSCNode):
+class MaSCSweepLoRAModel(SweepCellsNode):
     """Node: MaSC Sweep LoRA Model."""
 
     SEARCH_ALIASES = ["train lora sweep", "lora model", "trained lora", "lora training evaluation"]
@@ -86,26 +94,19 @@ class MaSCSweepLoRAModel(MaSCNode):
         "An in-memory LoRA (core's LORA_MODEL, from Train LoRA) at one or more model strengths, as cells of MaSC "
         "Sweep: each cell patches the model as Load LoRA Model does. Chain it with MaSC Sweep LoRA nodes."
     )
-    FUNCTION = "cells"
-    OUTPUTS = (Output(MASC_SWEEP_CELLS, "cells", "These cells after any chained in, for MaSC Sweep."),)
 
     @classmethod
     def INPUT_TYPES(cls):
+        name = ("STRING", {"default": "trained LoRA", "tooltip": "How the report, grid and chart name this LoRA."})
+        lora = ("LORA_MODEL", {"tooltip": "Train LoRA's 'lora' output."})
         return {
-            "required": {
-                "lora": ("LORA_MODEL", {"tooltip": "Train LoRA's 'lora' output."}),
-                "name": (
-                    "STRING",
-                    {"default": "trained LoRA", "tooltip": "How the report, grid and chart name this LoRA."},
-                ),
-                "strength_model": ("STRING", {"default": "0.5, 1.0", "tooltip": STRENGTHS_TOOLTIP}),
-            },
-            "optional": {"cells": CHAINED_INPUT},
+            "required": {"lora": lora, "name": name, "strength_model": STRENGTH_MODEL_INPUT},
+            "optional": dict(cls.CHAINED),
         }
 
     def cells(self, lora, name, strength_model, cells=None):
         weights = host.check_lora_model(lora)
-        return chain(cells, trained_choices(name, weights, parse_strengths(strength_model, "strength_model")))
+        return self.chain(cells, trained_choices(name, weights, parse_strengths(strength_model, "strength_model")))
 
 
 class MaSCSweep(MaSCNode):
