@@ -126,7 +126,12 @@ class Server:
         """The /history entry of a prompt once it has finished (success, error or interrupted)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            history = self.request(f"/history/{prompt_id}")
+            try:
+                history = self.request(f"/history/{prompt_id}")
+            except (TimeoutError, urllib.error.URLError) as slow:  # a server busy on a loaded machine: ask again
+                if isinstance(slow, urllib.error.URLError) and not isinstance(slow.reason, TimeoutError):
+                    raise
+                history = None
             entry = history.get(prompt_id) if history else None
             if entry and entry.get("status", {}).get("completed") is not None:
                 if entry["status"].get("status_str") in ("success", "error"):
