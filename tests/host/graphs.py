@@ -39,8 +39,8 @@ def for_cpu(graph: dict, *, sd15: str = SD15_NAME) -> dict:
             inputs["model"] = SEGMENTER_NAME
         if "ckpt_name" in inputs:
             inputs["ckpt_name"] = sd15
-        if kind.startswith("EmptyLatentImage") or kind == "EmptySD3LatentImage":
-            inputs["width"] = inputs["height"] = LATENT_SIDE
+        if kind.startswith("EmptyLatentImage") or kind in ("EmptySD3LatentImage", "ImageScale"):
+            inputs["width"] = inputs["height"] = LATENT_SIDE  # ImageScale: a training template's photos
         for name, most in AT_MOST.items():
             if isinstance(inputs.get(name), int):
                 inputs[name] = min(inputs[name], most)
@@ -56,6 +56,7 @@ def page_widgets(*, sd15: str = SD15_NAME) -> dict:
             "MaSCLoadEncoder": {"model": ENCODER_NAME},
             "MaSCLoadAutoMaskModel": {"model": SEGMENTER_NAME},
             "EmptyLatentImage": {"width": LATENT_SIDE, "height": LATENT_SIDE},
+            "ImageScale": {"width": LATENT_SIDE, "height": LATENT_SIDE},
         },
         "byWidget": {"ckpt_name": sd15, "steps": 1},
         "atMost": AT_MOST,

@@ -75,7 +75,7 @@ def cpu_settings(api_path: str) -> dict | None:
 def as_a_person_sets_it(graph: dict, settings: dict) -> dict:
     for spec in graph.values():
         inputs, kind = spec["inputs"], spec["class_type"]
-        if kind == "EmptyLatentImage":
+        if kind in ("EmptyLatentImage", "ImageScale"):  # ImageScale: the training photos of template 12
             inputs.update(width=settings["width"], height=settings["height"])
             if "batch_size" in settings:
                 inputs["batch_size"] = settings["batch_size"]
