@@ -213,7 +213,7 @@ def _defaults(server, node_id: str) -> dict:
 
 
 def test_a_lora_trained_in_the_graph_is_a_cell_and_its_images_are_load_lora_models(server, sd15, installed):
-    """Core's Train LoRA (2 steps on the reference photo, fp32 on CPU) -> MaSC Sweep LoRA Model -> MaSC Sweep, and in
+    """Core's Train LoRA (2 steps on the reference photo, on CPU) -> MaSC Sweep LoRA Model -> MaSC Sweep, and in
     the same graph core's Load LoRA Model + KSampler + VAE Decode with the same LORA_MODEL: pixel-identical."""
     info = server.request("/object_info")
     if "TrainLoraNode" not in info or "LoraModelLoader" not in info:
@@ -226,7 +226,8 @@ def test_a_lora_trained_in_the_graph_is_a_cell_and_its_images_are_load_lora_mode
     graph["caption"] = node("CLIPTextEncode", text="a photo of sks dog", clip=["ckpt", 1])
     train = _defaults(server, "TrainLoraNode")
     train.update(model=["ckpt", 0], latents=["encoded", 0], positive=["caption", 0], steps=2, rank=4, seed=0)
-    train.update(training_dtype="fp32", lora_dtype="fp32", gradient_checkpointing=False)
+    # Core's defaults otherwise (bf16, gradient checkpointing), as template 12 ships them: fp32 without checkpointing
+    # took 13 GB on the test SD1.5.
     graph["train"] = node("TrainLoraNode", **train)
     graph["cells"] = node("MaSCSweepLoRAModel", lora=["train", 0], name="trained, 2 steps", strength_model="1.0")
     graph["sweep"] = node(
