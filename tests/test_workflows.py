@@ -110,7 +110,7 @@ MODEL_LOADERS = {  # core loader -> its widgets that name a model file, and the 
 MAX_LAYOUT = (2050, 1200)
 TITLE_HEIGHT = 30  # LiteGraph draws a node's title above its pos
 # Nodes whose report box grows downwards after a run (by about 25 px a candidate): nothing may sit below them.
-GROWS_AFTER_RUN = {"MaSCSampleUntil", "MaSCSampleUntilCustom"}
+GROWS_AFTER_RUN = {"MaSCSampleUntil", "MaSCSampleUntilCustom", "MaSCSweep"}  # a preview and a report appear
 
 
 def _rectangle(node):
