@@ -352,13 +352,17 @@ def read_scores(*paths: str) -> subprocess.CompletedProcess:
 
 
 def this_image(printed: str) -> list[tuple[str, str]]:
-    """The (``this image:`` line, ``from <node> (node <id>): ...`` line) pairs ``read`` printed for one file."""
+    """The (``this image:`` line, ``from <node> (node <id>): ...`` line) pairs ``read`` printed for one file (an image
+    line's continuation lines, a sweep's cell or several subjects, indented deeper, come between)."""
     lines = printed.splitlines()
-    return [
-        (line.strip(), following.strip())
-        for line, following in zip(lines, lines[1:])
-        if line.startswith("  this image: ") and following.startswith("    from ")
-    ]
+    pairs = []
+    for k, line in enumerate(lines):
+        if not line.startswith("  this image: "):
+            continue
+        following = next((later for later in lines[k + 1 :] if not later.startswith("      ")), "")
+        if following.startswith("    from "):
+            pairs.append((line.strip(), following.strip()))
+    return pairs
 
 
 def write_json(path: str, value) -> None:
