@@ -56,12 +56,13 @@ window.__masc = {
   // (what graphs.for_cpu does to API graphs)
   setWidgets(rules) {
     for (const node of this.allNodes()) {
-      const values = {...(rules.byType?.[node.type] ?? {})};
+      const values = {};
       for (const widget of node.widgets ?? []) {
         if (widget.name in (rules.byWidget ?? {})) values[widget.name] = rules.byWidget[widget.name];
         const most = rules.atMost?.[widget.name];
         if (typeof most === 'number' && typeof widget.value === 'number') values[widget.name] = Math.min(widget.value, most);
       }
+      Object.assign(values, rules.byType?.[node.type] ?? {});  // a node type's own rule wins (Train LoRA's steps)
       for (const [name, value] of Object.entries(values)) {
         const widget = node.widgets?.find(w => w.name === name);
         if (widget) widget.value = value;
