@@ -117,8 +117,18 @@ def test_the_console_keeps_one_line_for_a_refusal_and_every_traceback_of_anythin
 # ---------------------------------------------------------------- the shipped workflows
 
 UI_WORKFLOWS = sorted(glob.glob(os.path.join(ROOT, "workflows", "*.json")))
-CORE_OUTPUT_NODES = {"SaveImage", "PreviewImage", "PreviewAny", "SaveAnimatedWEBP", "SaveVideo", "SaveWEBM"}
-"""Core's output nodes the workflows use (OUTPUT_NODE in ComfyUI's nodes.py and comfy_extras)."""
+CORE_OUTPUT_NODES = {
+    "SaveImage",
+    "PreviewImage",
+    "PreviewAny",
+    "SaveAnimatedWEBP",
+    "SaveVideo",
+    "SaveWEBM",
+    "LossGraphNode",
+    "SaveLoRA",
+}
+"""Core's output nodes the workflows use (OUTPUT_NODE in ComfyUI's nodes.py and comfy_extras; Plot Loss Graph and Save
+LoRA Weights are ``is_output_node`` in 0.33's nodes_train.py)."""
 FRONT_END_ONLY = {"Note", "MarkdownNote", "PrimitiveNode", "Reroute"}
 """Nodes the front end keeps to itself (never sent to the server)."""
 
