@@ -10,7 +10,7 @@ from .sampling_nodes import MaSCSampleUntil
 from .scoring_nodes import MaSCConceptPreservation, MaSCPromptFollowing, MaSCScore, MaSCStripSubject
 from .selection_nodes import MaSCGate, MaSCSelectBest
 from .subject_nodes import MaSCScoreSubjects, MaSCSubject
-from .sweep_nodes import MaSCSweep, MaSCSweepLoRA, MaSCSweepLoRAModel
+from .sweep_nodes import MaSCSweep, MaSCSweepCustom, MaSCSweepLoRA, MaSCSweepLoRAModel
 from .video_nodes import MaSCScoreVideo, MaSCVideoOptions
 
 NODE_CLASS_MAPPINGS = {
@@ -38,6 +38,7 @@ NODE_CLASS_MAPPINGS = {
     "MaSCSweepLoRA": MaSCSweepLoRA,
     "MaSCSweepLoRAModel": MaSCSweepLoRAModel,
     "MaSCSweep": MaSCSweep,
+    "MaSCSweepCustom": MaSCSweepCustom,
 }
 
 NODE_DISPLAY_NAME_MAPPINGS = {
@@ -65,4 +66,5 @@ NODE_DISPLAY_NAME_MAPPINGS = {
     "MaSCSweepLoRA": "MaSC Sweep LoRA",
     "MaSCSweepLoRAModel": "MaSC Sweep LoRA Model",
     "MaSCSweep": "MaSC Sweep",
+    "MaSCSweepCustom": "MaSC Sweep (Custom)",
 }

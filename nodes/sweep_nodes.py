@@ -7,6 +7,9 @@
 - MaSC Sweep: the baseline (no LoRA) and every cell, each sampled as LoraLoader + CLIPTextEncode + KSampler + VAE
   Decode would at the same prompts and seeds (``host.ComfySweepSampler``), scored, raced if asked and decided by
   ``masc_core.scoring.sweep_run.run_sweep``; the node converts inputs and formats the outputs.
+- MaSC Sweep (Custom): the same sweep with the graph's NOISE, GUIDER, SAMPLER and SIGMAS, each image as
+  SamplerCustomAdvanced would make it from a guider built on the cell's model and prompt (Flux, SD3, Qwen-Image,
+  ...); the same body (``MaSCSweep.run``), another generator (``host.GuiderCells``).
 """
 
 from __future__ import annotations
@@ -28,11 +31,13 @@ from .declarations import (
     REFERENCE_MASK_INPUT,
     SUBJECT_INPUT,
 )
+from .custom_sampling_node import MaSCSampleUntilCustom
 from .metadata import HIDDEN_INPUTS, image_digests, record, scoring_context
 from .sample_until_run import candidate_scoring
 from .sampling_nodes import sampler_inputs
 from .types import MASC_SCORES, MASC_SEGMENTER, MASC_SWEEP_CELLS, Output
 
+NODE_SWEEP, NODE_SWEEP_CUSTOM = "MaSCSweep", "MaSCSweepCustom"
 CELLS_INPUT = (MASC_SWEEP_CELLS, {"tooltip": "LoRA cells from MaSC Sweep LoRA (chained: earliest step first)."})
 STRENGTH_MODEL_INPUT = (
     "STRING",
@@ -193,17 +198,22 @@ class MaSCSweep(MaSCNode):
 
     def sweep(self, **inputs):
         """One sweep on the inputs ``INPUT_TYPES`` declares, by name (each checked against its declaration first)."""
+        return self.run(NODE_SWEEP, inputs, host.KSamplerCells.from_inputs(inputs), int(inputs["seed"]))
+
+    @staticmethod
+    def run(node_id: str, inputs: dict, generator, first: int) -> dict:
+        """Node ``node_id``'s sweep of ``inputs`` sampled by ``generator`` (``host.KSamplerCells`` or
+        ``host.GuiderCells``) at seeds ``first``, ``first`` + 1, ...: the node's ui and result."""
         choices = tuple(inputs["cells"])
         cells = lora_cells(choices)
         prompts = [line.strip() for line in str(inputs["prompts"]).splitlines() if line.strip()]
-        first = int(inputs["seed"])
         seeds = [(first + k) % 2**64 for k in range(int(inputs["seeds"]))]
         plan = SweepPlan(cells, prompts, seeds, race=bool(inputs["race"])).check()
         rule = SweepRule(pf_margin=float(inputs["pf_margin"]), confidence=float(inputs["confidence"])).check()
         host.check_sweep_latent(inputs["latent_image"], inputs["vae"], plan.images)
         scoring = candidate_scoring(dict(inputs, prompt=prompts[0]))
         by_name = {cell.name: choice for cell, choice in zip(cells, (None,) + choices)}
-        sampler = host.ComfySweepSampler(inputs, by_name, plan.images)
+        sampler = host.ComfySweepSampler(generator, inputs, by_name, plan.images)
         sampler.check_cells()  # every LoRA file read and matched to the model before the first image
         outcome = run_sweep(sampler, plan, scoring, rule)
         verdict = outcome.verdict
@@ -211,20 +221,20 @@ class MaSCSweep(MaSCNode):
         host.show_text(inputs.get("unique_id"), report)
         chosen = by_name[verdict.recommended]
         model, clip = (
-            (inputs["model"], inputs["clip"])
+            (generator.model, inputs["clip"])
             if chosen is None
-            else host.loras().apply(inputs["model"], inputs["clip"], chosen)
+            else host.loras().apply(generator.model, inputs["clip"], chosen)
         )
         grid = sweep_grid(verdict, plan.pairs, outcome.pictures, outcome.scores)
         chart = sweep_chart(verdict, rule.pf_margin)
         images = sampler.output(outcome.sampled)
-        context = scoring_context("MaSCSweep", inputs["encoder"], scoring.label)
+        context = scoring_context(node_id, inputs["encoder"], scoring.label)
         batch = outcome.batch
         batch.context = dataclasses.replace(
             batch.context, node=context.node, subject=context.subject, encoder=context.encoder
         )
         # Every image in the PNG metadata, each found again by its pixels (core Save Image on the images output).
-        record(inputs.get("extra_pnginfo"), inputs.get("unique_id"), batch, "MaSCSweep", pixels=image_digests(images))
+        record(inputs.get("extra_pnginfo"), inputs.get("unique_id"), batch, node_id, pixels=image_digests(images))
         result = (
             model,
             clip,
@@ -238,3 +248,55 @@ class MaSCSweep(MaSCNode):
             batch,
         )
         return {"ui": {"text": [report]}, "result": result}
+
+
+class MaSCSweepCustom(MaSCNode):
+    """Node: MaSC Sweep (Custom)."""
+
+    SEARCH_ALIASES = ["lora sweep flux", "which lora custom", "best epoch flux", "samplercustomadvanced sweep"]
+
+    DESCRIPTION = (
+        "MaSC Sweep for core's custom sampling: samples the baseline and every MaSC Sweep LoRA cell as "
+        "SamplerCustomAdvanced would with your NOISE, SAMPLER and SIGMAS and the GUIDER built on the cell's model and "
+        "each prompt (what FluxGuidance or ReferenceLatent added kept), then recommends a cell as MaSC Sweep does."
+    )
+    OUTPUT_NODE = True
+    FUNCTION = "sweep"
+    OUTPUTS = MaSCSweep.OUTPUTS
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        declared = MaSCSweep.INPUT_TYPES()
+        shared = declared["required"]
+        custom = MaSCSampleUntilCustom.INPUT_TYPES()["required"]
+        noise = (custom["noise"][0], dict(custom["noise"][1], tooltip="Random Noise: the sweep uses its seed, +1, ..."))
+        guider = ("GUIDER", {"tooltip": "Basic Guider or CFG Guider on one prompt: re-prompted on each cell's model."})
+        negative = (
+            "STRING",
+            {
+                "multiline": True,
+                "default": "",
+                "tooltip": "Empty: the guider's negative as wired (e.g. ConditioningZeroOut); a text: encoded with "
+                "each cell's CLIP, as CLIPTextEncode would.",
+            },
+        )
+        required = {
+            "noise": noise,
+            "guider": guider,
+            "sampler": custom["sampler"],
+            "sigmas": custom["sigmas"],
+            "clip": shared["clip"],
+            "vae": shared["vae"],
+            "latent_image": shared["latent_image"],
+            "cells": shared["cells"],
+            "prompts": shared["prompts"],
+            "negative": negative,
+            "seeds": shared["seeds"],
+            **{k: shared[k] for k in list(shared)[list(shared).index("encoder") :]},
+        }
+        return dict(declared, required=required)
+
+    def sweep(self, **inputs):
+        """One sweep on the inputs ``INPUT_TYPES`` declares, by name (each checked against its declaration first)."""
+        generator = host.GuiderCells.from_inputs(inputs)
+        return MaSCSweep.run(NODE_SWEEP_CUSTOM, inputs, generator, generator.custom.seed)

@@ -199,6 +199,16 @@ class StandInLoras:
     def encode(clip, text):
         return text_conditioning(text)
 
+    def check_guider(self, guider):
+        """Only the stand-in's own guider can be given another model and prompt (as only core's CFGGuider kind)."""
+        if type(guider) is not StandInGuider:
+            raise self.error(f"guider is a {type(guider).__name__}, which a sweep cannot give each cell's model")
+
+    @staticmethod
+    def guide(guider, model, positive, negative=None):
+        """The stand-in guider on ``model`` with these conditionings (the guider's negative when None)."""
+        return StandInGuider(model, positive, guider.negative if negative is None else negative, guider.cfg)
+
 
 @contextlib.contextmanager
 def stand_in_loras(pack, files: dict, foreign: tuple = ()):

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from comfy_harness import StandInClip, StandInModel, StandInVAE, ksampler, stand_in_loras, stand_in_sampling
-from comfy_harness import StandInLoraModel, text_conditioning
+from comfy_harness import Noise_EmptyNoise, Noise_RandomNoise, StandInGuider, StandInLoraModel, StandInSampler
+from comfy_harness import basic_scheduler, sampler_custom_advanced, text_conditioning
 from conftest import box_mask
 from test_sample_until import float_image, models  # noqa: F401 - the encoder and segmenter fixture, shared
 
@@ -292,3 +293,94 @@ def test_the_same_lora_model_name_and_strength_twice_is_refused_where_it_is_adde
         first = trained(pack, 0.6, "step 40", "1")
         with pytest.raises(Exception, match="step 40 @ 1 is in the sweep twice"):
             trained(pack, 0.6, "step 40", "0.5, 1", first)
+
+
+def custom_inputs(models, value, guider=None, **changes):
+    """MaSC Sweep (Custom)'s inputs: MaSC Sweep's without KSampler's widgets, with NOISE / GUIDER / SAMPLER / SIGMAS
+    (a CFG Guider at cfg 7 on the stand-in model, its negative "blurry" as wired)."""
+    inputs = sweep_inputs(models, value, negative="")
+    for name in ("model", "seed", "steps", "cfg", "sampler_name", "scheduler", "denoise"):
+        del inputs[name]
+    guider = guider or StandInGuider(StandInModel(), text_conditioning("wired"), text_conditioning("blurry"), 7.0)
+    inputs.update(
+        noise=Noise_RandomNoise(100), guider=guider, sampler=StandInSampler("euler"), sigmas=basic_scheduler(2)
+    )
+    inputs.update(changes)
+    return inputs
+
+
+def run_custom(pack, inputs):
+    return pack.nodes.NODE_CLASS_MAPPINGS["MaSCSweepCustom"]().sweep(**inputs)["result"]
+
+
+def expected_custom_image(shift, prompt, seed, negative="blurry"):
+    """The stand-in's LoraLoader + CLIPTextEncode + CFG Guider + SamplerCustomAdvanced + VAE Decode at ``seed``."""
+    model = StandInModel() if shift is None else StandInLoraModel(shift)
+    guider = StandInGuider(model, text_conditioning(prompt), text_conditioning(negative), 7.0)
+    latent = {"samples": torch.zeros(1, 4, 16, 16)}
+    out = sampler_custom_advanced(
+        None, Noise_RandomNoise(seed), guider, StandInSampler("euler"), basic_scheduler(2), latent
+    )
+    return StandInVAE().decode(out[0]["samples"])
+
+
+def test_the_custom_twin_samples_each_cell_as_sampler_custom_advanced_and_agrees_with_the_sweep(pack, models):
+    chain = [("run/dog-000004.safetensors", "1.0"), ("teapot.safetensors", "0.5, 1.0")]
+    with stand_in_sampling(pack) as backend, stand_in_loras(pack, FILES):
+        value = cells(pack, *chain)
+        inputs = custom_inputs(models, value, unique_id="21")
+        model, clip, lora, strength_model, strength_clip, grid, chart, images, report, scores = run_custom(pack, inputs)
+        plain = run(pack, sweep_inputs(models, value))
+    shifts = [None, 0.3, -0.6 * 0.5, -0.6]
+    assert images.shape[0] == 16 and len(backend.calls) == 16 + 16  # one call per image, each node
+    k = 0
+    for shift in shifts:
+        for prompt in PROMPTS.splitlines():
+            for seed in (100, 101):  # the NOISE's seed, then + 1
+                assert torch.equal(images[k : k + 1], expected_custom_image(shift, prompt, seed)), (shift, prompt, seed)
+                k += 1
+    # The same cells, prompts, seeds and CFG as MaSC Sweep's KSampler: the same images, report and recommendation.
+    assert torch.equal(images, plain[7]) and report == plain[8] and lora == plain[2]
+    assert isinstance(model, StandInLoraModel) and model.shift == pytest.approx(FILES[lora] * strength_model)
+    assert inputs["guider"].model_patcher.__class__ is StandInModel  # the graph's guider untouched
+    entry = inputs["extra_pnginfo"]["masc"]["nodes"]["21"]
+    assert entry["node"] == "MaSCSweepCustom" and len(entry["images"]) == 16
+
+
+def test_the_custom_twin_encodes_a_negative_text_with_each_cells_clip_else_keeps_the_wired_one(pack, models):
+    with stand_in_sampling(pack), stand_in_loras(pack, FILES):
+        value = cells(pack, ("teapot.safetensors", "1.0"))
+        wired = run_custom(pack, custom_inputs(models, value))[7]
+        typed = run_custom(pack, custom_inputs(models, value, negative="  low quality \n"))[7]
+    prompt = PROMPTS.splitlines()[0]
+    assert torch.equal(wired[:1], expected_custom_image(None, prompt, 100, negative="blurry"))
+    assert torch.equal(typed[4:5], expected_custom_image(-0.6, prompt, 100, negative="low quality"))
+    assert not torch.equal(wired, typed)
+
+
+class OtherPacksGuider(StandInGuider):
+    """Another pack's guider: it may sample in its own way, so a sweep cannot re-prompt it."""
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (dict(noise=Noise_EmptyNoise()), "noise has no seed to count up from"),
+        (dict(sigmas=torch.zeros(1)), "sigmas is (1,), not a schedule"),
+        ("other guider", "guider is a OtherPacksGuider, which a sweep cannot give each cell's model"),
+        (dict(prompts=""), "prompts has 0 lines"),
+    ],
+)
+def test_the_custom_twin_refuses_what_it_cannot_sweep_before_the_first_image(pack, models, change, expected):
+    with stand_in_sampling(pack) as backend, stand_in_loras(pack, FILES):
+        value = cells(pack, ("teapot.safetensors", "1.0"))
+        if change == "other guider":
+            guider = OtherPacksGuider(StandInModel(), text_conditioning("x"), text_conditioning("y"), 7.0)
+            inputs = custom_inputs(models, value, guider=guider)
+        else:
+            inputs = custom_inputs(models, value, **change)
+        with pytest.raises(Exception) as caught:
+            run_custom(pack, inputs)
+    message = str(caught.value)
+    assert message.startswith(expected) or expected in message, message
+    assert backend.calls == [] and len(message.splitlines()) == 1

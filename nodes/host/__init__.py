@@ -12,8 +12,9 @@ One module per concern, each usable without ComfyUI (the pack's tests, scripts),
 - ``browser``: MaSC Pick's tab and routes (``use_pick_browser`` installs the tests' stand-in);
 - ``refusals``: how a refusal reaches the person (its sentence first, no console traceback).
 - ``video``: core's VIDEO as the frames the pack scores (a file's read by the pack's bounded reader);
-- ``sweep``: MaSC Sweep's cells as core's LoraLoader patches them, each image as KSampler + VAE Decode
-  (``use_loras`` installs the tests' stand-in).
+- ``sweep``: MaSC Sweep's cells as core's LoraLoader patches them, each image as KSampler (or, for MaSC Sweep
+  (Custom), SamplerCustomAdvanced with the guider re-prompted per cell) + VAE Decode (``use_loras`` installs the
+  tests' stand-in).
 
 Nodes use ``host.<name>`` for every name imported here (the package's interface: pyproject's ruff settings let
 these imports stand unused here, so they are not listed twice).
@@ -75,5 +76,5 @@ from .sampling import (
     scheduler_names,
     use_sampling,
 )
-from .sweep import ComfySweepSampler, check_lora_model, check_sweep_latent, loras, use_loras
+from .sweep import ComfySweepSampler, GuiderCells, KSamplerCells, check_lora_model, check_sweep_latent, loras, use_loras
 from .video import is_video, video_frames

@@ -1,19 +1,28 @@
-"""MaSC Sweep in ComfyUI: each cell's model as core's LoraLoader makes it, each image as KSampler + VAE Decode.
+"""MaSC Sweep in ComfyUI: each cell's model as core's LoraLoader makes it, each image as KSampler (or
+SamplerCustomAdvanced) + VAE Decode.
 
 - ``LoraPatching``: the LoRA list of ``models/loras``, a file loaded and checked (it must patch some of this model's
   keys: core only logs "lora key not loaded"), ``comfy.sd.load_lora_for_models`` as LoraLoader calls it (ModelPatcher
-  clones, the base weights never reloaded), and the prompt encoded as CLIPTextEncode does with the patched CLIP.
-  ``use_loras`` installs the tests' stand-in outside ComfyUI.
+  clones, the base weights never reloaded), the prompt encoded as CLIPTextEncode does with the patched CLIP, and the
+  graph's GUIDER given the cell's model and prompt (``guide``: as Basic Guider / CFG Guider would make it on the
+  patched model and the re-encoded conditioning, keeping what nodes after the text encoder added, e.g.
+  FluxGuidance's guidance or ReferenceLatent's latents). ``use_loras`` installs the tests' stand-in outside ComfyUI.
+- ``KSamplerCells`` / ``GuiderCells``: what every cell samples with (KSampler's widgets, or the graph's NOISE,
+  GUIDER, SAMPLER and SIGMAS), turned into one round's inputs for a cell's model and conditioning.
 - ``ComfySweepSampler``: masc_core's ``SweepSampler`` for one run: a cell patched once and kept while it samples,
-  each image one plain round of the Sample Until backend (``sampling.CoreSampling``: the noise KSampler makes for the
-  seed from the one input latent), decoded by the VAE; the decoded IMAGE kept for the node's output, an RGB uint8
-  copy handed to the library for scoring; one progress bar over the grid, the newest image on the node.
+  each image one plain round of the Sample Until backend (``sampling.CoreSampling``: the noise the plain node makes
+  for the seed from the one input latent), decoded by the VAE; the decoded IMAGE kept for the node's output, an RGB
+  uint8 copy handed to the library for scoring; one progress bar over the grid, the newest image on the node.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
+import dataclasses
 import os
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -22,12 +31,14 @@ from ...masc_core.io.images import to_rgb_uint8
 from ...masc_core.selection.sweep_cells import LoraChoice
 from .comfy import IN_COMFYUI, comfy_utils, folder_paths
 from .execution import check_interrupt
-from .sampling import CandidateProgress, KSamplerInputs, sampling
+from .sampling import CandidateProgress, CustomSamplingInputs, KSamplerInputs, sampling
 
 MAX_OUTPUT_BYTES = 4 * 1024**3
 """The most the ``images`` output holds (float32, as ComfyUI's IMAGE): 4 GiB, checked before the first image."""
 MAX_LORA_TENSORS = 100_000
 """Most weights a LORA_MODEL may hold (an SDXL LoRA of every layer has a few thousand)."""
+GUIDED_CONDS = ("positive", "negative")
+"""The conditionings a swept GUIDER may hold (Basic Guider's, CFG Guider's): each cell re-prompts them."""
 
 
 def check_lora_model(value, name: str = "lora") -> dict:
@@ -107,6 +118,56 @@ class LoraPatching:
         """CONDITIONING as core's CLIPTextEncode makes it."""
         return clip.encode_from_tokens_scheduled(clip.tokenize(text))
 
+    @staticmethod
+    def check_guider(guider) -> None:
+        """One line, before anything is sampled, when a sweep cannot give ``guider`` each cell's model and prompt:
+        it must be core's CFGGuider kind (Basic Guider, CFG Guider) holding one text conditioning per input."""
+        conds = getattr(guider, "original_conds", None)
+        kind = type(guider).__name__
+        if not isinstance(conds, dict) or not callable(getattr(guider, "inner_set_conds", None)):
+            raise MascInputError(
+                f"guider is a {kind}, which a sweep cannot give each cell's model and prompt: connect Basic Guider "
+                "or CFG Guider"
+            )
+        extra = sorted(k for k in conds if k not in GUIDED_CONDS)
+        if extra or "positive" not in conds:
+            raise MascInputError(
+                f"guider is a {kind} with the conditionings {sorted(conds)}: a sweep re-prompts only a positive and a "
+                "negative; connect Basic Guider or CFG Guider"
+            )
+        many = next((k for k in GUIDED_CONDS if k in conds and len(conds[k]) != 1), None)
+        if many is not None:
+            raise MascInputError(
+                f"the guider's {many} conditioning holds {len(conds[many])} entries (Conditioning Combine or "
+                "Concat?): a sweep re-encodes each prompt into one; connect one text encode's conditioning"
+            )
+
+    @staticmethod
+    def guide(guider, model, positive, negative=None):
+        """``guider`` on ``model`` with ``positive`` (and ``negative``, when given) in place of its text: each
+        conditioning keeps what nodes after the text encoder added (FluxGuidance's guidance, ReferenceLatent's
+        latents, ...), so it is the guider core's Basic Guider / CFG Guider node makes from CLIPTextEncode on the
+        cell's CLIP, then those nodes, on the cell's model. The graph's guider is untouched."""
+        moved = copy.copy(guider)
+        moved.model_patcher, moved.model_options = model, model.model_options
+        moved.original_conds = dict(guider.original_conds)
+        texts = {"positive": positive, "negative": negative}
+        moved.inner_set_conds(
+            {
+                name: _retext(guider.original_conds[name][0], texts[name])
+                for name in GUIDED_CONDS
+                if name in guider.original_conds and texts[name] is not None
+            }
+        )
+        return moved
+
+
+def _retext(entry: dict, text_conditioning) -> list:
+    """A guider's converted conditioning entry (comfy.sampler_helpers.convert_cond's) back in CONDITIONING form with
+    the text encoder's part from ``text_conditioning``: [[tensor, {the entry's keys, then the new encoding's}]]."""
+    kept = {k: v for k, v in entry.items() if k not in ("cross_attn", "uuid")}
+    return [[tensor, dict(kept, **extra)] for tensor, extra in text_conditioning]
+
 
 _LORAS: list = [LoraPatching()]
 
@@ -118,7 +179,8 @@ def loras():
 
 @contextlib.contextmanager
 def use_loras(backend):
-    """Install ``backend`` (``names``, ``check``, ``apply``, ``encode``) for the block: the tests' stand-in."""
+    """Install ``backend`` (``names``, ``check``, ``apply``, ``encode``, ``check_guider``, ``guide``) for the block:
+    the tests' stand-in."""
     _LORAS.append(backend)
     try:
         yield backend
@@ -146,28 +208,94 @@ def check_sweep_latent(latent, vae, images: int) -> None:
         )
 
 
+@dataclass(frozen=True)
+class KSamplerCells:
+    """KSampler's widgets, the same for every cell (MaSC Sweep): a round samples a cell's model on its prompt."""
+
+    model: Any
+    steps: int
+    cfg: float
+    sampler_name: str
+    scheduler: str
+    denoise: float
+    negative: str
+    """The negative prompt, encoded with each cell's CLIP as CLIPTextEncode would."""
+
+    @classmethod
+    def from_inputs(cls, inputs) -> "KSamplerCells":
+        """MaSC Sweep's generator inputs."""
+        return cls(
+            inputs["model"],
+            int(inputs["steps"]),
+            float(inputs["cfg"]),
+            inputs["sampler_name"],
+            inputs["scheduler"],
+            float(inputs["denoise"]),
+            str(inputs["negative"]),
+        )
+
+    def round_inputs(self, model, positive, negative) -> KSamplerInputs:
+        """One image's KSampler inputs on ``model`` (a cell's)."""
+        args = (self.steps, self.cfg, self.sampler_name, self.scheduler, self.denoise)
+        return KSamplerInputs(model, positive, negative, *args)
+
+
+@dataclass(frozen=True)
+class GuiderCells:
+    """The graph's NOISE, GUIDER, SAMPLER and SIGMAS for every cell (MaSC Sweep (Custom)): a round samples the guider
+    given the cell's model and prompt (``LoraPatching.guide``), as SamplerCustomAdvanced would."""
+
+    custom: CustomSamplingInputs
+    negative: str | None
+    """A negative prompt to encode with each cell's CLIP, or None: the guider's negative as wired."""
+
+    @classmethod
+    def from_inputs(cls, inputs) -> "GuiderCells":
+        """MaSC Sweep (Custom)'s generator inputs, the guider checked (one line) before anything is sampled."""
+        custom = CustomSamplingInputs.from_inputs(inputs)
+        loras().check_guider(custom.guider)
+        text = str(inputs["negative"]).strip()
+        return cls(custom, text or None)
+
+    @property
+    def model(self):
+        """The MODEL the guider was built on: the baseline's, and what each cell's LoRA patches."""
+        return self.custom.guider.model_patcher
+
+    @property
+    def steps(self) -> int:
+        return self.custom.steps
+
+    def round_inputs(self, model, positive, negative) -> CustomSamplingInputs:
+        """One image's custom-sampling inputs: the guider on ``model`` with these conditionings."""
+        return dataclasses.replace(self.custom, guider=loras().guide(self.custom.guider, model, positive, negative))
+
+
 class ComfySweepSampler:
     """masc_core's ``SweepSampler`` in ComfyUI for one run (see the module)."""
 
-    def __init__(self, inputs: dict, choices: dict, planned: int):
-        self.inputs, self.choices = inputs, choices  # cell name -> LoraChoice (None: the baseline)
+    def __init__(self, generator, inputs: dict, choices: dict, planned: int):
+        self.generator = generator  # a KSamplerCells or a GuiderCells
+        self.clip, self.choices = inputs["clip"], choices  # cell name -> LoraChoice (None: the baseline)
         self.latent, self.vae = inputs["latent_image"], inputs["vae"]
         self.patched: tuple | None = None  # (cell name, model, clip, {text: conditioning})
         self.images: dict = {}
         """(cell name, (prompt, seed)) -> the decoded IMAGE [1,H,W,C], as VAE Decode gives it."""
-        self.bar = CandidateProgress(planned, int(inputs["steps"]))
+        self.bar = CandidateProgress(planned, generator.steps)
 
     def _cell(self, name: str):
         if self.patched is None or self.patched[0] != name:
             self.patched = None  # the last cell's clones released before the next is patched
-            model, clip, choice = self.inputs["model"], self.inputs["clip"], self.choices[name]
+            model, clip, choice = self.generator.model, self.clip, self.choices[name]
             if choice is not None:
                 model, clip = loras().apply(model, clip, choice)
             self.patched = (name, model, clip, {})
         return self.patched
 
-    def _conditioning(self, text: str):
+    def _conditioning(self, text: str | None):
         _, _, clip, known = self.patched
+        if text is None:
+            return None
         if text not in known:
             known[text] = loras().encode(clip, text)
         return known[text]
@@ -176,24 +304,18 @@ class ComfySweepSampler:
         """Every cell's LoRA file read and matched to the model, one at a time, before the first image."""
         for choice in self.choices.values():
             if choice is not None:
-                loras().check(self.inputs["model"], self.inputs["clip"], choice)
+                loras().check(self.generator.model, self.clip, choice)
 
     def sample(self, cell, prompt: str, seed: int):
         _, model, _, _ = self._cell(cell.name)
-        inputs = self.inputs
-        ksampler = KSamplerInputs(
-            model,
-            self._conditioning(prompt),
-            self._conditioning(inputs["negative"]),
-            int(inputs["steps"]),
-            float(inputs["cfg"]),
-            inputs["sampler_name"],
-            inputs["scheduler"],
-            float(inputs["denoise"]),
+        round_inputs = self.generator.round_inputs(
+            model, self._conditioning(prompt), self._conditioning(self.generator.negative)
         )
         backend = sampling()
         done = len(self.images)
-        result = backend.sample_round(ksampler, [int(seed)], self.latent, progress=self.bar, done=done, prunes=False)
+        result = backend.sample_round(
+            round_inputs, [int(seed)], self.latent, progress=self.bar, done=done, prunes=False
+        )
         image = backend.decode(self.vae, result.samples[0])[:1].to("cpu", torch.float32)
         self.images[(cell.name, (prompt, int(seed)))] = image
         return to_rgb_uint8(image[0], "the sweep's image")

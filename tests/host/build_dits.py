@@ -12,6 +12,8 @@ Nothing of ComfyUI is copied: the transformer is built by the host's ``comfy.sup
   16-channel VAE as Flux's ``ae.safetensors`` is laid out (no quant convs), its decoder 4x narrower where the host's
   VAE loader reads the decoder's width (0.33; 0.3.64 gets it full width). The host
   detects it as Flux; ReferenceLatent (Kontext) works on it.
+- ``flux_clip_l``: the same Flux with its text input 768 wide, so a CLIP-L (the test SD1.5's CLIP) conditions it
+  through CLIP Text Encode: MaSC Sweep (Custom) re-encodes each prompt with a real CLIP, LoRA-patched per cell.
 - ``sd3``: SD3 (``comfy.ldm.modules.diffusionmodules.mmdit.MMDiT``) with two joint blocks (the host reads the width as
   64 per block: 128), T5 width shrunk to 64, CLIP pooled 2048, positions for up to 32x32 patches; its VAE has
   Flux's 16-channel layout (built as Flux's).
@@ -113,6 +115,7 @@ SD3 = dict(
 )
 FAMILIES = {
     "flux": "Flux",
+    "flux_clip_l": "Flux (text input for CLIP-L)",
     "qwen_image": "Qwen-Image (Edit 2511 where the host has it)",
     "sd3": "SD3",
     "wan_vace": "Wan 2.1 VACE",
@@ -153,6 +156,11 @@ def flux(torch, generator):
     except RuntimeError:
         vae = autoencoder(FLUX_VAE["ch"])
     return model.diffusion_model, vae
+
+
+def flux_clip_l(torch, generator):
+    FLUX["context_in_dim"] = 768
+    return flux(torch, generator)
 
 
 def qwen_image(torch, generator):
@@ -210,7 +218,7 @@ def main(comfy_dir: str, models_dir: str, family: str) -> None:
     import comfy.utils
 
     generator = torch.Generator().manual_seed(0)
-    builders = {"flux": flux, "qwen_image": qwen_image, "sd3": sd3, "wan_vace": wan_vace}
+    builders = {"flux": flux, "flux_clip_l": flux_clip_l, "qwen_image": qwen_image, "sd3": sd3, "wan_vace": wan_vace}
     transformer, vae = builders[family](torch, generator)
     counts = [randomize(part, generator) for part in (transformer, vae)]
     written = []

@@ -6,7 +6,12 @@ own key map (``build_loras.py``):
   strength above 0 changing the pixels;
 - the report, the grid, the chart and the recommended cell's outputs are there; every saved image's PNG names its
   cell, prompt and seed (``read``), and MaSC Log Scores logs one row per image with its cell;
-- a LoRA for another model is refused in one line naming the file, before any image is sampled.
+- a LoRA for another model is refused in one line naming the file, before any image is sampled;
+- a LoRA trained in the graph by core's Train LoRA is a cell whose images are Load LoRA Model's;
+- MaSC Sweep (Custom) on a tiny random Flux conditioned by the SD1.5's CLIP-L (``build_dits.py flux_clip_l``), with
+  three random LoRA files for it and a LoRA trained in the graph: every cell pixel-identical to core's LoraLoader (or
+  Load LoRA Model) + CLIP Text Encode + FluxGuidance + Basic Guider + SamplerCustomAdvanced at its seed; a guider it
+  cannot re-prompt refused in one line before any image.
 """
 
 from __future__ import annotations
@@ -256,3 +261,170 @@ def test_a_lora_trained_in_the_graph_is_a_cell_and_its_images_are_load_lora_mode
     assert not np.array_equal(baseline, trained)  # two steps of training changed the model
     report = hostapi.ui_text(entry, "sweep")
     assert "trained, 2 steps @ 1" in report and report.splitlines()[1].startswith("baseline (no LoRA)")
+
+
+FLUX_CLIP_L = "masc-host-test-flux_clip_l.safetensors"
+FLUX_CLIP_L_VAE = "masc-host-test-flux_clip_l-vae.safetensors"
+FLUX_LORAS = [f"masc-test-flux-epoch{k}.safetensors" for k in (1, 2, 3)]
+FLUX_SIDE = 128
+FLUX_STEPS = 2
+
+
+@pytest.fixture(scope="module")
+def flux_loras(host, installed):
+    """The tiny Flux whose text input is CLIP-L's width (the test SD1.5's CLIP encodes its prompts) and three random
+    LoRA files for it, keyed as the host's loader maps them; the LoRAs removed after."""
+    from .test_custom_sampling import _built
+
+    unet = _built(host, "flux_clip_l", FLUX_CLIP_L, FLUX_CLIP_L_VAE)
+    folder = host.models("loras")
+    built = host.run_python(
+        os.path.join(HERE, "build_loras.py"),
+        host.dir,
+        os.path.join(host.models("diffusion_models"), unet),
+        folder,
+        "masc-test-flux",
+    )
+    assert built.returncode == 0, f"building the Flux LoRAs failed:\n{built.stdout}\n{built.stderr[-4000:]}"
+    yield FLUX_LORAS
+    for name in FLUX_LORAS + ["masc-test-flux-foreign.safetensors"]:
+        if os.path.lexists(os.path.join(folder, name)):
+            os.remove(os.path.join(folder, name))
+
+
+def flux_generator(graph: dict, model: list, clip: list, prompt: str, key: str) -> list:
+    """Core's Flux chain on ``model`` and ``clip``: CLIP Text Encode -> FluxGuidance -> Basic Guider (the node ids
+    end in ``key``); the guider's link."""
+    graph[f"text{key}"] = node("CLIPTextEncode", text=prompt, clip=clip)
+    graph[f"guided{key}"] = node("FluxGuidance", conditioning=[f"text{key}", 0], guidance=3.5)
+    graph[f"guider{key}"] = node("BasicGuider", model=model, conditioning=[f"guided{key}", 0])
+    return [f"guider{key}", 0]
+
+
+def flux_sweep_graph(sd15: str, files: list[str], train: dict | None = None) -> dict:
+    """Tiny Flux + the SD1.5's CLIP-L: the LoRA files x 2 strengths swept by MaSC Sweep (Custom). With ``train``
+    (Train LoRA's inputs): also a LoRA trained in the graph by core's Train LoRA, and core's own chain for every cell
+    at two (prompt, seed) pairs: LoraLoader (or Load LoRA Model) -> the Flux chain -> SamplerCustomAdvanced -> VAE
+    Decode."""
+    graph = {k: v for k, v in _common(sd15).items() if k not in ("latent",)}
+    graph["unet"] = node("UNETLoader", unet_name=FLUX_CLIP_L, weight_dtype="default")
+    graph["vae"] = node("VAELoader", vae_name=FLUX_CLIP_L_VAE)
+    graph["latent"] = node("EmptySD3LatentImage", width=FLUX_SIDE, height=FLUX_SIDE, batch_size=1)
+    graph["noise"] = node("RandomNoise", noise_seed=SEED)
+    graph["ksampler"] = node("KSamplerSelect", sampler_name="euler")
+    graph["sigmas"] = node("BasicScheduler", model=["unet", 0], scheduler="simple", steps=FLUX_STEPS, denoise=1.0)
+    previous = None
+    for k, name in enumerate(files):
+        chained = {} if previous is None else {"cells": [previous, 0]}
+        graph[f"lora{k}"] = node(
+            "MaSCSweepLoRA", lora_name=name, strength_model=", ".join(map(str, STRENGTHS)), strength_clip="", **chained
+        )
+        previous = f"lora{k}"
+    if train is not None:
+        # Core's Train LoRA on the tiny Flux: the reference photo's latent, its caption by the CLIP-L.
+        graph["scaled"] = node(
+            "ImageScale", image=["ref", 0], upscale_method="bilinear", width=FLUX_SIDE, height=FLUX_SIDE, crop="center"
+        )
+        graph["encoded"] = node("VAEEncode", pixels=["scaled", 0], vae=["vae", 0])
+        graph["caption"] = node("CLIPTextEncode", text="a photo of sks dog", clip=["ckpt", 1])
+        train = dict(train, model=["unet", 0], latents=["encoded", 0], positive=["caption", 0], steps=2, rank=4, seed=0)
+        graph["train"] = node("TrainLoraNode", **train)
+        graph["trained"] = node(
+            "MaSCSweepLoRAModel", lora=["train", 0], name="trained", strength_model="1.0", cells=[previous, 0]
+        )
+        previous = "trained"
+    guider = flux_generator(graph, ["unet", 0], ["ckpt", 1], PROMPTS[0], "")
+    graph["sweep"] = node(
+        "MaSCSweepCustom",
+        noise=["noise", 0], guider=guider, sampler=["ksampler", 0], sigmas=["sigmas", 0], clip=["ckpt", 1],
+        vae=["vae", 0], latent_image=["latent", 0], cells=[previous, 0], prompts="\n".join(PROMPTS), negative="",
+        seeds=2, encoder=["encoder", 0], reference_image=["ref", 0], reference_mask=["refmask", 0], subject="dog",
+        segmenter=["segmenter", 0], mask_threshold=0.4, pf_margin=0.02, confidence=0.95, race=False,
+    )  # fmt: skip
+    graph["images"] = node("SaveImage", images=["sweep", 7], filename_prefix="masc_sweep_flux")
+    graph["grid"] = node("SaveImage", images=["sweep", 5], filename_prefix="masc_sweep_flux_grid")
+    graph["chart"] = node("SaveImage", images=["sweep", 6], filename_prefix="masc_sweep_flux_chart")
+    graph["name"] = node("PreviewAny", source=["sweep", 2])
+    for k, cell in enumerate(FLUX_CELLS if train is not None else ()):
+        model, clip = ["unet", 0], ["ckpt", 1]
+        if cell == "trained":
+            graph[f"plainlora{k}"] = node(
+                "LoraModelLoader", model=model, lora=["train", 0], strength_model=1.0, bypass=False
+            )
+            model = [f"plainlora{k}", 0]
+        elif cell is not None:
+            graph[f"plainlora{k}"] = node(
+                "LoraLoader", model=model, clip=clip, lora_name=cell[0], strength_model=cell[1], strength_clip=cell[1]
+            )
+            model, clip = [f"plainlora{k}", 0], [f"plainlora{k}", 1]
+        for prompt_index, seed_index in FLUX_CHECKED:
+            key = f"{k}_{prompt_index}_{seed_index}"
+            plain_guider = flux_generator(graph, model, clip, PROMPTS[prompt_index], f"plain{key}")
+            graph[f"noise{key}"] = node("RandomNoise", noise_seed=SEED + seed_index)
+            graph[f"custom{key}"] = node(
+                "SamplerCustomAdvanced", noise=[f"noise{key}", 0], guider=plain_guider, sampler=["ksampler", 0],
+                sigmas=["sigmas", 0], latent_image=["latent", 0],
+            )  # fmt: skip
+            graph[f"dec{key}"] = node("VAEDecode", samples=[f"custom{key}", 0], vae=["vae", 0])
+            graph[f"save{key}"] = node("SaveImage", images=[f"dec{key}", 0], filename_prefix=f"masc_plain_flux{key}")
+    return graph
+
+
+FLUX_CELLS = [None] + [(name, strength) for name in FLUX_LORAS for strength in STRENGTHS] + ["trained"]
+"""The custom sweep's cells in its order: the baseline, each file's strengths, the LoRA trained in the graph."""
+FLUX_CHECKED = ((0, 0), (1, 1))
+"""The (prompt, seed) pairs core's own chain samples for every cell (the sweep's first prompt is the guider's)."""
+
+
+def test_the_custom_twin_on_a_tiny_flux_is_sampler_custom_advanced_for_every_cell(server, sd15, flux_loras, installed):
+    """Every cell of MaSC Sweep (Custom), LoRA files and a LoRA trained by core's Train LoRA, pixel-identical to
+    LoraLoader / Load LoRA Model + CLIP Text Encode + FluxGuidance + Basic Guider + SamplerCustomAdvanced at its seed
+    (the second prompt re-encoded in the guider's place); the report, grid and chart there."""
+    info = server.request("/object_info")
+    if "TrainLoraNode" not in info or "LoraModelLoader" not in info:
+        pytest.skip("this ComfyUI has no Train LoRA / Load LoRA Model (core 0.33 has)")
+    entry = server.run(flux_sweep_graph(sd15, flux_loras, _defaults(server, "TrainLoraNode")), timeout=3600)
+    assert hostapi.status(entry) == "success", hostapi.explain(entry)
+    images = hostapi.saved_images(entry, "images", installed["output"])
+    assert len(images) == len(FLUX_CELLS) * len(PROMPTS) * 2
+    plain_by_cell = []
+    for k, cell in enumerate(FLUX_CELLS):
+        for prompt_index, seed_index in FLUX_CHECKED:
+            key = f"{k}_{prompt_index}_{seed_index}"
+            (path,) = hostapi.saved_images(entry, f"save{key}", installed["output"])
+            expected = _pixels(path)
+            mine = _pixels(images[k * len(PROMPTS) * 2 + prompt_index * 2 + seed_index])
+            assert mine.shape == expected.shape and np.array_equal(mine, expected), (
+                f"cell {cell}, prompt {prompt_index}, seed +{seed_index}: {int((mine != expected).any(-1).sum())} "
+                "pixels differ from core's chain"
+            )
+            plain_by_cell.append(expected)
+    baseline = plain_by_cell[0]
+    assert all(not np.array_equal(baseline, other) for other in plain_by_cell[2::2])  # every LoRA changes the pixels
+    report = hostapi.ui_text(entry, "sweep")
+    lines = report.splitlines()
+    assert lines[1].startswith("baseline (no LoRA)") and "trained @ 1" in report, report
+    assert lines[-1] == f"images sampled: {len(images)} of {len(images)}"
+    (chart,) = hostapi.saved_images(entry, "chart", installed["output"])
+    assert Image.open(chart).size == (1024, 768)
+    assert len(hostapi.saved_images(entry, "grid", installed["output"])) == 1
+    name = hostapi.ui_text(entry, "name")
+    assert name in ["", "trained"] + FLUX_LORAS
+
+
+def test_a_guider_the_custom_twin_cannot_reprompt_is_one_line_before_any_image(server, sd15, flux_loras, installed):
+    """Dual CFG Guider (its middle conditioning means something a sweep cannot re-prompt): refused in one line."""
+    graph = flux_sweep_graph(sd15, flux_loras[:2])
+    graph["dual"] = node(
+        "DualCFGGuider", model=["unet", 0], cond1=["guided", 0], cond2=["text", 0], negative=["text", 0],
+        cfg_conds=2.0, cfg_cond2_negative=1.5, style="regular",
+    )  # fmt: skip
+    graph["sweep"]["inputs"]["guider"] = ["dual", 0]
+    before = set(os.listdir(installed["output"]))
+    entry = server.run(graph, timeout=900)
+    error = hostapi.error_of(entry)
+    assert error is not None, hostapi.explain(entry)
+    message = error["exception_message"].strip()
+    assert message.startswith("guider is a Guider_DualCFG with the conditionings"), message
+    assert "\n" not in message and installed["output"] not in message
+    assert not [f for f in set(os.listdir(installed["output"])) - before if f.startswith("masc_sweep_flux")]
