@@ -14,6 +14,7 @@ from masc_core.selection.sweep_figures import (
     OUTSIDE_COLOUR,
     TIED_COLOUR,
     grid_height,
+    label_box,
     sweep_chart,
     sweep_grid,
 )
@@ -78,3 +79,18 @@ def test_a_chart_width_out_of_range_is_one_line(width):
     verdict = sweep_verdict(CELLS, _scores())
     with pytest.raises(MascInputError, match="chart width"):
         sweep_chart(verdict, 0.02, width=width)
+
+
+def test_eight_labels_of_cells_a_few_pixels_apart_do_not_overlap():
+    """A sweep's cells often sit within a few pixels (the host suite's Flux sweep: 8 cells within 0.01 PF): each
+    label finds a free place, nearest first, and none covers another label or a point."""
+    points = [(500 + 6 * (k % 3), 300 + 5 * (k // 3)) for k in range(8)]
+    boxes = [(x - 9, y - 9, x + 9, y + 9) for x, y in points]
+    area, placed = (80, 50, 900, 600), []
+    for k, point in enumerate(points):
+        box, _ = label_box(point, 21.6, (250, 18), boxes, area)
+        assert not any(box[0] < o[2] and o[0] < box[2] and box[1] < o[3] and o[1] < box[3] for o in boxes), k
+        boxes.append(box)
+        placed.append(box)
+    assert all(80 <= b[0] and b[2] <= 980 and 50 <= b[1] and b[3] <= 650 for b in placed)
+    assert len(set(placed)) == 8

@@ -188,32 +188,57 @@ def sweep_chart(verdict: SweepVerdict, pf_margin: float, *, width: int = 1024, t
     return np.asarray(image)
 
 
-def _place_label(draw, text, point, gap, font, boxes, area, colour):
-    """Draw ``text`` beside ``point`` where it overlaps no label drawn before (right, left, above, below, then
-    further out), inside the plot ``area``; returns its box."""
+LABEL_REACHES = (1.0, 2.0, 3.0, 4.5, 6.0, 8.0, 10.0)
+"""How far out (in ``gap``s) a label is tried: a sweep's cells often sit within a few pixels of each other."""
+
+
+def label_positions(point, gap, size) -> list[tuple[float, float]]:
+    """The top-left corners a label of ``size`` (w, h) is tried at around ``point``, nearest first: right, left, above,
+    below, then the four diagonals, at each reach of ``LABEL_REACHES``."""
     x, y = point
-    left, top, plot_w, plot_h = area
-    w, h = draw.textlength(text, font=font), getattr(font, "size", 12)
-    candidates = [
+    w, h = size
+    return [
         corner
-        for reach in (1.0, 2.0, 3.0)
+        for reach in LABEL_REACHES
         for corner in (
             (x + gap * reach, y - h / 2),
             (x - gap * reach - w, y - h / 2),
             (x - w / 2, y - gap * reach - h),
             (x - w / 2, y + gap * reach),
+            (x + gap * reach * 0.7, y - gap * reach * 0.7 - h),
+            (x - gap * reach * 0.7 - w, y - gap * reach * 0.7 - h),
+            (x + gap * reach * 0.7, y + gap * reach * 0.7),
+            (x - gap * reach * 0.7 - w, y + gap * reach * 0.7),
         )
     ]
-    for bx, by in candidates:
+
+
+def label_box(point, gap, size, boxes, area) -> tuple[tuple, bool]:
+    """Where a label of ``size`` goes beside ``point``: the first of ``label_positions`` inside the plot ``area``
+    (left, top, width, height) that overlaps none of ``boxes``, and whether it is that far from its point that a leader
+    line must join them; when none is free (too crowded), right of the point, kept inside the plot."""
+    left, top, plot_w, plot_h = area
+    w, h = size
+    for index, (bx, by) in enumerate(label_positions(point, gap, size)):
         box = (bx, by, bx + w, by + h)
         inside = left <= bx and bx + w <= left + plot_w and top <= by and by + h <= top + plot_h
         if inside and not any(_overlap(box, other) for other in boxes):
-            break
-    else:  # crowded: right of the point, kept inside the plot
-        bx = min(max(left, x + gap), left + plot_w - w)
-        by = min(max(top, y - h / 2), top + plot_h - h)
-        box = (bx, by, bx + w, by + h)
-    draw.rectangle([bx - 3, by - 2, bx + w + 3, by + h + 3], fill=BACKGROUND)
+            return box, index >= 4  # beyond the first reach's four sides
+    bx = min(max(left, point[0] + gap), left + plot_w - w)
+    by = min(max(top, point[1] - h / 2), top + plot_h - h)
+    return (bx, by, bx + w, by + h), False
+
+
+def _place_label(draw, text, point, gap, font, boxes, area, colour):
+    """Draw ``text`` beside ``point`` where it overlaps no label or point drawn before (``label_box``), joined to
+    its point by a thin line when it had to go further out; returns its box."""
+    size = (draw.textlength(text, font=font), getattr(font, "size", 12))
+    box, leader = label_box(point, gap, size, boxes, area)
+    bx, by, right, bottom = box
+    if leader:  # from the point to the nearest point of the label's box
+        nearest = (min(max(point[0], bx), right), min(max(point[1], by), bottom))
+        draw.line([point, nearest], fill=colour, width=1)
+    draw.rectangle([bx - 3, by - 2, right + 3, bottom + 3], fill=BACKGROUND)
     draw.text((bx, by), text, fill=colour, font=font)
     return box
 
