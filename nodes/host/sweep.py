@@ -22,7 +22,6 @@ import copy
 import dataclasses
 import os
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -212,32 +211,28 @@ def check_sweep_latent(latent, vae, images: int) -> None:
 class KSamplerCells:
     """KSampler's widgets, the same for every cell (MaSC Sweep): a round samples a cell's model on its prompt."""
 
-    model: Any
-    steps: int
-    cfg: float
-    sampler_name: str
-    scheduler: str
-    denoise: float
+    ksampler: KSamplerInputs
+    """The graph's model and KSampler widgets; each round puts in a cell's model and conditionings."""
     negative: str
     """The negative prompt, encoded with each cell's CLIP as CLIPTextEncode would."""
 
     @classmethod
     def from_inputs(cls, inputs) -> "KSamplerCells":
         """MaSC Sweep's generator inputs."""
-        return cls(
-            inputs["model"],
-            int(inputs["steps"]),
-            float(inputs["cfg"]),
-            inputs["sampler_name"],
-            inputs["scheduler"],
-            float(inputs["denoise"]),
-            str(inputs["negative"]),
-        )
+        return cls(KSamplerInputs.from_inputs(dict(inputs, positive=None, negative=None)), str(inputs["negative"]))
+
+    @property
+    def model(self):
+        """The graph's MODEL: the baseline's, and what each cell's LoRA patches."""
+        return self.ksampler.model
+
+    @property
+    def steps(self) -> int:
+        return self.ksampler.steps
 
     def round_inputs(self, model, positive, negative) -> KSamplerInputs:
         """One image's KSampler inputs on ``model`` (a cell's)."""
-        args = (self.steps, self.cfg, self.sampler_name, self.scheduler, self.denoise)
-        return KSamplerInputs(model, positive, negative, *args)
+        return dataclasses.replace(self.ksampler, model=model, positive=positive, negative=negative)
 
 
 @dataclass(frozen=True)

@@ -49,8 +49,8 @@ def _common(sd15: str) -> dict:
     }
 
 
-def sweep_graph(sd15: str, files: list[str]) -> dict:
-    graph = _common(sd15)
+def lora_chain(graph: dict, files: list[str]) -> str:
+    """A MaSC Sweep LoRA node per file at ``STRENGTHS``, chained in order; the last node's id."""
     previous = None
     for k, name in enumerate(files):
         chained = {} if previous is None else {"cells": [previous, 0]}
@@ -58,6 +58,12 @@ def sweep_graph(sd15: str, files: list[str]) -> dict:
             "MaSCSweepLoRA", lora_name=name, strength_model=", ".join(map(str, STRENGTHS)), strength_clip="", **chained
         )
         previous = f"lora{k}"
+    return previous
+
+
+def sweep_graph(sd15: str, files: list[str]) -> dict:
+    graph = _common(sd15)
+    previous = lora_chain(graph, files)
     graph["sweep"] = node(
         "MaSCSweep",
         model=["ckpt", 0],
@@ -313,13 +319,7 @@ def flux_sweep_graph(sd15: str, files: list[str], train: dict | None = None) -> 
     graph["noise"] = node("RandomNoise", noise_seed=SEED)
     graph["ksampler"] = node("KSamplerSelect", sampler_name="euler")
     graph["sigmas"] = node("BasicScheduler", model=["unet", 0], scheduler="simple", steps=FLUX_STEPS, denoise=1.0)
-    previous = None
-    for k, name in enumerate(files):
-        chained = {} if previous is None else {"cells": [previous, 0]}
-        graph[f"lora{k}"] = node(
-            "MaSCSweepLoRA", lora_name=name, strength_model=", ".join(map(str, STRENGTHS)), strength_clip="", **chained
-        )
-        previous = f"lora{k}"
+    previous = lora_chain(graph, files)
     if train is not None:
         # Core's Train LoRA on the tiny Flux: the reference photo's latent, its caption by the CLIP-L.
         graph["scaled"] = node(
