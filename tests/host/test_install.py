@@ -52,8 +52,9 @@ def combo_choices(spec: list) -> list | None:
     return spec[1].get("options") if spec[0] == "COMBO" else None
 
 
-HOST_LISTED = {"model", "sampler_name", "scheduler"}
-"""Choices the server lists from what it has (model folders, core's samplers): the driver's own lists differ."""
+HOST_LISTED = {"model", "sampler_name", "scheduler", "lora_name"}
+"""Choices the server lists from what it has (model folders, core's samplers): the driver's own lists differ.
+models/loras may be empty (a host with no LoRA yet); the others never are."""
 
 
 def test_object_info_declares_every_node_input_and_output(server, host):
@@ -76,7 +77,8 @@ def test_object_info_declares_every_node_input_and_output(server, host):
                 kind, options = declared[section][name][0], dict(declared[section][name][1])
                 assert len(spec) > 1 and spec[1].get("tooltip") == options.pop("tooltip"), f"{node_id}.{name}"
                 if isinstance(kind, list) and name in HOST_LISTED:
-                    assert combo_choices(spec), f"{node_id}.{name}"  # the server's own folders and samplers
+                    choices = combo_choices(spec)  # the server's own folders and samplers
+                    assert (choices or name == "lora_name") and all(isinstance(c, str) for c in choices), name
                 elif isinstance(kind, list):
                     assert combo_choices(spec) == kind, f"{node_id}.{name}"
                 else:
