@@ -137,6 +137,22 @@ def test_a_template_fits_a_window_and_leaves_room_below_nodes_that_grow(path):
         assert not below, f"nodes {below} sit below node {node['id']} ({node['type']}), which grows after a run"
 
 
+REPORT_WIDTH = 753
+"""The widest a report box makes its node (web/masc_scores.js: 96 columns of 7.3 px, padding, margins and 20 px)."""
+REPORTS_AT_FULL_WIDTH = {"MaSCSweep", "MaSCSweepCustom"}  # the sweep's verdict sentence is always wider than 96
+
+
+@pytest.mark.parametrize("path", UI_FILES, ids=[os.path.basename(p) for p in UI_FILES])
+def test_a_node_whose_report_widens_it_is_saved_that_wide(path):
+    """After a run the report box widens a node to fit its lines: a sweep saved narrower covers its right-hand
+    neighbours (the host suite saw MaSC Sweep over its Save Image nodes by 313 px)."""
+    with open(path) as handle:
+        nodes = json.load(handle)["nodes"]
+    for node in nodes:
+        if node["type"] in REPORTS_AT_FULL_WIDTH:
+            assert node["size"][0] >= REPORT_WIDTH, f"node {node['id']} ({node['type']}) is {node['size'][0]} wide"
+
+
 @pytest.mark.parametrize("path", UI_FILES, ids=[os.path.basename(p) for p in UI_FILES])
 def test_every_model_file_a_workflow_names_can_be_downloaded_from_its_loader(path, specs):
     """The front end (1.49 and later) offers a missing model's download from the loader's ``models`` property, as core's
