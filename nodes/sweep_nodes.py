@@ -213,7 +213,9 @@ class MaSCSweep(MaSCNode):
         host.check_sweep_latent(inputs["latent_image"], inputs["vae"], plan.images)
         scoring = candidate_scoring(dict(inputs, prompt=prompts[0]))
         by_name = {cell.name: choice for cell, choice in zip(cells, (None,) + choices)}
-        sampler = host.ComfySweepSampler(generator, inputs, by_name, plan.images)
+        sampler = host.ComfySweepSampler(
+            generator, inputs["clip"], inputs["latent_image"], inputs["vae"], by_name, plan.images
+        )
         sampler.check_cells()  # every LoRA file read and matched to the model before the first image
         outcome = run_sweep(sampler, plan, scoring, rule)
         verdict = outcome.verdict

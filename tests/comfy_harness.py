@@ -152,7 +152,8 @@ class StandInModel:
     """MODEL: 'denoising' is a fixed function of each item's noise and the conditioning (items never mix)."""
 
     def denoise(self, noise, latent, positive, negative, cfg, denoise):
-        guidance = 0.01 * cfg * (positive[0][0].mean() - negative[0][0].mean())
+        unguided = positive if negative is None else negative  # Basic Guider's: no negative, no guidance
+        guidance = 0.01 * cfg * (positive[0][0].mean() - unguided[0][0].mean())
         return (1.0 - denoise) * latent + denoise * (0.8 * noise + guidance)
 
 
@@ -199,10 +200,13 @@ class StandInLoras:
     def encode(clip, text):
         return text_conditioning(text)
 
-    def check_guider(self, guider):
-        """Only the stand-in's own guider can be given another model and prompt (as only core's CFGGuider kind)."""
+    def check_guider(self, guider, negative=None):
+        """Only the stand-in's own guider can be given another model and prompt (as only core's CFGGuider kind), and
+        a ``negative`` only if it holds one (Basic Guider's has none)."""
         if type(guider) is not StandInGuider:
             raise self.error(f"guider is a {type(guider).__name__}, which a sweep cannot give each cell's model")
+        if negative is not None and guider.negative is None:
+            raise self.error("negative is set, but the guider (StandInGuider) has no negative to put it in")
 
     @staticmethod
     def guide(guider, model, positive, negative=None):
@@ -519,7 +523,7 @@ CORE_NODES = {
     "RandomNoise": lambda ctx, noise_seed: (Noise_RandomNoise(noise_seed),),
     "DisableNoise": lambda ctx: (Noise_EmptyNoise(),),
     "CFGGuider": lambda ctx, model, positive, negative, cfg: (StandInGuider(model, positive, negative, cfg),),
-    "BasicGuider": lambda ctx, model, conditioning: (StandInGuider(model, conditioning, conditioning, 1.0),),
+    "BasicGuider": lambda ctx, model, conditioning: (StandInGuider(model, conditioning, None, 1.0),),
     "KSamplerSelect": lambda ctx, sampler_name: (StandInSampler(sampler_name),),
     "BasicScheduler": lambda ctx, model, scheduler, steps, denoise: (basic_scheduler(steps, denoise),),
     "SamplerCustomAdvanced": sampler_custom_advanced,

@@ -368,6 +368,7 @@ class OtherPacksGuider(StandInGuider):
         (dict(noise=Noise_EmptyNoise()), "noise has no seed to count up from"),
         (dict(sigmas=torch.zeros(1)), "sigmas is (1,), not a schedule"),
         ("other guider", "guider is a OtherPacksGuider, which a sweep cannot give each cell's model"),
+        ("basic guider", "negative is set, but the guider (StandInGuider) has no negative to put it in"),
         (dict(prompts=""), "prompts has 0 lines"),
     ],
 )
@@ -377,6 +378,9 @@ def test_the_custom_twin_refuses_what_it_cannot_sweep_before_the_first_image(pac
         if change == "other guider":
             guider = OtherPacksGuider(StandInModel(), text_conditioning("x"), text_conditioning("y"), 7.0)
             inputs = custom_inputs(models, value, guider=guider)
+        elif change == "basic guider":  # a typed negative the guider has no place for: never silently dropped
+            guider = StandInGuider(StandInModel(), text_conditioning("x"), None, 1.0)
+            inputs = custom_inputs(models, value, guider=guider, negative="blurry")
         else:
             inputs = custom_inputs(models, value, **change)
         with pytest.raises(Exception) as caught:

@@ -118,9 +118,10 @@ class LoraPatching:
         return clip.encode_from_tokens_scheduled(clip.tokenize(text))
 
     @staticmethod
-    def check_guider(guider) -> None:
+    def check_guider(guider, negative: str | None = None) -> None:
         """One line, before anything is sampled, when a sweep cannot give ``guider`` each cell's model and prompt:
-        it must be core's CFGGuider kind (Basic Guider, CFG Guider) holding one text conditioning per input."""
+        it must be core's CFGGuider kind (Basic Guider, CFG Guider) holding one text conditioning per input, and
+        hold a negative if ``negative`` (a text to put in its place) is given."""
         conds = getattr(guider, "original_conds", None)
         kind = type(guider).__name__
         if not isinstance(conds, dict) or not callable(getattr(guider, "inner_set_conds", None)):
@@ -139,6 +140,11 @@ class LoraPatching:
             raise MascInputError(
                 f"the guider's {many} conditioning holds {len(conds[many])} entries (Conditioning Combine or "
                 "Concat?): a sweep re-encodes each prompt into one; connect one text encode's conditioning"
+            )
+        if negative is not None and "negative" not in conds:
+            raise MascInputError(
+                f"negative is set, but the guider ({kind}) has no negative to put it in: clear negative, or "
+                "connect CFG Guider to use one"
             )
 
     @staticmethod
@@ -248,9 +254,9 @@ class GuiderCells:
     def from_inputs(cls, inputs) -> "GuiderCells":
         """MaSC Sweep (Custom)'s generator inputs, the guider checked (one line) before anything is sampled."""
         custom = CustomSamplingInputs.from_inputs(inputs)
-        loras().check_guider(custom.guider)
-        text = str(inputs["negative"]).strip()
-        return cls(custom, text or None)
+        text = str(inputs["negative"]).strip() or None
+        loras().check_guider(custom.guider, text)
+        return cls(custom, text)
 
     @property
     def model(self):
@@ -269,10 +275,10 @@ class GuiderCells:
 class ComfySweepSampler:
     """masc_core's ``SweepSampler`` in ComfyUI for one run (see the module)."""
 
-    def __init__(self, generator, inputs: dict, choices: dict, planned: int):
+    def __init__(self, generator, clip, latent: dict, vae, choices: dict, planned: int):
         self.generator = generator  # a KSamplerCells or a GuiderCells
-        self.clip, self.choices = inputs["clip"], choices  # cell name -> LoraChoice (None: the baseline)
-        self.latent, self.vae = inputs["latent_image"], inputs["vae"]
+        self.clip, self.choices = clip, choices  # cell name -> LoraChoice (None: the baseline)
+        self.latent, self.vae = latent, vae  # the one input latent every image starts from; VAE Decode's VAE
         self.patched: tuple | None = None  # (cell name, model, clip, {text: conditioning})
         self.images: dict = {}
         """(cell name, (prompt, seed)) -> the decoded IMAGE [1,H,W,C], as VAE Decode gives it."""

@@ -412,19 +412,32 @@ def test_the_custom_twin_on_a_tiny_flux_is_sampler_custom_advanced_for_every_cel
     assert name in ["", "trained"] + FLUX_LORAS
 
 
-def test_a_guider_the_custom_twin_cannot_reprompt_is_one_line_before_any_image(server, sd15, flux_loras, installed):
-    """Dual CFG Guider (its middle conditioning means something a sweep cannot re-prompt): refused in one line."""
+@pytest.mark.parametrize(
+    "case, expected",
+    [
+        ("dual cfg", "guider is a Guider_DualCFG with the conditionings"),
+        ("negative on basic", "negative is set, but the guider (Guider_Basic) has no negative to put it in"),
+    ],
+)
+def test_a_guider_the_custom_twin_cannot_reprompt_is_one_line_before_any_image(
+    server, sd15, flux_loras, installed, case, expected
+):
+    """Dual CFG Guider (its middle conditioning means something a sweep cannot re-prompt), and a negative text typed
+    for the Basic Guider, which has no negative to put it in (never dropped without a word): each one line."""
     graph = flux_sweep_graph(sd15, flux_loras[:2])
-    graph["dual"] = node(
-        "DualCFGGuider", model=["unet", 0], cond1=["guided", 0], cond2=["text", 0], negative=["text", 0],
-        cfg_conds=2.0, cfg_cond2_negative=1.5, style="regular",
-    )  # fmt: skip
-    graph["sweep"]["inputs"]["guider"] = ["dual", 0]
+    if case == "dual cfg":
+        graph["dual"] = node(
+            "DualCFGGuider", model=["unet", 0], cond1=["guided", 0], cond2=["text", 0], negative=["text", 0],
+            cfg_conds=2.0, cfg_cond2_negative=1.5, style="regular",
+        )  # fmt: skip
+        graph["sweep"]["inputs"]["guider"] = ["dual", 0]
+    else:
+        graph["sweep"]["inputs"]["negative"] = "blurry"
     before = set(os.listdir(installed["output"]))
     entry = server.run(graph, timeout=900)
     error = hostapi.error_of(entry)
     assert error is not None, hostapi.explain(entry)
     message = error["exception_message"].strip()
-    assert message.startswith("guider is a Guider_DualCFG with the conditionings"), message
+    assert message.startswith(expected), message
     assert "\n" not in message and installed["output"] not in message
     assert not [f for f in set(os.listdir(installed["output"])) - before if f.startswith("masc_sweep_flux")]
