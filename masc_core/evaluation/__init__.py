@@ -1,7 +1,7 @@
 """Evaluating generated images at scale: manifests in, results, summaries and agreement out.
 
-- ``manifest``: read and check a manifest (CSV/JSONL); ``manifest_cells``: one cell read and its files checked;
-  ``subject_columns``: a row's further subjects (``subject_2``, ``ref_2``, ...);
+- ``manifest``: read and check a manifest, every column and file of every subject; ``manifest_formats``: its rows
+  from CSV or JSONL; ``manifest_ratings``: its human-rating columns;
 - ``plan``: groups (rows sharing a reference), chunks, fingerprints, shards;
 - ``scorer``: ``RowScorer``, the models loaded once, chunk after chunk -> records;
 - ``metrics``: MaSC's columns and the registered baselines (one module each);

@@ -23,7 +23,7 @@ from .metrics import masc
 from .plan import Chunk, Group
 from .records import EvalRecord
 from ..metric.subjects import summarize
-from .subject_columns import all_names_of, column
+from .manifest import all_names_of, column
 from .timing import Stopwatch
 
 

@@ -27,7 +27,7 @@ layout follows the single-subject builder's.) Masks live in the masks folder as
 ``outputs/<method>/<combination>/<name>.<subject>.png`` (one per subject, CLIPSeg prompted with its class).
 
 Rows: the first subject in the single-subject columns, the others in ``subject_2``, ``ref_2``, ... (see
-``masc_core.evaluation.subject_columns``), ``id`` = ``<combination>-<prompt index>``, ``method`` and ``seed``
+``masc_core.evaluation.manifest``), ``id`` = ``<combination>-<prompt index>``, ``method`` and ``seed``
 from the path. Two subjects of one class cannot be told apart by their names or by CLIPSeg's prompt, so
 such a combination is refused.
 """
@@ -39,7 +39,7 @@ import os
 
 from ...errors import MascInputError
 from ...metric.subjects import MAX_SUBJECTS
-from ..subject_columns import column
+from ..manifest import column
 from .common import BuiltManifest, MaskJob, count_text, mask_path, plan_mask
 from ...metric.stripping import collapse_whitespace
 from .dreambench import OutputsLayout, read_dataset, scan_outputs, subject_names
