@@ -22,7 +22,6 @@ from ..masc_core.selection.picks import (
     timeout_seconds,
 )
 from ..masc_core.selection.ranking import RANK_KEYS, PassRules
-from ..masc_core.metric.scores import ScoreBatch
 from . import host
 from ..masc_core.io.images import to_rgb_uint8_list
 from .convert import to_comfy_image_batch
@@ -224,13 +223,8 @@ class MaSCPick(MaSCNode):
         )
         chosen = sorted((shown[p] for p in outcome.picks), key=shown.index)
         verdicts = outcome.verdicts(count, shown, chosen)
-        labelled = ScoreBatch(
-            scores=scores.scores,
-            references=scores.references,
-            heatmaps=scores.heatmaps,
-            min_foreground=scores.min_foreground,
-            context=replace(scores.context, verdicts=verdicts, kept=chosen, labels=pick_labels(shown, count, outcome)),
-        )
+        labels = pick_labels(shown, count, outcome)
+        labelled = replace(scores, context=replace(scores.context, verdicts=verdicts, kept=chosen, labels=labels))
         outputs = [chosen.index(i) if i in chosen else None for i in range(count)]
         record(
             inputs.get("extra_pnginfo"),
