@@ -369,11 +369,13 @@ def verdict_table(verdict: SweepVerdict) -> str:
     """The verdict as text: a row per cell (images, means, the paired intervals, what was decided), then the verdict's
     sentence (the command line's table and the node's report)."""
 
+    # Three decimals: a row of a 20-character cell name, both intervals and "recommended" fits the node's report box
+    # (96 columns) unwrapped; the --json output keeps every digit.
     def interval(values) -> str:
-        return f"[{values[0]:+.4f}, {values[1]:+.4f}]" if values else "-"
+        return f"[{values[0]:+.3f}, {values[1]:+.3f}]" if values else "-"
 
     def number(value) -> str:
-        return f"{value:+.4f}" if value is not None else "-"
+        return f"{value:+.3f}" if value is not None else "-"
 
     rows = [("cell", "images", "CP", "PF", "CP - best", "PF - baseline", "")]
     for s in verdict.cells:
