@@ -12,6 +12,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 
 import pytest
 
@@ -135,6 +136,24 @@ def test_a_template_fits_a_window_and_leaves_room_below_nodes_that_grow(path):
         x0, _, x1, y1 = rectangles[node["id"]]
         below = [i for i, r in rectangles.items() if i != node["id"] and r[0] < x1 and r[2] > x0 and r[1] >= y1]
         assert not below, f"nodes {below} sit below node {node['id']} ({node['type']}), which grows after a run"
+
+
+CPU_ONLY = re.compile(r"CPU only: width (\d+), height (\d+), steps (\d+)")
+"""The note's line for a CPU-only machine, which tests/host/test_first_hour.py reads and applies as a person would."""
+
+
+@pytest.mark.parametrize("path", UI_FILES, ids=[os.path.basename(p) for p in UI_FILES])
+def test_a_generation_template_says_what_to_set_on_a_cpu(path):
+    """Each template that generates says what to set on a CPU-only machine (in the form the host suite applies), or
+    that it needs a GPU (the DiT templates)."""
+    with open(path) as handle:
+        ui = json.load(handle)
+    if not {n["type"] for n in all_nodes(ui)} & set(MODEL_LOADERS):
+        return  # nothing is generated: it runs as shipped
+    notes = [n["widgets_values"][0] for n in ui["nodes"] if n["type"] == "Note"]
+    assert any(CPU_ONLY.search(text) or "Needs a GPU" in text for text in notes), (
+        "its note says neither 'CPU only: width W, height H, steps N' nor 'Needs a GPU'"
+    )
 
 
 REPORT_WIDTH = 753
