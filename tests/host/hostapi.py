@@ -157,8 +157,22 @@ class Server:
 def start_server(python: str, comfy_dir: str, args: list[str], log_path: str, timeout: float = 240) -> Server:
     """Start ``main.py`` on 127.0.0.1 and a free port; return once /object_info answers.
 
-    HF_HUB_OFFLINE=1: a graph naming a Hub model that is not on disk fails at once instead of downloading.
+    HF_HUB_OFFLINE=1: a graph naming a Hub model that is not on disk fails at once instead of downloading. Two
+    sessions starting at once may pick the same port: the one whose server logs it in use (ComfyUI then keeps running
+    without a site, and the port answers for the other session's server) starts again on another port.
     """
+    for _ in range(START_ATTEMPTS):
+        server = _start_once(python, comfy_dir, args, log_path, timeout)
+        if server is not None:
+            return server
+    raise RuntimeError(f"ComfyUI found every port it tried in use ({START_ATTEMPTS} tries): see {log_path}")
+
+
+START_ATTEMPTS = 5
+
+
+def _start_once(python: str, comfy_dir: str, args: list[str], log_path: str, timeout: float) -> Server | None:
+    """The server on a free port once its own log says it serves there; None if another took the port first."""
     port = free_port()
     command = [python, "main.py", "--listen", "127.0.0.1", "--port", str(port), *args]
     log = open(log_path, "w", encoding="utf-8")
@@ -173,6 +187,13 @@ def start_server(python: str, comfy_dir: str, args: list[str], log_path: str, ti
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"ComfyUI exited during start-up ({process.returncode}):\n{server.log()[-4000:]}")
+        text = server.log()
+        if f"Port {port} is already in use" in text:
+            server.stop()
+            return None
+        if f"127.0.0.1:{port}" not in text:  # "To see the GUI go to: http://127.0.0.1:<port>": its site is up
+            time.sleep(0.5)
+            continue
         try:
             server.request("/object_info/KSampler", timeout=5)
             return server
