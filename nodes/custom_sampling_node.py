@@ -34,7 +34,9 @@ NODE_CUSTOM = "MaSCSampleUntilCustom"
 
 
 class MaSCSampleUntilCustom(MaSCNode):
-    """Node: MaSC Sample Until (Custom)."""
+    """MaSC Sample Until for core's custom sampling: samples candidates as SamplerCustomAdvanced does with your NOISE,
+    GUIDER, SAMPLER and SIGMAS (seed counting up from the NOISE's), scores each with MaSC and stops as soon as MaSC
+    Rules' 'accept' pass. MaSC Prune decides before the last step."""
 
     SEARCH_ALIASES = [
         "best of n custom",
@@ -44,12 +46,6 @@ class MaSCSampleUntilCustom(MaSCNode):
         "guider",
         "flux",
     ]
-
-    DESCRIPTION = (
-        "MaSC Sample Until for core's custom sampling: samples candidates as SamplerCustomAdvanced does with your "
-        "NOISE, GUIDER, SAMPLER and SIGMAS (seed counting up from the NOISE's), scores each with MaSC and stops as "
-        "soon as MaSC Rules' 'accept' pass. MaSC Prune decides before the last step."
-    )
     OUTPUT_NODE = True
     FUNCTION = "sample"
     OUTPUTS = MaSCSampleUntil.OUTPUTS

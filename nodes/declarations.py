@@ -18,15 +18,18 @@ from .types import MASC_VIDEO, Output, declare_outputs
 
 
 class MaSCNode:
-    """What every MaSC node class declares the same way: its category; its outputs from one ``OUTPUTS`` tuple of
-    ``types.Output`` (ComfyUI's RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS); its FUNCTION held to its own
-    INPUT_TYPES (``inputs.checked_inputs``), wrapped once where the class defines it."""
+    """What every MaSC node class declares the same way: its category; its DESCRIPTION (what the node library and
+    help show) from its docstring, one text for both; its outputs from one ``OUTPUTS`` tuple of ``types.Output``
+    (ComfyUI's RETURN_TYPES, RETURN_NAMES, OUTPUT_TOOLTIPS); its FUNCTION held to its own INPUT_TYPES
+    (``inputs.checked_inputs``), wrapped once where the class defines it."""
 
     CATEGORY = CATEGORY
     OUTPUTS: tuple = ()
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("__doc__"):
+            cls.DESCRIPTION = " ".join(cls.__doc__.split())
         if "OUTPUTS" in cls.__dict__:
             cls.RETURN_TYPES, cls.RETURN_NAMES, cls.OUTPUT_TOOLTIPS = declare_outputs(*cls.OUTPUTS)
         if cls.FUNCTION in cls.__dict__:

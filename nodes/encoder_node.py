@@ -10,15 +10,11 @@ from .types import MASC_ENCODER, Output
 
 
 class MaSCLoadEncoder(CheckpointLoader):
-    """Node: Load MaSC Encoder."""
+    """Loads a SigLIP2 checkpoint (Hugging Face folder) for MaSC scoring. Put checkpoint folders in ComfyUI/models/masc/
+    (or a path set in extra_model_paths.yaml under 'masc'). The paper uses google/siglip2-so400m-patch16-naflex;
+    choosing that name downloads it when the machine is online."""
 
     SEARCH_ALIASES = ["siglip", "siglip2", "clip vision", "load masc"]
-
-    DESCRIPTION = (
-        "Loads a SigLIP2 checkpoint (Hugging Face folder) for MaSC scoring. Put checkpoint folders in "
-        "ComfyUI/models/masc/ (or a path set in extra_model_paths.yaml under 'masc'). The paper uses "
-        f"{PAPER_MODEL_ID}; choosing that name downloads it when the machine is online."
-    )
     OUTPUTS = (Output(MASC_ENCODER, "encoder", "The loaded SigLIP2 encoder; connect it to every MaSC scoring node."),)
     KIND, HUB_ID = "masc", PAPER_MODEL_ID
     MODEL_TOOLTIP = "A checkpoint folder under models/masc, or the paper's Hub id (downloaded once into models/masc)."

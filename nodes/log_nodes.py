@@ -13,15 +13,11 @@ from .types import MASC_SCORES, Output
 
 
 class MaSCLogScores(MaSCNode):
-    """Node: MaSC Log Scores."""
+    """Appends one row per scored image (every candidate of MaSC Sample Until, or every image a scoring node scored) to
+    a .jsonl or .csv file in ComfyUI's output folder: seed, CP, PF, verdict, prompt, encoder and the columns 'python -m
+    masc_core eval' writes, so a night of sampling can be analysed afterwards."""
 
     SEARCH_ALIASES = ["log", "csv", "jsonl", "save scores"]
-
-    DESCRIPTION = (
-        "Appends one row per scored image (every candidate of MaSC Sample Until, or every image a scoring node scored) "
-        "to a .jsonl or .csv file in ComfyUI's output folder: seed, CP, PF, verdict, prompt, encoder and the columns "
-        "'python -m masc_core eval' writes, so a night of sampling can be analysed afterwards."
-    )
     OUTPUT_NODE = True
     FUNCTION = "log"
     OUTPUTS = (

@@ -24,14 +24,10 @@ from .types import MASC_SEGMENTER, Output
 
 
 class MaSCLoadAutoMaskModel(CheckpointLoader):
-    """Node: Load MaSC Auto Mask Model."""
+    """Loads a CLIPSeg checkpoint (Hugging Face folder) for MaSC Auto Mask. Put checkpoint folders in
+    ComfyUI/models/clipseg/; choosing CIDAS/clipseg-rd64-refined downloads it when the machine is online."""
 
     SEARCH_ALIASES = ["clipseg", "segmentation model"]
-
-    DESCRIPTION = (
-        "Loads a CLIPSeg checkpoint (Hugging Face folder) for MaSC Auto Mask. Put checkpoint folders in "
-        f"ComfyUI/models/clipseg/; choosing {CLIPSEG_MODEL_ID} downloads it when the machine is online."
-    )
     OUTPUTS = (Output(MASC_SEGMENTER, "segmenter", "The loaded CLIPSeg model; connect it to MaSC Auto Mask nodes."),)
     KIND, HUB_ID = "clipseg", CLIPSEG_MODEL_ID
     MODEL_TOOLTIP = "A CLIPSeg folder under models/clipseg, or the usual Hub id (downloaded once into models/clipseg)."
@@ -46,15 +42,11 @@ class MaSCLoadAutoMaskModel(CheckpointLoader):
 
 
 class MaSCLoadSAM3Model(CheckpointLoader):
-    """Node: Load MaSC SAM3 Model."""
+    """Loads a SAM3 checkpoint (transformers Hugging Face folder, the paper's mask source) for MaSC Auto Mask and MaSC
+    Sample Until. Put checkpoint folders in ComfyUI/models/sam3/. facebook/sam3 is gated: request access on its Hub page
+    and log in (hf auth login) before choosing it, or copy the folder in. Needs transformers 5."""
 
     SEARCH_ALIASES = ["sam3", "segment anything", "segmentation model", "auto mask"]
-
-    DESCRIPTION = (
-        "Loads a SAM3 checkpoint (transformers Hugging Face folder, the paper's mask source) for MaSC Auto Mask and "
-        f"MaSC Sample Until. Put checkpoint folders in ComfyUI/models/sam3/. {SAM3_MODEL_ID} is gated: request access "
-        "on its Hub page and log in (hf auth login) before choosing it, or copy the folder in. Needs transformers 5."
-    )
     OUTPUTS = (
         Output(MASC_SEGMENTER, "segmenter", "The loaded SAM3 model; connect it wherever a MaSC segmenter goes."),
     )
@@ -95,15 +87,11 @@ class MaSCLoadSAM3Model(CheckpointLoader):
 
 
 class MaSCAutoMask(MaSCNode):
-    """Node: MaSC Auto Mask."""
+    """Masks the subject in every image of a batch with CLIPSeg or SAM3 (whichever loader feeds it), prompted by the
+    subject's name (white = subject). Feeds the mask inputs of the MaSC scoring nodes; use it for the reference too, or
+    bring masks from elsewhere."""
 
     SEARCH_ALIASES = ["clipseg", "sam3", "segment", "text mask", "subject mask"]
-
-    DESCRIPTION = (
-        "Masks the subject in every image of a batch with CLIPSeg or SAM3 (whichever loader feeds it), prompted by the "
-        "subject's name (white = subject). "
-        "Feeds the mask inputs of the MaSC scoring nodes; use it for the reference too, or bring masks from elsewhere."
-    )
     OUTPUT_NODE = True
     FUNCTION = "mask"
     OUTPUTS = (

@@ -41,15 +41,11 @@ from .types import MASC_SCORES, Output
 
 
 class MaSCContactSheet(MaSCNode):
-    """Node: MaSC Contact Sheet."""
+    """Every candidate side by side in one picture: each tile captioned with its number, seed, CP, PF, mask share and
+    verdict, the kept ones framed in green, in rank or seed order. Feed it MaSC Sample Until's 'candidates' and 'scores'
+    (or any images with their MaSC scores); save it with Save Image."""
 
     SEARCH_ALIASES = ["contact sheet", "grid", "review", "compare candidates", "image grid"]
-
-    DESCRIPTION = (
-        "Every candidate side by side in one picture: each tile captioned with its number, seed, CP, PF, mask share "
-        "and verdict, the kept ones framed in green, in rank or seed order. Feed it MaSC Sample Until's 'candidates' "
-        "and 'scores' (or any images with their MaSC scores); save it with Save Image."
-    )
     FUNCTION = "sheet"
     OUTPUTS = (Output("IMAGE", "sheet", "One picture holding every candidate's tile."),)
 
@@ -108,15 +104,11 @@ class MaSCContactSheet(MaSCNode):
 
 
 class MaSCPick(MaSCNode):
-    """Node: MaSC Pick."""
+    """Shows the best candidates in the browser with their scores and waits for you to pick one or several; passes the
+    picked images, latents and masks on as Select Best does. After 'timeout' seconds (at once over the API) it keeps the
+    first 'keep' in score order. Logged picks feed 'python -m masc_core calibrate'."""
 
     SEARCH_ALIASES = ["pick", "choose", "image chooser", "human in the loop", "review", "select by hand", "label"]
-
-    DESCRIPTION = (
-        "Shows the best candidates in the browser with their scores and waits for you to pick one or several; passes "
-        "the picked images, latents and masks on as Select Best does. After 'timeout' seconds (at once over the API) "
-        "it keeps the first 'keep' in score order. Logged picks feed 'python -m masc_core calibrate'."
-    )
     FUNCTION = "pick"
     OUTPUTS = (
         *carried_outputs("The picked images", "in score order"),

@@ -30,15 +30,11 @@ from .types import MASC_PRUNE, MASC_RULES, Output
 
 
 class MaSCRules(MaSCNode):
-    """Node: MaSC Rules."""
+    """What passes and how many to keep: the ranking, the thresholds, the mask filter, what an uncertain or blended
+    candidate becomes, how many to accept and the budget. Connect it to MaSC Sample Until (Custom); MaSC Gate, Select
+    Best and Pick take the same rules."""
 
     SEARCH_ALIASES = ["thresholds", "acceptance", "pass rules", "best of n rules", "budget"]
-
-    DESCRIPTION = (
-        "What passes and how many to keep: the ranking, the thresholds, the mask filter, what an uncertain or blended "
-        "candidate becomes, how many to accept and the budget. Connect it to MaSC Sample Until (Custom); MaSC Gate, "
-        "Select Best and Pick take the same rules."
-    )
     FUNCTION = "rules"
     OUTPUTS = (
         Output(MASC_RULES, "rules", "These rules, for MaSC Sample Until (Custom), MaSC Gate, Select Best and Pick."),
@@ -67,16 +63,11 @@ class MaSCRules(MaSCNode):
 
 
 class MaSCPrune(MaSCNode):
-    """Node: MaSC Prune."""
+    """Pruning for MaSC Sample Until (Custom): judge each round's candidates on the model's denoised preview at prune_at
+    of the steps and finish only the best prune_keep. Survivors stay exactly the plain sampler's image at their seed.
+    prune_study prunes nothing and records previews for 'python -m masc_core prune-report'."""
 
     SEARCH_ALIASES = ["prune", "early stop", "preview judging", "prune study"]
-
-    DESCRIPTION = (
-        "Pruning for MaSC Sample Until (Custom): judge each round's candidates on the model's denoised preview at "
-        "prune_at of the steps and finish only the best prune_keep. Survivors stay exactly the plain sampler's image "
-        "at "
-        "their seed. prune_study prunes nothing and records previews for 'python -m masc_core prune-report'."
-    )
     FUNCTION = "prune"
     OUTPUTS = (Output(MASC_PRUNE, "prune", "These pruning settings, for MaSC Sample Until (Custom)'s 'prune' input."),)
 

@@ -114,16 +114,11 @@ def acceptance_inputs() -> dict:
 
 
 class MaSCSampleUntil(MaSCNode):
-    """Node: MaSC Sample Until."""
+    """Samples candidates with ComfyUI's own sampler (seed, seed+1, ...), scores each with MaSC against the reference
+    and stops as soon as 'accept' pass, or after max_candidates. Returns the kept images, latents and masks best first,
+    every candidate's scores and seed, and a report. One press of Queue; no Auto Queue."""
 
     SEARCH_ALIASES = ["best of n", "rejection sampling", "sample until", "retry", "ksampler"]
-
-    DESCRIPTION = (
-        "Samples candidates with ComfyUI's own sampler (seed, seed+1, ...), scores each with MaSC against the "
-        "reference "
-        "and stops as soon as 'accept' pass, or after max_candidates. Returns the kept images, latents and masks best "
-        "first, every candidate's scores and seed, and a report. One press of Queue; no Auto Queue."
-    )
     OUTPUT_NODE = True
     FUNCTION = "sample"
     OUTPUTS = (

@@ -114,7 +114,8 @@ class NodeScoring:
 
 
 class MaSCConceptPreservation(MaSCNode):
-    """Node: MaSC Concept Preservation (Eq. 1)."""
+    """Concept preservation: for each reference patch under the reference mask, its best cosine with any patch of the
+    generated image; CP is their mean. The generated image is searched in full, so no output mask is needed."""
 
     SEARCH_ALIASES = [
         "identity",
@@ -125,12 +126,6 @@ class MaSCConceptPreservation(MaSCNode):
         "concept preservation",
         "cp",
     ]
-
-    DESCRIPTION = (
-        "Concept preservation: for each reference patch under the reference mask, its best cosine with any patch "
-        "of the generated image; CP is their mean. The generated image is searched in full, so no output mask is "
-        "needed."
-    )
     OUTPUT_NODE = True
     FUNCTION = "score"
     OUTPUTS = (
@@ -181,14 +176,10 @@ class MaSCConceptPreservation(MaSCNode):
 
 
 class MaSCPromptFollowing(MaSCNode):
-    """Node: MaSC Prompt Following (Eq. 2)."""
+    """Prompt following: SigLIP2's attention pooler over the generated image's background only (the subject is hidden),
+    compared with the prompt without the subject's name."""
 
     SEARCH_ALIASES = ["prompt adherence", "text alignment", "clip score", "clip-t", "pf"]
-
-    DESCRIPTION = (
-        "Prompt following: SigLIP2's attention pooler over the generated image's background only (the subject is "
-        "hidden), compared with the prompt without the subject's name."
-    )
     OUTPUT_NODE = True
     FUNCTION = "score"
     OUTPUTS = (
@@ -228,14 +219,10 @@ class MaSCPromptFollowing(MaSCNode):
 
 
 class MaSCScore(MaSCNode):
-    """Node: MaSC Score (CP and PF from one forward pass per image)."""
+    """CP and PF together, from one SigLIP2 forward pass per image (the reference once, each generated image once). Feed
+    'scores' to MaSC Select Best or MaSC Gate."""
 
     SEARCH_ALIASES = ["clip score", "dino", "similarity", "identity", "personalization score", "dreambooth"]
-
-    DESCRIPTION = (
-        "CP and PF together, from one SigLIP2 forward pass per image (the reference once, each generated image once). "
-        "Feed 'scores' to MaSC Select Best or MaSC Gate."
-    )
     OUTPUT_NODE = True
     FUNCTION = "score"
     OUTPUTS = (
@@ -274,13 +261,9 @@ class MaSCScore(MaSCNode):
 
 
 class MaSCStripSubject(MaSCNode):
-    """Node: Strip Subject."""
+    """Removes the subject's name from the prompt with the paper's rule: shows the exact text MaSC's PF encodes."""
 
     SEARCH_ALIASES = ["remove subject", "prompt", "strip"]
-
-    DESCRIPTION = (
-        "Removes the subject's name from the prompt with the paper's rule: shows the exact text MaSC's PF encodes."
-    )
     # It shows its text, so it runs whether or not its output is connected (ComfyUI runs only what feeds an output).
     OUTPUT_NODE = True
     FUNCTION = "strip"

@@ -125,15 +125,11 @@ def blocked(count: int) -> tuple:
 
 
 class MaSCSelectBest(MaSCNode):
-    """Node: MaSC Select Best."""
+    """Best-of-N: ranks a scored batch by CP, PF or a weighted sum, keeps the top k that pass the optional thresholds,
+    and passes the chosen images (and their latents and masks) on in rank order. If none passes, the downstream nodes
+    are skipped instead of failing the queue."""
 
     SEARCH_ALIASES = ["best of n", "pick best", "rank", "top k", "seed selection"]
-
-    DESCRIPTION = (
-        "Best-of-N: ranks a scored batch by CP, PF or a weighted sum, keeps the top k that pass the optional "
-        "thresholds, and passes the chosen images (and their latents and masks) on in rank order. If none passes, "
-        "the downstream nodes are skipped instead of failing the queue."
-    )
     FUNCTION = "select"
     OUTPUTS = (
         *carried_outputs("The chosen images", "best first"),
@@ -181,15 +177,11 @@ class MaSCSelectBest(MaSCNode):
 
 
 class MaSCGate(MaSCNode):
-    """Node: MaSC Gate."""
+    """Rejection sampling: passes the images whose scores clear the thresholds. When none does, the downstream nodes
+    (e.g. Save Image) are skipped instead of failing the queue, so Auto Queue with an incrementing seed keeps trying
+    until something is saved."""
 
     SEARCH_ALIASES = ["rejection sampling", "threshold", "filter", "quality gate"]
-
-    DESCRIPTION = (
-        "Rejection sampling: passes the images whose scores clear the thresholds. When none does, the downstream "
-        "nodes (e.g. Save Image) are skipped instead of failing the queue, so Auto Queue with an incrementing seed "
-        "keeps trying until something is saved."
-    )
     FUNCTION = "gate"
     OUTPUTS = (
         *carried_outputs("The images that passed", "in batch order"),

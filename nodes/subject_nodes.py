@@ -29,14 +29,10 @@ from .types import MASC_SCORES, MASC_SUBJECTS, DeclaredSubject, Output
 
 
 class MaSCSubject(MaSCNode):
-    """Node: MaSC Subject (one subject of a multi-subject image)."""
+    """Declares one subject of a multi-subject image: its names, reference view(s) and mask, and optionally its mask in
+    the generated images. Chain several (subjects -> subjects) into MaSC Score Subjects."""
 
     SEARCH_ALIASES = ["multi subject", "two subjects", "multi concept", "subject"]
-
-    DESCRIPTION = (
-        "Declares one subject of a multi-subject image: its names, reference view(s) and mask, and optionally its "
-        "mask in the generated images. Chain several (subjects -> subjects) into MaSC Score Subjects."
-    )
     FUNCTION = "declare"
     OUTPUTS = (
         Output(
@@ -113,15 +109,11 @@ def _output_masks(declared, outputs) -> list | None:
 
 
 class MaSCScoreSubjects(MaSCNode):
-    """Node: MaSC Score Subjects (MaSC for several subjects in each image)."""
+    """MaSC for several subjects in each generated image: each subject's CP searched outside the other subjects'
+    regions, cp_min (the weakest subject) and cp_mean, blend warnings, and PF over the background outside every subject.
+    Its scores carry CP = cp_min to Select Best, Gate and Log Scores."""
 
     SEARCH_ALIASES = ["multi subject score", "two subjects", "multi concept", "blend", "clip score", "identity"]
-
-    DESCRIPTION = (
-        "MaSC for several subjects in each generated image: each subject's CP searched outside the other subjects' "
-        "regions, cp_min (the weakest subject) and cp_mean, blend warnings, and PF over the background outside "
-        "every subject. Its scores carry CP = cp_min to Select Best, Gate and Log Scores."
-    )
     OUTPUT_NODE = True
     FUNCTION = "score"
     OUTPUTS = (

@@ -61,14 +61,10 @@ class SweepCellsNode(MaSCNode):
 
 
 class MaSCSweepLoRA(SweepCellsNode):
-    """Node: MaSC Sweep LoRA."""
+    """One LoRA file at one or more strengths, as cells of MaSC Sweep. Chain one per file (one per training epoch), the
+    earliest first: of cells the data cannot tell apart, the lower strength and the earlier file wins."""
 
     SEARCH_ALIASES = ["lora sweep", "lora epochs", "xy plot lora", "lora strength"]
-
-    DESCRIPTION = (
-        "One LoRA file at one or more strengths, as cells of MaSC Sweep. Chain one per file (one per training epoch), "
-        "the earliest first: of cells the data cannot tell apart, the lower strength and the earlier file wins."
-    )
 
     @classmethod
     def INPUT_TYPES(cls):
@@ -91,14 +87,10 @@ class MaSCSweepLoRA(SweepCellsNode):
 
 
 class MaSCSweepLoRAModel(SweepCellsNode):
-    """Node: MaSC Sweep LoRA Model."""
+    """An in-memory LoRA (core's LORA_MODEL, from Train LoRA) at one or more model strengths, as cells of MaSC Sweep:
+    each cell patches the model as Load LoRA Model does. Chain it with MaSC Sweep LoRA nodes."""
 
     SEARCH_ALIASES = ["train lora sweep", "lora model", "trained lora", "lora training evaluation"]
-
-    DESCRIPTION = (
-        "An in-memory LoRA (core's LORA_MODEL, from Train LoRA) at one or more model strengths, as cells of MaSC "
-        "Sweep: each cell patches the model as Load LoRA Model does. Chain it with MaSC Sweep LoRA nodes."
-    )
 
     @classmethod
     def INPUT_TYPES(cls):
@@ -115,15 +107,11 @@ class MaSCSweepLoRAModel(SweepCellsNode):
 
 
 class MaSCSweep(MaSCNode):
-    """Node: MaSC Sweep."""
+    """Samples the baseline and every MaSC Sweep LoRA cell at the same prompts and seeds, as LoraLoader + KSampler
+    would, and recommends the cell with the highest CP whose PF stays within pf_margin of the baseline's, or says which
+    cells tie. Outputs its MODEL and CLIP."""
 
     SEARCH_ALIASES = ["lora sweep", "which lora", "best epoch", "xy plot", "lora strength", "checkpoint comparison"]
-
-    DESCRIPTION = (
-        "Samples the baseline and every MaSC Sweep LoRA cell at the same prompts and seeds, as LoraLoader + KSampler "
-        "would, and recommends the cell with the highest CP whose PF stays within pf_margin of the baseline's, or says "
-        "which cells tie. Outputs its MODEL and CLIP."
-    )
     OUTPUT_NODE = True
     FUNCTION = "sweep"
     OUTPUTS = (
@@ -253,15 +241,11 @@ class MaSCSweep(MaSCNode):
 
 
 class MaSCSweepCustom(MaSCNode):
-    """Node: MaSC Sweep (Custom)."""
+    """MaSC Sweep for core's custom sampling: samples the baseline and every MaSC Sweep LoRA cell as
+    SamplerCustomAdvanced would with your NOISE, SAMPLER and SIGMAS and the GUIDER built on the cell's model and each
+    prompt (what FluxGuidance or ReferenceLatent added kept), then recommends a cell as MaSC Sweep does."""
 
     SEARCH_ALIASES = ["lora sweep flux", "which lora custom", "best epoch flux", "samplercustomadvanced sweep"]
-
-    DESCRIPTION = (
-        "MaSC Sweep for core's custom sampling: samples the baseline and every MaSC Sweep LoRA cell as "
-        "SamplerCustomAdvanced would with your NOISE, SAMPLER and SIGMAS and the GUIDER built on the cell's model and "
-        "each prompt (what FluxGuidance or ReferenceLatent added kept), then recommends a cell as MaSC Sweep does."
-    )
     OUTPUT_NODE = True
     FUNCTION = "sweep"
     OUTPUTS = MaSCSweep.OUTPUTS

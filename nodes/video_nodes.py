@@ -42,14 +42,10 @@ MAX_FRAMES_INPUT = (
 
 
 class MaSCScoreVideo(MaSCNode):
-    """Node: MaSC Score Video (a clip's frames against one subject; this project's extension of the paper)."""
+    """A video's frames scored as MaSC Score scores images: CP and PF per frame, the clip's mean, its worst frame and
+    the frames that fail the rules. The frames come as an IMAGE batch or as a VIDEO."""
 
     SEARCH_ALIASES = ["video", "clip", "frames", "identity over time", "subject consistency", "wan", "vace"]
-
-    DESCRIPTION = (
-        "A video's frames scored as MaSC Score scores images: CP and PF per frame, the clip's mean, its worst frame "
-        "and the frames that fail the rules. The frames come as an IMAGE batch or as a VIDEO."
-    )
     OUTPUT_NODE = True
     FUNCTION = "score"
     OUTPUTS = (
@@ -137,14 +133,10 @@ class MaSCScoreVideo(MaSCNode):
 
 
 class MaSCVideoOptions(MaSCNode):
-    """Node: MaSC Video Options (MASC_VIDEO, for the Sample Until nodes' optional ``video`` input)."""
+    """How MaSC Sample Until scores video candidates: which frames of each clip (as MaSC Score Video), and the reference
+    frames WanVaceToVideo puts first, cut before decoding."""
 
     SEARCH_ALIASES = ["video options", "trim latent", "vace", "wan", "frames"]
-
-    DESCRIPTION = (
-        "How MaSC Sample Until scores video candidates: which frames of each clip (as MaSC Score Video), and the "
-        "reference frames WanVaceToVideo puts first, cut before decoding."
-    )
     FUNCTION = "options"
     OUTPUTS = (
         Output(MASC_VIDEO, "video", "These settings, for MaSC Sample Until's and Sample Until (Custom)'s 'video'."),

@@ -22,8 +22,18 @@ def node_classes(pack):
     return pack.nodes.NODE_CLASS_MAPPINGS
 
 
+NODE_IDS = (
+    "MaSCLoadEncoder MaSCConceptPreservation MaSCPromptFollowing MaSCStripSubject MaSCScore MaSCSelectBest MaSCGate "
+    "MaSCLoadAutoMaskModel MaSCAutoMask MaSCLoadSAM3Model MaSCSampleUntil MaSCSampleUntilCustom MaSCRules MaSCPrune "
+    "MaSCLogScores MaSCSubject MaSCScoreSubjects MaSCContactSheet MaSCPick MaSCScoreVideo MaSCVideoOptions "
+    "MaSCSweepLoRA MaSCSweepLoRAModel MaSCSweep MaSCSweepCustom"
+).split()
+"""Every node id the pack has published: an id is its class's name, and saved workflows name nodes by id, so a
+class renamed (or a node dropped) fails here."""
+
+
 def test_pack_imports_as_comfyui_loads_it(pack):
-    assert set(pack.nodes.NODE_CLASS_MAPPINGS) == set(pack.nodes.NODE_DISPLAY_NAME_MAPPINGS)
+    assert list(pack.nodes.NODE_CLASS_MAPPINGS) == list(pack.nodes.NODE_DISPLAY_NAME_MAPPINGS) == NODE_IDS
     assert all(name.startswith("MaSC") for name in pack.nodes.NODE_CLASS_MAPPINGS)  # core ids are never shadowed
     assert pack.nodes.NODE_DISPLAY_NAME_MAPPINGS["MaSCLoadEncoder"] == "Load MaSC Encoder"
     assert pack.nodes.NODE_DISPLAY_NAME_MAPPINGS["MaSCConceptPreservation"] == "MaSC Concept Preservation"
