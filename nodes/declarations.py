@@ -36,6 +36,23 @@ class MaSCNode:
             checked_inputs(cls)
 
 
+def int_input(default: int, low: int, high: int, tooltip: str, *, step: int | None = None) -> tuple:
+    """An INT widget, declared as core's ``io.Int.Input`` takes it: default, range, tooltip (and step)."""
+    return ("INT", _number(default, low, high, tooltip, step))
+
+
+def float_input(default: float, low: float, high: float, tooltip: str, *, step: float | None = None) -> tuple:
+    """A FLOAT widget, declared as core's ``io.Float.Input`` takes it: default, range, tooltip (and step)."""
+    return ("FLOAT", _number(default, low, high, tooltip, step))
+
+
+def _number(default, low, high, tooltip: str, step) -> dict:
+    options = {"default": default, "min": low, "max": high}
+    if step is not None:
+        options["step"] = step
+    return dict(options, tooltip=tooltip)
+
+
 # ---------------------------------------------------------------- what is scored
 
 ENCODER_INPUT = (MASC_ENCODER, {"tooltip": "From Load MaSC Encoder."})
@@ -92,39 +109,15 @@ def rank_by_input(
     return (list(RANK_KEYS), {"default": default, "tooltip": tooltip})
 
 
-CP_WEIGHT_INPUT = (
-    "FLOAT",
-    {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of CP when ranking by both."},
-)
-PF_WEIGHT_INPUT = (
-    "FLOAT",
-    {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.05, "tooltip": "Weight of PF when ranking by both."},
-)
+CP_WEIGHT_INPUT = float_input(1.0, 0.0, 100.0, "Weight of CP when ranking by both.", step=0.05)
+PF_WEIGHT_INPUT = float_input(1.0, 0.0, 100.0, "Weight of PF when ranking by both.", step=0.05)
 
 OFF = THRESHOLD_OFF
 """Threshold value meaning "no threshold" (cosines are >= -1)."""
 
 THRESHOLD_INPUTS = {
-    "min_cp": (
-        "FLOAT",
-        {
-            "default": OFF,
-            "min": -1.0,
-            "max": 1.0,
-            "step": 0.005,
-            "tooltip": "Keep only images with CP at least this (-1 = no threshold).",
-        },
-    ),
-    "min_pf": (
-        "FLOAT",
-        {
-            "default": OFF,
-            "min": -1.0,
-            "max": 1.0,
-            "step": 0.005,
-            "tooltip": "Keep only images with PF at least this (-1 = no threshold).",
-        },
-    ),
+    "min_cp": float_input(OFF, -1.0, 1.0, "Keep only images with CP at least this (-1 = no threshold).", step=0.005),
+    "min_pf": float_input(OFF, -1.0, 1.0, "Keep only images with PF at least this (-1 = no threshold).", step=0.005),
     "reject_small_masks": (
         "BOOLEAN",
         {
@@ -133,15 +126,12 @@ THRESHOLD_INPUTS = {
             "was not rendered (the paper's filter).",
         },
     ),
-    "min_foreground": (
-        "FLOAT",
-        {
-            "default": MIN_FOREGROUND_FRACTION,
-            "min": 0.0,
-            "max": 1.0,
-            "step": 0.005,
-            "tooltip": "The mask-size filter's threshold, as a share of the image (paper: 0.05).",
-        },
+    "min_foreground": float_input(
+        MIN_FOREGROUND_FRACTION,
+        0.0,
+        1.0,
+        "The mask-size filter's threshold, as a share of the image (paper: 0.05).",
+        step=0.005,
     ),
 }
 ON_UNCERTAIN_INPUT = (
@@ -201,33 +191,18 @@ BLEND_INPUT = (
         "blend warning does not pass (needs a segmenter).",
     },
 )
-ACCEPT_INPUT = (
-    "INT",
-    {
-        "default": 1,
-        "min": ACCEPT.low,
-        "max": ACCEPT.high,
-        "tooltip": "Stop once this many candidates pass; they are returned best first.",
-    },
+ACCEPT_INPUT = int_input(
+    1, ACCEPT.low, ACCEPT.high, "Stop once this many candidates pass; they are returned best first."
 )
-MAX_CANDIDATES_INPUT = (
-    "INT",
-    {
-        "default": 16,
-        "min": MAX_CANDIDATES.low,
-        "max": MAX_CANDIDATES.high,
-        "tooltip": "The budget: never sample more candidates than this.",
-    },
+MAX_CANDIDATES_INPUT = int_input(
+    16, MAX_CANDIDATES.low, MAX_CANDIDATES.high, "The budget: never sample more candidates than this."
 )
-BATCH_SIZE_INPUT = (
-    "INT",
-    {
-        "default": 1,
-        "min": BATCH_SIZE.low,
-        "max": BATCH_SIZE.high,
-        "tooltip": "Candidates sampled per round (pruning chooses among a round's). Larger is faster on a big GPU; 1 "
-        "stops soonest and needs least VRAM.",
-    },
+BATCH_SIZE_INPUT = int_input(
+    1,
+    BATCH_SIZE.low,
+    BATCH_SIZE.high,
+    "Candidates sampled per round (pruning chooses among a round's). Larger is faster on a big GPU; 1 "
+    "stops soonest and needs least VRAM.",
 )
 ON_SHORTFALL_INPUT = (
     list(SHORTFALL_CHOICES),
@@ -239,26 +214,15 @@ ON_SHORTFALL_INPUT = (
 )
 
 PRUNE_INPUTS = {
-    "prune_at": (
-        "FLOAT",
-        {
-            "default": 0.0,
-            "min": 0.0,
-            "max": 0.95,
-            "step": 0.05,
-            "tooltip": "At this share of the steps, judge each round on the model's preview and finish the best "
-            "prune_keep (0 = off). Study first (help page).",
-        },
+    "prune_at": float_input(
+        0.0,
+        0.0,
+        0.95,
+        "At this share of the steps, judge each round on the model's preview and finish the best "
+        "prune_keep (0 = off). Study first (help page).",
+        step=0.05,
     ),
-    "prune_keep": (
-        "INT",
-        {
-            "default": 1,
-            "min": 1,
-            "max": BATCH_SIZE.high,
-            "tooltip": "With prune_at: how many of each round of batch_size are finished.",
-        },
-    ),
+    "prune_keep": int_input(1, 1, BATCH_SIZE.high, "With prune_at: how many of each round of batch_size are finished."),
     "prune_study": (
         "BOOLEAN",
         {
@@ -305,15 +269,8 @@ MASK_SUBJECT_INPUT = (
         "empty with subjects.",
     },
 )
-MASK_THRESHOLD_INPUT = (
-    "FLOAT",
-    {
-        "default": DEFAULT_MASK_THRESHOLD,
-        "min": 0.0,
-        "max": 1.0,
-        "step": 0.01,
-        "tooltip": "The segmenter's threshold, as in MaSC Auto Mask.",
-    },
+MASK_THRESHOLD_INPUT = float_input(
+    DEFAULT_MASK_THRESHOLD, 0.0, 1.0, "The segmenter's threshold, as in MaSC Auto Mask.", step=0.01
 )
 SAMPLED_REFERENCE_INPUT = (
     REFERENCE_INPUT[0],

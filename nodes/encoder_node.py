@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..masc_core.limits import MAX_PATCHES
 from ..masc_core.models.checkpoints import PAPER_MODEL_ID
 from ..masc_core.models.encoder import MascEncoder
+from .declarations import int_input
 from .loaders import CheckpointLoader
 from .types import MASC_ENCODER, Output
 
@@ -23,15 +24,12 @@ class MaSCLoadEncoder(CheckpointLoader):
     @classmethod
     def option_inputs(cls) -> dict:
         return {
-            "max_patches": (
-                "INT",
-                {
-                    "default": 1024,
-                    "min": MAX_PATCHES.low,
-                    "max": MAX_PATCHES.high,
-                    "step": 16,
-                    "tooltip": "NaFlex patch budget per image (the paper: 1024). Fixed-size checkpoints ignore it.",
-                },
+            "max_patches": int_input(
+                1024,
+                MAX_PATCHES.low,
+                MAX_PATCHES.high,
+                "NaFlex patch budget per image (the paper: 1024). Fixed-size checkpoints ignore it.",
+                step=16,
             ),
         }
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from .declarations import MaSCNode
+from .declarations import float_input, int_input
 from ..masc_core.metric.heatmaps import mask_overlay
 from ..masc_core.defaults import DEFAULT_MASK_THRESHOLD, MIN_FOREGROUND_FRACTION
 from ..masc_core.metric.masks import foreground_fraction
@@ -59,16 +60,13 @@ class MaSCLoadSAM3Model(CheckpointLoader):
     @classmethod
     def option_inputs(cls) -> dict:
         return {
-            "score_threshold": (
-                "FLOAT",
-                {
-                    "default": SAM3_SCORE_THRESHOLD,
-                    "min": 0.0,
-                    "max": 1.0,
-                    "step": 0.01,
-                    "tooltip": "Instances SAM3 scores at least this join the subject's mask (their union), as "
-                    "core SAM3 Detect's threshold.",
-                },
+            "score_threshold": float_input(
+                SAM3_SCORE_THRESHOLD,
+                0.0,
+                1.0,
+                "Instances SAM3 scores at least this join the subject's mask (their union), as "
+                "core SAM3 Detect's threshold.",
+                step=0.01,
             ),
         }
 
@@ -117,25 +115,16 @@ class MaSCAutoMask(MaSCNode):
                         "comma-separated ('dog, puppy') are combined.",
                     },
                 ),
-                "threshold": (
-                    "FLOAT",
-                    {
-                        "default": DEFAULT_MASK_THRESHOLD,
-                        "min": 0.0,
-                        "max": 1.0,
-                        "step": 0.01,
-                        "tooltip": "A pixel is the subject when the segmenter's probability is at least this (SAM3: "
-                        "the merged instances' mask probability).",
-                    },
+                "threshold": float_input(
+                    DEFAULT_MASK_THRESHOLD,
+                    0.0,
+                    1.0,
+                    "A pixel is the subject when the segmenter's probability is at least this (SAM3: "
+                    "the merged instances' mask probability).",
+                    step=0.01,
                 ),
-                "dilation": (
-                    "INT",
-                    {
-                        "default": 0,
-                        "min": 0,
-                        "max": 256,
-                        "tooltip": "Grow each mask by this many pixels (hides the subject's soft edges from PF).",
-                    },
+                "dilation": int_input(
+                    0, 0, 256, "Grow each mask by this many pixels (hides the subject's soft edges from PF)."
                 ),
             }
         }

@@ -30,6 +30,7 @@ from .declarations import (
     CARRIED_INPUTS,
     carried_outputs,
     CP_WEIGHT_INPUT,
+    int_input,
     MaSCNode,
     PF_WEIGHT_INPUT,
     rank_by_input,
@@ -75,17 +76,8 @@ class MaSCContactSheet(MaSCNode):
                         "tooltip": "What rank order sorts by after the kept ones: cp, pf, or both (CP + PF).",
                     },
                 ),
-                "tile_size": (
-                    "INT",
-                    {
-                        "default": 256,
-                        "min": MIN_TILE,
-                        "max": MAX_TILE,
-                        "step": 8,
-                        "tooltip": "Width of each tile in pixels.",
-                    },
-                ),
-                "columns": ("INT", {"default": 0, "min": 0, "max": 64, "tooltip": "Tiles per row; 0 = about square."}),
+                "tile_size": int_input(256, MIN_TILE, MAX_TILE, "Width of each tile in pixels.", step=8),
+                "columns": int_input(0, 0, 64, "Tiles per row; 0 = about square."),
             }
         }
 
@@ -126,37 +118,24 @@ class MaSCPick(MaSCNode):
         return {
             "required": {
                 **SCORED_BATCH_INPUTS,
-                "show": (
-                    "INT",
-                    {
-                        "default": 4,
-                        "min": SHOWN.low,
-                        "max": SHOWN.high,
-                        "tooltip": "How many candidates to show, best first (at most the batch, at most "
-                        f"{SHOWN.high}).",
-                    },
+                "show": int_input(
+                    4,
+                    SHOWN.low,
+                    SHOWN.high,
+                    f"How many candidates to show, best first (at most the batch, at most {SHOWN.high}).",
                 ),
-                "keep": (
-                    "INT",
-                    {
-                        "default": 1,
-                        "min": SHOWN.low,
-                        "max": SHOWN.high,
-                        "tooltip": "How many the default keeps (the first in score order) when nobody picks.",
-                    },
+                "keep": int_input(
+                    1, SHOWN.low, SHOWN.high, "How many the default keeps (the first in score order) when nobody picks."
                 ),
                 "rank_by": rank_by_input("both", "The score order: cp, pf, or both = cp_weight*CP + pf_weight*PF."),
                 "cp_weight": CP_WEIGHT_INPUT,
                 "pf_weight": PF_WEIGHT_INPUT,
-                "timeout": (
-                    "INT",
-                    {
-                        "default": 300,
-                        "min": 0,
-                        "max": 86400,
-                        "tooltip": "Seconds to wait for your pick before keeping the default; the queue waits "
-                        "meanwhile. 0 = never ask.",
-                    },
+                "timeout": int_input(
+                    300,
+                    0,
+                    86400,
+                    "Seconds to wait for your pick before keeping the default; the queue waits "
+                    "meanwhile. 0 = never ask.",
                 ),
             },
             "optional": {

@@ -42,6 +42,7 @@ from .declarations import (
     THRESHOLD_INPUTS,
     VIDEO_INPUT,
 )
+from .declarations import float_input, int_input
 from .sample_until_run import sample_until
 from .types import MASC_SCORES, Output
 
@@ -69,7 +70,7 @@ def sampler_inputs() -> dict:
                 "tooltip": "Candidate i uses seed + i: a KSampler with that seed (batch 1) reproduces it.",
             },
         ),
-        "steps": ("INT", {"default": 20, "min": 1, "max": 10000, "tooltip": "Sampler steps per candidate."}),
+        "steps": int_input(20, 1, 10000, "Sampler steps per candidate."),
         "cfg": (
             "FLOAT",
             {
@@ -83,15 +84,8 @@ def sampler_inputs() -> dict:
         ),
         "sampler_name": (host.sampler_names(), {"tooltip": "The sampler, as for KSampler."}),
         "scheduler": (host.scheduler_names(), {"tooltip": "The scheduler, as for KSampler."}),
-        "denoise": (
-            "FLOAT",
-            {
-                "default": 1.0,
-                "min": 0.0,
-                "max": 1.0,
-                "step": 0.01,
-                "tooltip": "As for KSampler (below 1 starts from latent_image's content).",
-            },
+        "denoise": float_input(
+            1.0, 0.0, 1.0, "As for KSampler (below 1 starts from latent_image's content).", step=0.01
         ),
     }
 

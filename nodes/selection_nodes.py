@@ -32,6 +32,7 @@ from .declarations import (
     SCORED_BATCH_INPUTS,
     THRESHOLD_INPUTS,
 )
+from .declarations import int_input
 from .types import Output
 
 
@@ -150,15 +151,7 @@ class MaSCSelectBest(MaSCNode):
                 "rank_by": rank_by_input("both"),
                 "cp_weight": CP_WEIGHT_INPUT,
                 "pf_weight": PF_WEIGHT_INPUT,
-                "top_k": (
-                    "INT",
-                    {
-                        "default": 1,
-                        "min": TOP_K.low,
-                        "max": TOP_K.high,
-                        "tooltip": "How many of the best passing images to keep.",
-                    },
-                ),
+                "top_k": int_input(1, TOP_K.low, TOP_K.high, "How many of the best passing images to keep."),
                 **THRESHOLD_INPUTS,
             },
             "optional": dict(CARRIED_INPUTS, on_uncertain=ON_UNCERTAIN_INPUT, rules=RULES_INPUT),

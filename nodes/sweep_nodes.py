@@ -24,6 +24,8 @@ from . import host
 from .convert import to_comfy_image_batch
 from .declarations import (
     ENCODER_INPUT,
+    float_input,
+    int_input,
     MASK_SUBJECT_INPUT,
     MASK_THRESHOLD_INPUT,
     MaSCNode,
@@ -149,7 +151,7 @@ class MaSCSweep(MaSCNode):
                 {"multiline": True, "default": "", "tooltip": "The negative prompt, for every image."},
             ),
             "seed": seed,
-            "seeds": ("INT", {"default": 4, "min": 1, "max": MAX_SWEEP_SEEDS, "tooltip": "Seeds per prompt."}),
+            "seeds": int_input(4, 1, MAX_SWEEP_SEEDS, "Seeds per prompt."),
             **{k: generator[k] for k in ("steps", "cfg", "sampler_name", "scheduler", "denoise")},
             "encoder": ENCODER_INPUT,
             "reference_image": REFERENCE_INPUT,
@@ -157,25 +159,19 @@ class MaSCSweep(MaSCNode):
             "subject": SUBJECT_INPUT,
             "segmenter": (MASC_SEGMENTER, {"tooltip": "Masks each image (PF pools the background): CLIPSeg or SAM3."}),
             "mask_threshold": MASK_THRESHOLD_INPUT,
-            "pf_margin": (
-                "FLOAT",
-                {
-                    "default": DEFAULT_PF_MARGIN,
-                    "min": 0.0,
-                    "max": 2.0,
-                    "step": 0.005,
-                    "tooltip": "Mean PF a recommended cell may lose against the baseline's (this pack's default).",
-                },
+            "pf_margin": float_input(
+                DEFAULT_PF_MARGIN,
+                0.0,
+                2.0,
+                "Mean PF a recommended cell may lose against the baseline's (this pack's default).",
+                step=0.005,
             ),
-            "confidence": (
-                "FLOAT",
-                {
-                    "default": DEFAULT_CONFIDENCE,
-                    "min": 0.5,
-                    "max": 0.999,
-                    "step": 0.005,
-                    "tooltip": "Of the paired intervals that call a tie, and of the race's stops.",
-                },
+            "confidence": float_input(
+                DEFAULT_CONFIDENCE,
+                0.5,
+                0.999,
+                "Of the paired intervals that call a tie, and of the race's stops.",
+                step=0.005,
             ),
             "race": (
                 "BOOLEAN",

@@ -17,27 +17,21 @@ from ..masc_core.scoring.clip import ScoredClip, frame_count, score_clip
 from ..masc_core.selection.clip import DEFAULT_MAX_FRAMES, ClipChoice, clip_strip, frames_to_score
 from . import host
 from .convert import batch_value, comfy_masks, image_output, reference_views
-from .declarations import MaSCNode, PROMPT_INPUT, REFERENCE_INPUTS, RULES_INPUT, SUBJECT_INPUT
+from .declarations import MaSCNode, PROMPT_INPUT, REFERENCE_INPUTS, RULES_INPUT, SUBJECT_INPUT, int_input
 from .metadata import HIDDEN_INPUTS, image_digests, record, scoring_context
 from .types import MASC_SCORES, MASC_VIDEO, Output
 
-EVERY_NTH_FRAME_INPUT = (
-    "INT",
-    {
-        "default": 1,
-        "min": EVERY_NTH_FRAME.low,
-        "max": EVERY_NTH_FRAME.high,
-        "tooltip": "Score every n-th frame from the first (one SigLIP2 forward per scored frame).",
-    },
+EVERY_NTH_FRAME_INPUT = int_input(
+    1,
+    EVERY_NTH_FRAME.low,
+    EVERY_NTH_FRAME.high,
+    "Score every n-th frame from the first (one SigLIP2 forward per scored frame).",
 )
-MAX_FRAMES_INPUT = (
-    "INT",
-    {
-        "default": DEFAULT_MAX_FRAMES,
-        "min": MAX_FRAMES.low,
-        "max": MAX_FRAMES.high,
-        "tooltip": "At most this many frames are scored, spread evenly over the clip, first and last kept.",
-    },
+MAX_FRAMES_INPUT = int_input(
+    DEFAULT_MAX_FRAMES,
+    MAX_FRAMES.low,
+    MAX_FRAMES.high,
+    "At most this many frames are scored, spread evenly over the clip, first and last kept.",
 )
 
 
@@ -146,15 +140,12 @@ class MaSCVideoOptions(MaSCNode):
     def INPUT_TYPES(cls):
         return {
             "required": {
-                "trim_latent": (
-                    "INT",
-                    {
-                        "default": 0,
-                        "min": TRIM_LATENT.low,
-                        "max": TRIM_LATENT.high,
-                        "tooltip": "Latent frames cut from the start before decoding: connect WanVaceToVideo's "
-                        "trim_latent (as core's Trim Video Latent).",
-                    },
+                "trim_latent": int_input(
+                    0,
+                    TRIM_LATENT.low,
+                    TRIM_LATENT.high,
+                    "Latent frames cut from the start before decoding: connect WanVaceToVideo's "
+                    "trim_latent (as core's Trim Video Latent).",
                 ),
                 "every_nth_frame": EVERY_NTH_FRAME_INPUT,
                 "max_frames": MAX_FRAMES_INPUT,
