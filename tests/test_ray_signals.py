@@ -21,6 +21,9 @@ _CHILD = textwrap.dedent(
     import signal, sys, threading, time
     from masc_core.evaluation.ray_driver import waking as _waking
 
+    # Ctrl-C as an interactive shell gives it: a job started with & by a non-interactive shell (a CI script, a
+    # nohup'd run) inherits SIGINT ignored, and the signal this test sends would then never arrive at all.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     never, waiting = threading.Event(), threading.Event()
 
     def held_batches():  # as Ray's iterator while every worker is busy: waits on a lock, no timeout
