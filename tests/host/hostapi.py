@@ -158,8 +158,8 @@ def start_server(python: str, comfy_dir: str, args: list[str], log_path: str, ti
     """Start ``main.py`` on 127.0.0.1 and a free port; return once /object_info answers.
 
     HF_HUB_OFFLINE=1: a graph naming a Hub model that is not on disk fails at once instead of downloading. Two
-    sessions starting at once may pick the same port: the one whose server logs it in use (ComfyUI then keeps running
-    without a site, and the port answers for the other session's server) starts again on another port.
+    sessions starting at once may pick the same port: the one whose server logs it in use (0.33 then keeps running
+    without a site, and the port answers for the other session's server; 0.3.64 exits) starts again on another port.
     """
     for _ in range(START_ATTEMPTS):
         server = _start_once(python, comfy_dir, args, log_path, timeout)
@@ -186,6 +186,8 @@ def _start_once(python: str, comfy_dir: str, args: list[str], log_path: str, tim
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
+            if "address already in use" in server.log().lower():  # 0.3.64 exits on the clash (OSError from bind)
+                return None
             raise RuntimeError(f"ComfyUI exited during start-up ({process.returncode}):\n{server.log()[-4000:]}")
         text = server.log()
         if f"Port {port} is already in use" in text:
