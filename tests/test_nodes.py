@@ -54,6 +54,9 @@ def test_node_contract(pack, node_id, comfy_dirs):
     spec = cls.INPUT_TYPES()
     assert set(spec) <= {"required", "optional", "hidden"} and spec["required"]
     assert cls.CATEGORY == "MaSC" and cls.DESCRIPTION
+    # The description is the class's own docstring (not a base's), and a loader's names the Hub id it downloads.
+    assert cls.__dict__.get("__doc__") and cls.DESCRIPTION == " ".join(cls.__doc__.split())
+    assert getattr(cls, "HUB_ID", "") in cls.DESCRIPTION
     returns = cls.RETURN_TYPES
     assert isinstance(returns, tuple) and all(isinstance(t, str) for t in returns)
     assert len(cls.RETURN_NAMES) == len(returns) == len(cls.OUTPUT_TOOLTIPS)
