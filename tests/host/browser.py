@@ -163,6 +163,11 @@ def open_page(browser, url: str):
 def queue_and_wait(page, timeout_s: float = 900, pick: list[int] | None = None, shots: str | None = None) -> dict:
     """Queue the graph as the Run button does (one press); the outcome, the ui text and images the server sent.
 
+    ``timeout_s`` is a stall, not a run length: the clock restarts at every message from the server (a sampler
+    step, a node starting, a preview), so a loaded machine makes a run slower, never a failure. After a stall the
+    run is interrupted and the queue cleared, so the next workflow neither waits behind it nor receives its
+    messages (ids shared between workflows would land on the wrong node).
+
     ``pick``: when MaSC Pick's dialog opens, click these tiles (positions among those shown) with the mouse and
     press Keep selected; what the dialog showed is returned under ``dialog`` (screenshot at ``shots``-pick.png).
     """
@@ -182,16 +187,30 @@ def queue_and_wait(page, timeout_s: float = 900, pick: list[int] | None = None, 
                 api.addEventListener('executed', onExecuted);
                 api.addEventListener('progress_text', onText);
                 api.addEventListener('b_preview_with_metadata', onPreview);
+                let quiet;
+                const alive = () => { clearTimeout(quiet); quiet = setTimeout(() => settle('timeout'), timeout); };
+                let settle;
+                const heard = ['executing', 'executed', 'progress', 'progress_state', 'progress_text',
+                               'b_preview', 'b_preview_with_metadata', 'execution_cached'];
                 const outcome = await new Promise(resolve => {
+                    settle = resolve;
+                    heard.forEach(type => api.addEventListener(type, alive));
                     api.addEventListener('execution_success', () => resolve('success'));
                     api.addEventListener('execution_error', e => resolve('error: ' + JSON.stringify(e.detail).slice(0, 2000)));
                     api.addEventListener('execution_interrupted', () => resolve('interrupted'));
-                    setTimeout(() => resolve('timeout'), timeout);
+                    alive();
                     app.queuePrompt(0, 1);
                 });
+                clearTimeout(quiet);
+                heard.forEach(type => api.removeEventListener(type, alive));
                 api.removeEventListener('executed', onExecuted);
                 api.removeEventListener('progress_text', onText);
                 api.removeEventListener('b_preview_with_metadata', onPreview);
+                if (outcome === 'timeout') {
+                    await fetch('/api/queue', {method: 'POST', headers: {'Content-Type': 'application/json'},
+                                               body: JSON.stringify({clear: true})});
+                    await fetch('/api/interrupt', {method: 'POST'});
+                }
                 return {outcome, sent, images, progress, previews};
             })();
         }""",
@@ -224,7 +243,23 @@ def queue_and_wait(page, timeout_s: float = 900, pick: list[int] | None = None, 
         page.wait_for_selector(".masc-pick", state="detached", timeout=60_000)
     ran = page.evaluate("async () => await window.__mascRun")
     ran["dialog"] = dialog
+    if ran["outcome"] == "timeout":
+        ran["outcome"] = f"timeout: no message from the server for {timeout_s:.0f} s"
+        _wait_until_idle(page)
     return ran
+
+
+def _wait_until_idle(page, limit_s: float = 600) -> None:
+    """Until the server's queue is empty (an interrupted run ends at its next interrupt check)."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        busy = page.evaluate(
+            "async () => { const q = await (await fetch('/api/queue')).json();"
+            " return q.queue_running.length + q.queue_pending.length; }"
+        )
+        if not busy:
+            return
+        page.wait_for_timeout(2000)
 
 
 def vue_reports(page, node_ids: list[str]) -> dict:

@@ -119,7 +119,8 @@ def _browse(host, server, installed, out_dir, sd15, vue: bool) -> dict:
     plan_path, result_path = os.path.join(folder, "plan.json"), os.path.join(folder, "result.json")
     write_json(plan_path, plan)
     started = time.monotonic()
-    driven = host.run_python(os.path.join(HERE, "browser.py"), plan_path, result_path, timeout=3600)
+    # A guard against a hung browser only: runs wait on stalls, not on time (browser.queue_and_wait).
+    driven = host.run_python(os.path.join(HERE, "browser.py"), plan_path, result_path, timeout=4 * 3600)
     if driven.returncode != 0 and "No module named 'playwright'" in driven.stderr:
         pytest.skip(f"{host.python} has no playwright")
     assert driven.returncode == 0, f"browser session failed:\n{driven.stdout[-2000:]}\n{driven.stderr[-6000:]}"
