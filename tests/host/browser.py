@@ -173,6 +173,7 @@ def queue_and_wait(page, timeout_s: float = 900, pick: list[int] | None = None, 
     """
     page.evaluate(
         """(timeout) => {
+            window.__mascSettled = false;
             window.__mascRun = (async () => {
                 const { api } = await import('/scripts/api.js');
                 const sent = {}, images = {}, progress = {}, previews = {};
@@ -187,9 +188,8 @@ def queue_and_wait(page, timeout_s: float = 900, pick: list[int] | None = None, 
                 api.addEventListener('executed', onExecuted);
                 api.addEventListener('progress_text', onText);
                 api.addEventListener('b_preview_with_metadata', onPreview);
-                let quiet;
+                let quiet, settle;  // settle: the promise's resolve, set below; a stall calls it with 'timeout'
                 const alive = () => { clearTimeout(quiet); quiet = setTimeout(() => settle('timeout'), timeout); };
-                let settle;
                 const heard = ['executing', 'executed', 'progress', 'progress_state', 'progress_text',
                                'b_preview', 'b_preview_with_metadata', 'execution_cached'];
                 const outcome = await new Promise(resolve => {
@@ -202,6 +202,7 @@ def queue_and_wait(page, timeout_s: float = 900, pick: list[int] | None = None, 
                     app.queuePrompt(0, 1);
                 });
                 clearTimeout(quiet);
+                window.__mascSettled = true;
                 heard.forEach(type => api.removeEventListener(type, alive));
                 api.removeEventListener('executed', onExecuted);
                 api.removeEventListener('progress_text', onText);
@@ -218,7 +219,14 @@ def queue_and_wait(page, timeout_s: float = 900, pick: list[int] | None = None, 
     )
     dialog = None
     if pick is not None:
-        page.wait_for_selector(".masc-pick [data-position]", timeout=timeout_s * 1000)
+        # The dialog opens when MaSC Pick runs, after the sampling: wait while the run goes on (its own stall
+        # clock ends a silent one); a run that ends without opening the dialog returns no dialog.
+        page.wait_for_function(
+            "() => document.querySelector('.masc-pick [data-position]') || window.__mascSettled",
+            timeout=0,
+            polling=1000,
+        )
+    if pick is not None and page.query_selector(".masc-pick [data-position]"):
         page.wait_for_function(
             "() => [...document.querySelectorAll('.masc-pick img')].every(i => i.complete && i.naturalWidth > 0)",
             timeout=60_000,
@@ -250,7 +258,11 @@ def queue_and_wait(page, timeout_s: float = 900, pick: list[int] | None = None, 
 
 
 def _wait_until_idle(page, limit_s: float = 600) -> None:
-    """Until the server's queue is empty (an interrupted run ends at its next interrupt check)."""
+    """Until the server's queue is empty (an interrupted run ends at its next interrupt check).
+
+    A server still busy after ``limit_s`` ends the session with one line: the next workflow would receive the
+    stalled run's messages on its own node ids and fail for reasons it never had.
+    """
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         busy = page.evaluate(
@@ -260,6 +272,10 @@ def _wait_until_idle(page, limit_s: float = 600) -> None:
         if not busy:
             return
         page.wait_for_timeout(2000)
+    raise SystemExit(
+        f"browser session stopped: a stalled run was interrupted, but the server was still running it "
+        f"{limit_s:.0f} s later (see the server's log)"
+    )
 
 
 def vue_reports(page, node_ids: list[str]) -> dict:
