@@ -114,6 +114,9 @@ API = sorted(f for f in os.listdir(os.path.join(ROOT, "workflows", "api")) if f.
 def test_a_template_runs_as_shipped_from_readmes_folders_offline(server, host, readme_models, out_dir, name):
     path = os.path.join(ROOT, "workflows", "api", name)
     graph = load(path)
+    lacking = sorted({spec["class_type"] for spec in graph.values()} - set(server.request("/object_info")))
+    if lacking:  # template 12 names 0.33's Train LoRA nodes (docs/limitations.md)
+        pytest.skip(f"ComfyUI {host.label} has no {', '.join(lacking)}: the template needs a newer core")
     missing = [f for f in generator_files(graph) if not present(host, f)]
     if missing or needs_text_encoders(graph):
         pytest.skip(f"its generator's files are not here ({', '.join(missing) or 'text encoders'}): a GPU template")
